@@ -1,0 +1,7 @@
+'use strict'
+
+module.exports = {
+  spec: ['test/**/*.test.js'],
+  timeout: 30000,
+  reporter: 'dot'
+}

@@ -1,0 +1,165 @@
+'use strict'
+
+const { contentHash } = require('./keys')
+const { newVersion } = require('./format')
+const errors = require('./errors')
+
+// Chunks go to LevelDB in batches of about BATCH_BYTES, with up to MAX_IN_FLIGHT
+// batches outstanding so the JS thread chunks and hashes while LevelDB writes
+// (perf/throughput.js measured these).
+const BATCH_BYTES = 1024 * 1024
+const MAX_IN_FLIGHT = 3
+
+// Writes one version of one file into a shard and commits it. Nothing is visible until
+// finish() commits; abort() (or any failure) removes what was written. Calls must not
+// overlap: each write() is awaited before the next, as a Writable does.
+class ChunkWriter {
+  constructor ({ shard, key, name, chunkSize, size, sha256, release }) {
+    this.shard = shard
+    this.key = key
+    this.name = name
+    this.chunkSize = chunkSize
+    this.expectedSize = size
+    this.sha256 = sha256
+    this.hash = sha256 ? undefined : contentHash()
+    this.version = newVersion()
+    this.release = release
+    this.size = 0
+    this.chunks = 0 // chunks handed to LevelDB
+    this.pieces = [] // bytes not yet making a whole chunk
+    this.pieceBytes = 0
+    this.batch = []
+    this.batchBytes = 0
+    this.inflight = []
+    this.queue = Promise.resolve()
+    this.state = 'writing' // -> 'committed' | 'aborted'
+    // A known size is claimed before anything is written: ENOSPC costs no I/O.
+    this.reservation = shard.reserve(size || 0)
+    shard.writing.add(this.version)
+  }
+
+  write (data) {
+    return this.#serial(() => this.#write(data))
+  }
+
+  finish () {
+    return this.#serial(async () => {
+      try {
+        return await this.#finish()
+      } catch (err) {
+        await this.#abort()
+        throw err
+      }
+    })
+  }
+
+  // Safe to call at any time and more than once; waits for a write in progress.
+  abort () {
+    this.aborting = true
+    return this.#serial(() => this.#abort(), true)
+  }
+
+  #serial (fn, always = false) {
+    const run = this.queue.then(() => {
+      if (!always && this.state !== 'writing') throw new Error(`write of ${this.key} is already ${this.state}`)
+      return fn()
+    })
+    this.queue = run.catch(() => {})
+    return run
+  }
+
+  async #write (data) {
+    if (this.expectedSize === undefined) this.reservation.add(data.length)
+    else if (this.size + data.length > this.expectedSize) throw errors.invalidValue('data', `is longer than the ${this.expectedSize} bytes announced`)
+    this.size += data.length
+    let offset = 0
+    while (offset < data.length && !this.aborting) {
+      if (this.pieceBytes === 0 && data.length - offset >= this.chunkSize) {
+        await this.#addChunk(data.subarray(offset, offset + this.chunkSize))
+        offset += this.chunkSize
+        continue
+      }
+      const take = Math.min(this.chunkSize - this.pieceBytes, data.length - offset)
+      this.pieces.push(data.subarray(offset, offset + take))
+      this.pieceBytes += take
+      offset += take
+      if (this.pieceBytes === this.chunkSize) await this.#addChunk(this.#takePieces())
+    }
+  }
+
+  #takePieces () {
+    // Copy: the caller may reuse the buffers it wrote once write() resolves.
+    const chunk = Buffer.concat(this.pieces, this.pieceBytes)
+    this.pieces = []
+    this.pieceBytes = 0
+    return chunk
+  }
+
+  async #addChunk (chunk) {
+    this.batch.push(chunk)
+    this.batchBytes += chunk.length
+    if (this.batchBytes >= BATCH_BYTES) await this.#flush()
+  }
+
+  async #flush () {
+    const chunks = this.batch
+    if (chunks.length === 0) return
+    this.batch = []
+    this.batchBytes = 0
+    const first = this.chunks
+    this.chunks += chunks.length
+    const written = this.shard.writeChunks(this.key, this.version, first, chunks)
+    // The first batch carries the pending record: it must land before any other batch,
+    // or a crash could leave chunks that no pending record points to.
+    if (first === 0) await written
+    else this.inflight.push(written)
+    written.catch(() => {}) // awaited below; avoid an unhandled rejection meanwhile
+    if (this.hash) for (const chunk of chunks) this.hash.update(chunk)
+    while (this.inflight.length >= MAX_IN_FLIGHT) await this.inflight.shift()
+  }
+
+  async #finish () {
+    if (this.pieceBytes > 0) this.batch.push(this.#takePieces())
+    await this.#flush()
+    while (this.inflight.length > 0) await this.inflight.shift()
+    if (this.expectedSize !== undefined && this.size !== this.expectedSize) {
+      throw errors.invalidValue('data', `is ${this.size} bytes, ${this.expectedSize} were announced`)
+    }
+    const meta = {
+      key: this.key,
+      version: this.version,
+      size: this.size,
+      chunks: this.chunks,
+      sha256: this.sha256 || this.hash.digest('hex'),
+      mtime: Date.now(),
+      name: this.name
+    }
+    await this.shard.commit(meta, this.reservation)
+    this.state = 'committed'
+    this.shard.writing.delete(this.version)
+    this.#release()
+    return meta
+  }
+
+  async #abort () {
+    if (this.state !== 'writing') return
+    this.state = 'aborted'
+    await Promise.allSettled(this.inflight)
+    this.reservation.release()
+    try {
+      if (this.chunks > 0) await this.shard.discard(this.key, this.version)
+    } catch {
+      // The pending record stays: the next open or compact() removes these chunks.
+    }
+    this.shard.writing.delete(this.version)
+    this.#release()
+  }
+
+  #release () {
+    const release = this.release
+    this.release = undefined
+    if (release) release()
+  }
+}
+
+module.exports = { ChunkWriter }

@@ -1,0 +1,88 @@
+'use strict'
+
+// Every error kfs raises on purpose carries a stable, fs-style `code`. Messages may
+// change between versions; codes do not.
+
+function make (Class, code, message, props = {}) {
+  const { cause, ...data } = props
+  const err = new Class(message, cause === undefined ? undefined : { cause })
+  err.code = code
+  return Object.assign(err, data)
+}
+
+// Bad arguments: TypeError for a wrong type, RangeError for a value out of range, both
+// with code EINVAL, as Node core does with ERR_INVALID_ARG_TYPE / _VALUE.
+function invalidType (argument, expected, actual) {
+  return make(TypeError, 'EINVAL', `${argument} must be ${expected}, got ${describe(actual)}`, { argument })
+}
+
+function invalidValue (argument, message, props) {
+  return make(RangeError, 'EINVAL', `${argument} ${message}`, { argument, ...props })
+}
+
+function notFound (key) {
+  return make(Error, 'ENOENT', `no file with key ${key}`, { key })
+}
+
+function noSpace (shard, needed, free) {
+  return make(Error, 'ENOSPC', `shard ${shardName(shard)} is full: ${needed} bytes needed, ${free} free`, { shard, needed, free })
+}
+
+function integrity (key, message, props) {
+  return make(Error, 'EINTEGRITY', `file ${key} is damaged: ${message}`, { key, ...props })
+}
+
+function corrupt (what, message, props) {
+  return make(Error, 'ECORRUPT', `${what} is corrupt: ${message}`, props)
+}
+
+function busy (dir, cause) {
+  return make(Error, 'EBUSY', `the store at ${dir} is in use by another process or store instance`, { path: dir, cause })
+}
+
+function closed () {
+  return make(Error, 'ECLOSED', 'the store is closed')
+}
+
+function notDirectory (dir) {
+  return make(Error, 'ENOTDIR', `the store path ${dir} exists and is not a directory`, { path: dir })
+}
+
+function notStore (dir, entry) {
+  return make(Error, 'EINVAL', `${dir} is not a kfs store: it holds "${entry}" and no format.json`, { path: dir })
+}
+
+function shardName (index) {
+  return String(index).padStart(3, '0')
+}
+
+function describe (value) {
+  if (value === null) return 'null'
+  if (Buffer.isBuffer(value)) return 'a Buffer'
+  if (typeof value === 'string') return value.length > 40 ? 'a string' : JSON.stringify(value)
+  if (typeof value === 'object') return value.constructor ? `an instance of ${value.constructor.name}` : 'an object'
+  return `${typeof value} ${String(value)}`
+}
+
+const is = (code) => (err) => Boolean(err) && err.code === code
+
+module.exports = {
+  invalidType,
+  invalidValue,
+  notFound,
+  noSpace,
+  integrity,
+  corrupt,
+  busy,
+  closed,
+  notDirectory,
+  notStore,
+  shardName,
+  isNotFound: is('ENOENT'),
+  isNoSpace: is('ENOSPC'),
+  isIntegrity: is('EINTEGRITY'),
+  isCorrupt: is('ECORRUPT'),
+  isBusy: is('EBUSY'),
+  isClosed: is('ECLOSED'),
+  isInvalid: is('EINVAL')
+}

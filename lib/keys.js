@@ -1,0 +1,31 @@
+'use strict'
+
+const crypto = require('node:crypto')
+const errors = require('./errors')
+
+const HEX_KEY = /^(?:[0-9a-fA-F]{40}|[0-9a-fA-F]{64})$/
+// Names are kept in every file's metadata record, which listing reads: bound them.
+const MAX_NAME_BYTES = 4096
+
+// A 40 or 64 hex-character key is used as is (lower-cased); any other non-empty string
+// is a name, hashed with RIPEMD-160 as the KFS design does.
+function coerceKey (input) {
+  if (typeof input !== 'string') throw errors.invalidType('key', 'a non-empty string', input)
+  if (input === '') throw errors.invalidValue('key', 'must not be empty')
+  if (HEX_KEY.test(input)) return { key: input.toLowerCase(), name: undefined }
+  const bytes = Buffer.from(input, 'utf8')
+  if (bytes.length > MAX_NAME_BYTES) throw errors.invalidValue('key', `is a name longer than ${MAX_NAME_BYTES} bytes`)
+  return { key: crypto.createHash('ripemd160').update(bytes).digest('hex'), name: input }
+}
+
+function contentHash () {
+  return crypto.createHash('sha256')
+}
+
+// The key bytes are hashed before routing because callers' keys cluster: a storage
+// node's keys sit close to its own ID, which is also the store's reference ID.
+function routingByte (key) {
+  return crypto.createHash('sha256').update(Buffer.from(key, 'hex')).digest()[0]
+}
+
+module.exports = { coerceKey, contentHash, routingByte, MAX_NAME_BYTES }

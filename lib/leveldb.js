@@ -1,0 +1,101 @@
+'use strict'
+
+// The only module that touches the LevelDB binding, so it can be swapped.
+const levelup = require('levelup')
+const leveldown = require('leveldown')
+
+// Tuned for 128 KiB values (perf/throughput.js): no compression (stored files are
+// mostly compressed or encrypted already), a write buffer large enough to batch
+// flushes but small enough to keep memory bounded per open shard, and table files
+// large enough that a full 32 GiB shard does not need thousands of descriptors.
+const DEFAULTS = {
+  compression: false,
+  writeBufferSize: 8 * 1024 * 1024,
+  maxFileSize: 32 * 1024 * 1024,
+  cacheSize: 4 * 1024 * 1024,
+  maxOpenFiles: 64
+}
+
+class LevelDb {
+  constructor (db) {
+    this.db = db
+  }
+
+  // Resolves to a LevelDb or rejects with the binding's error as `cause` and a
+  // `reason` of 'missing', 'locked' or 'failed'.
+  static open (location, { createIfMissing = false, errorIfExists = false, ...options } = {}) {
+    return new Promise((resolve, reject) => {
+      const db = levelup(leveldown(location), { ...DEFAULTS, ...options, createIfMissing, errorIfExists }, (err) => {
+        if (err) reject(classifyOpenError(err))
+        else resolve(new LevelDb(db))
+      })
+    })
+  }
+
+  async get (key) {
+    try {
+      return await this.db.get(key, { asBuffer: true, fillCache: false })
+    } catch (err) {
+      if (err.notFound) return undefined
+      throw err
+    }
+  }
+
+  batch (ops, { sync = false } = {}) {
+    return this.db.batch(ops, { sync })
+  }
+
+  put (key, value, { sync = false } = {}) {
+    return this.db.put(key, value, { sync })
+  }
+
+  // A raw binding iterator; it reads from a snapshot taken when it is created.
+  iterator (options) {
+    return this.db.db.iterator({ keyAsBuffer: false, valueAsBuffer: true, fillCache: false, ...options })
+  }
+
+  clear (range) {
+    return this.db.clear(range)
+  }
+
+  approximateSize (start, end) {
+    return new Promise((resolve, reject) => {
+      this.db.db.approximateSize(start, end, (err, size) => (err ? reject(err) : resolve(size)))
+    })
+  }
+
+  compactRange (start, end) {
+    return new Promise((resolve, reject) => {
+      this.db.db.compactRange(start, end, (err) => (err ? reject(err) : resolve()))
+    })
+  }
+
+  close () {
+    return this.db.close()
+  }
+}
+
+// Promise wrappers over an iterator's callback API.
+function next (iterator) {
+  return new Promise((resolve, reject) => {
+    iterator.next((err, key, value) => {
+      if (err) reject(err)
+      else resolve(key === undefined && value === undefined ? undefined : { key, value })
+    })
+  })
+}
+
+function end (iterator) {
+  return new Promise((resolve) => iterator.end(() => resolve()))
+}
+
+function classifyOpenError (err) {
+  const cause = err.cause || err
+  const message = String(cause.message || cause)
+  let reason = 'failed'
+  if (/does not exist \(create_if_missing is false\)/.test(message)) reason = 'missing'
+  else if (/\bLOCK\b/.test(message) && /(already held|temporarily unavailable|lock)/i.test(message)) reason = 'locked'
+  return Object.assign(new Error(message), { reason, cause })
+}
+
+module.exports = { LevelDb, next, end }

@@ -1,0 +1,51 @@
+'use strict'
+
+const errors = require('./errors')
+
+const KiB = 1024
+const TiB = 1024 ** 4
+
+const DEFAULTS = Object.freeze({
+  maxTableSize: 8 * TiB,
+  chunkSize: 128 * KiB,
+  sync: false,
+  maxOpenShards: 16,
+  idleTimeout: 30000
+})
+
+const integer = (min, max) => (name, value) => {
+  if (typeof value !== 'number') throw errors.invalidType(`options.${name}`, 'a number', value)
+  if (!Number.isSafeInteger(value) || value < min || value > max) throw errors.invalidValue(`options.${name}`, `must be an integer from ${min} to ${max}, got ${value}`)
+  return value
+}
+
+const CHECKS = {
+  referenceId (name, value) {
+    if (typeof value !== 'string') throw errors.invalidType(`options.${name}`, 'a string of 40 hex characters', value)
+    if (!/^[0-9a-fA-F]{40}$/.test(value)) throw errors.invalidValue(`options.${name}`, `must be 40 hex characters, got ${JSON.stringify(value)}`)
+    return value.toLowerCase()
+  },
+  // The table is split into 256 equal shards, each of which must hold at least one byte.
+  maxTableSize: integer(256, Number.MAX_SAFE_INTEGER),
+  chunkSize: integer(1, 64 * 1024 * KiB),
+  sync (name, value) {
+    if (typeof value !== 'boolean') throw errors.invalidType(`options.${name}`, 'a boolean', value)
+    return value
+  },
+  maxOpenShards: integer(1, 256),
+  idleTimeout: integer(0, 2 ** 31 - 1)
+}
+
+// Returns { given, resolved }: `given` holds only what the caller set, so that options
+// persisted in the store are checked against explicit choices, not defaults.
+function parseOptions (options = {}) {
+  if (options === null || typeof options !== 'object' || Array.isArray(options)) throw errors.invalidType('options', 'an object', options)
+  const given = {}
+  for (const [name, value] of Object.entries(options)) {
+    if (!Object.hasOwn(CHECKS, name)) throw errors.invalidValue('options', `has an unknown option "${name}" (known: ${Object.keys(CHECKS).join(', ')})`)
+    if (value !== undefined) given[name] = CHECKS[name](name, value)
+  }
+  return { given, resolved: { ...DEFAULTS, ...given } }
+}
+
+module.exports = { parseOptions, DEFAULTS }

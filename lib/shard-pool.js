@@ -1,0 +1,118 @@
+'use strict'
+
+const errors = require('./errors')
+
+// Keeps at most `maxOpen` shards open. Shards open on first use and close after
+// `idleTimeout` ms without users, or sooner when another shard needs the slot. When
+// every open shard is in use, acquire() waits for one to be released.
+class ShardPool {
+  constructor ({ maxOpen, idleTimeout, open, close }) {
+    this.maxOpen = maxOpen
+    this.idleTimeout = idleTimeout
+    this.openShard = open
+    this.closeShard = close
+    this.entries = new Map() // index -> { ready, shard, refs, timer, closing }
+    this.waiters = []
+  }
+
+  get openCount () {
+    return this.entries.size
+  }
+
+  // The open shard, if any, without acquiring it.
+  peek (index) {
+    const entry = this.entries.get(index)
+    return entry && entry.shard && !entry.closing ? entry.shard : undefined
+  }
+
+  async acquire (index) {
+    for (;;) {
+      if (this.closing) throw errors.closed()
+      const entry = this.entries.get(index)
+      if (entry && entry.closing) {
+        await entry.closing
+        continue
+      }
+      if (entry) {
+        entry.refs++
+        clearTimeout(entry.timer)
+        try {
+          return await entry.ready
+        } catch (err) {
+          entry.refs--
+          throw err
+        }
+      }
+      if (this.entries.size >= this.maxOpen && !(await this.#evictIdle())) {
+        await new Promise((resolve) => this.waiters.push(resolve))
+        continue
+      }
+      if (this.entries.has(index)) continue // opened by another caller while we evicted
+      const created = { refs: 1, shard: undefined, timer: undefined, closing: undefined }
+      created.ready = this.openShard(index).then(
+        (shard) => (created.shard = shard),
+        (err) => {
+          this.entries.delete(index)
+          this.#wake()
+          throw err
+        }
+      )
+      this.entries.set(index, created)
+      return created.ready
+    }
+  }
+
+  release (shard) {
+    const entry = this.entries.get(shard.index)
+    if (!entry || entry.shard !== shard) return
+    if (--entry.refs > 0) return
+    this.entries.delete(shard.index) // re-insert: Map order becomes least recently used first
+    this.entries.set(shard.index, entry)
+    entry.timer = setTimeout(() => this.#close(shard.index).catch(() => {}), this.idleTimeout)
+    entry.timer.unref() // an idle store must never keep the process alive
+    this.#wake()
+  }
+
+  async #evictIdle () {
+    let victim
+    for (const [index, entry] of this.entries) {
+      if (entry.refs === 0 && entry.shard && !entry.closing) {
+        victim = index
+        break
+      }
+    }
+    if (victim === undefined) return false
+    await this.#close(victim)
+    return true
+  }
+
+  #close (index, force = false) {
+    const entry = this.entries.get(index)
+    if (!entry) return Promise.resolve()
+    if (entry.closing || (entry.refs > 0 && !force)) return entry.closing || Promise.resolve()
+    clearTimeout(entry.timer)
+    entry.closing = this.closeShard(entry.shard).finally(() => {
+      this.entries.delete(index)
+      this.#wake()
+    })
+    return entry.closing
+  }
+
+  #wake () {
+    const waiters = this.waiters.splice(0)
+    for (const resolve of waiters) resolve()
+  }
+
+  // Closes every shard, even one still held (by an abandoned iteration, say): later
+  // acquires and those waiting for a slot fail with ECLOSED.
+  async closeAll () {
+    this.closing = true
+    this.#wake()
+    await Promise.allSettled([...this.entries.values()].map((entry) => entry.ready))
+    const results = await Promise.allSettled([...this.entries.keys()].map((index) => this.#close(index, true)))
+    const failed = results.find((r) => r.status === 'rejected')
+    if (failed) throw failed.reason
+  }
+}
+
+module.exports = { ShardPool }

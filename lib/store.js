@@ -1,0 +1,417 @@
+'use strict'
+
+const fs = require('node:fs')
+const path = require('node:path')
+const crypto = require('node:crypto')
+const { Transform } = require('node:stream')
+const { pipeline } = require('node:stream/promises')
+const { parseOptions } = require('./options')
+const { coerceKey, contentHash } = require('./keys')
+const { shardFor, SHARD_COUNT } = require('./routing')
+const { ChunkKeys } = require('./format')
+const { Shard } = require('./shard')
+const { ShardPool } = require('./shard-pool')
+const { ChunkWriter } = require('./chunk-writer')
+const { ChunkReader } = require('./chunk-reader')
+const { WriteStream, ReadStream } = require('./streams')
+const storeDir = require('./store-dir')
+const errors = require('./errors')
+
+// The public store. Arguments are checked synchronously (EINVAL is thrown or, for async
+// methods, rejected at once); everything that needs the disk waits for open().
+class Store {
+  #given
+  #options
+  #opening
+  #closing
+  #closed = false
+  #active = 0
+  #drained = []
+  #streams = new Set()
+  // set by #open:
+  #format
+  #referenceId
+  #shardCap
+  #chunkKeys
+  #state
+  #tmpDir
+  #shards // indices of the shards that exist on disk
+  #usageCache // index -> { used, files, diskBytes } of closed shards
+  #cleaned = new Set() // shards whose abandoned writes were discarded since open
+  #pool
+
+  constructor (dir, options) {
+    if (typeof dir !== 'string' || dir === '') throw errors.invalidType('dir', 'a non-empty string', dir)
+    const { given, resolved } = parseOptions(options)
+    this.location = path.resolve(dir)
+    this.#given = given
+    this.#options = resolved
+  }
+
+  get referenceId () {
+    return this.#format && this.#format.referenceId
+  }
+
+  get chunkSize () {
+    return this.#format ? this.#format.chunkSize : this.#options.chunkSize
+  }
+
+  get shardCapacity () {
+    return this.#shardCap
+  }
+
+  // Idempotent; every method calls it, so calling it yourself only surfaces errors
+  // (EBUSY, EINVAL, ECORRUPT, ENOTDIR) early.
+  open () {
+    if (this.#closed) return Promise.reject(errors.closed())
+    if (!this.#opening) this.#opening = this.#open()
+    return this.#opening
+  }
+
+  async #open () {
+    const opened = await storeDir.openStoreDir(this.location, this.#given, this.#options)
+    this.#format = opened.format
+    this.#referenceId = Buffer.from(opened.format.referenceId, 'hex')
+    this.#shardCap = opened.format.shardCap
+    this.#chunkKeys = new ChunkKeys(opened.format.shardCap, opened.format.chunkSize)
+    this.#state = opened.state
+    this.#tmpDir = opened.tmpDir
+    this.#shards = opened.shards
+    this.#usageCache = await storeDir.readUsageCache(opened.state)
+    this.#pool = new ShardPool({
+      maxOpen: this.#options.maxOpenShards,
+      idleTimeout: this.#options.idleTimeout,
+      open: (index) => this.#openShard(index),
+      close: (shard) => this.#closeShard(shard)
+    })
+  }
+
+  async #openShard (index) {
+    const create = !this.#shards.has(index)
+    const shard = await Shard.open({
+      index,
+      location: path.join(this.location, storeDir.shardDirName(index)),
+      tmpDir: this.#tmpDir,
+      cap: this.#shardCap,
+      chunkKeys: this.#chunkKeys,
+      sync: this.#options.sync,
+      create
+    })
+    try {
+      this.#shards.add(index)
+      if (!this.#cleaned.has(index)) {
+        await shard.discardAbandoned()
+        this.#cleaned.add(index)
+      }
+      this.#usageCache.delete(index)
+      await storeDir.writeUsageCache(this.#state, index, { used: shard.used, files: shard.files, diskBytes: 0, open: true })
+    } catch (err) {
+      await shard.close()
+      throw err
+    }
+    return shard
+  }
+
+  async #closeShard (shard) {
+    const record = { used: shard.used, files: shard.files, diskBytes: await shard.diskBytes().catch(() => 0), open: false }
+    await shard.close()
+    await storeDir.writeUsageCache(this.#state, shard.index, record)
+    this.#usageCache.set(shard.index, record)
+  }
+
+  // Runs fn as a tracked operation: close() waits for it.
+  async #op (fn) {
+    if (this.#closed) throw errors.closed()
+    this.#active++
+    try {
+      await this.open()
+      return await fn()
+    } finally {
+      if (--this.#active === 0) this.#drained.splice(0).forEach((resolve) => resolve())
+    }
+  }
+
+  #track (stream) {
+    this.#streams.add(stream)
+    stream.once('close', () => this.#streams.delete(stream))
+    return stream
+  }
+
+  // Calls fn(shard) with the key's shard held; `missing` is returned, or thrown if it
+  // is an Error, when the shard was never created (so it cannot hold the key).
+  async #withShard (key, fn, missing) {
+    const index = shardFor(this.#referenceId, key)
+    if (!this.#shards.has(index) && missing !== undefined) {
+      if (missing instanceof Error) throw missing
+      return missing
+    }
+    const shard = await this.#pool.acquire(index)
+    try {
+      return await fn(shard)
+    } finally {
+      this.#pool.release(shard)
+    }
+  }
+
+  async #openWriter ({ key, name }, { size, sha256 } = {}) {
+    const index = shardFor(this.#referenceId, key)
+    const shard = await this.#pool.acquire(index)
+    const release = () => this.#pool.release(shard)
+    try {
+      return new ChunkWriter({ shard, key, name, chunkSize: this.chunkSize, size, sha256, release })
+    } catch (err) {
+      release()
+      throw err
+    }
+  }
+
+  async #writeBuffer (target, data, sha256) {
+    const writer = await this.#openWriter(target, { size: data.length, sha256 })
+    try {
+      await writer.write(data)
+      return await writer.finish()
+    } catch (err) {
+      await writer.abort()
+      throw err
+    }
+  }
+
+  async #openReader (key, range) {
+    const index = shardFor(this.#referenceId, key)
+    if (!this.#shards.has(index)) throw errors.notFound(key)
+    const shard = await this.#pool.acquire(index)
+    const release = () => this.#pool.release(shard)
+    try {
+      return await ChunkReader.open({ shard, key, chunkSize: this.chunkSize, range, release })
+    } catch (err) {
+      release()
+      throw err
+    }
+  }
+
+  async writeFile (key, data) {
+    const target = coerceKey(key)
+    const buffer = toBuffer(data, 'data')
+    await this.#op(() => this.#writeBuffer(target, buffer))
+  }
+
+  async readFile (key) {
+    const { key: k } = coerceKey(key)
+    return this.#op(async () => {
+      const reader = await this.#openReader(k, {})
+      try {
+        const out = Buffer.allocUnsafe(reader.length)
+        let offset = 0
+        for (let piece = await reader.read(); piece; piece = await reader.read()) offset += piece.copy(out, offset)
+        return out
+      } finally {
+        await reader.close()
+      }
+    })
+  }
+
+  createWriteStream (key) {
+    const target = coerceKey(key)
+    return this.#track(new WriteStream(() => {
+      if (this.#closed) return Promise.reject(errors.closed())
+      return this.open().then(() => this.#openWriter(target))
+    }))
+  }
+
+  createReadStream (key, options = {}) {
+    const { key: k } = coerceKey(key)
+    const range = parseRange(options)
+    return this.#track(new ReadStream(() => {
+      if (this.#closed) return Promise.reject(errors.closed())
+      return this.open().then(() => this.#openReader(k, range))
+    }, { highWaterMark: range.highWaterMark }))
+  }
+
+  // Content addressing: the key is the SHA-256 of the content; content already stored
+  // is not written again.
+  async put (data) {
+    if (isReadable(data)) return this.#op(() => this.#putStream(data))
+    const buffer = toBuffer(data, 'data')
+    return this.#op(async () => {
+      const sha256 = contentHash().update(buffer).digest('hex')
+      if (!(await this.#holds(sha256, buffer.length))) await this.#writeBuffer({ key: sha256 }, buffer, sha256)
+      return sha256
+    })
+  }
+
+  async #holds (sha256, size) {
+    const meta = await this.#withShard(sha256, (shard) => shard.getMeta(sha256), null)
+    return Boolean(meta) && meta.sha256 === sha256 && meta.size === size
+  }
+
+  // The shard depends on the key, which is known only at the end of the stream, so the
+  // stream is spooled to a file in the store's tmp/ while hashing, then copied in.
+  async #putStream (readable) {
+    const spool = path.join(this.#tmpDir, `put-${crypto.randomBytes(8).toString('hex')}`)
+    const hash = contentHash()
+    const cap = this.#shardCap
+    let size = 0
+    try {
+      await pipeline(readable, new Transform({
+        transform (chunk, encoding, callback) {
+          size += chunk.length
+          if (size > cap) return callback(errors.noSpace(undefined, size, cap))
+          hash.update(chunk)
+          callback(null, chunk)
+        }
+      }), fs.createWriteStream(spool))
+      const sha256 = hash.digest('hex')
+      if (await this.#holds(sha256, size)) return sha256
+      const writer = await this.#openWriter({ key: sha256 }, { size, sha256 })
+      try {
+        for await (const chunk of fs.createReadStream(spool, { highWaterMark: this.chunkSize })) await writer.write(chunk)
+        await writer.finish()
+      } catch (err) {
+        await writer.abort()
+        throw err
+      }
+      return sha256
+    } finally {
+      await fs.promises.rm(spool, { force: true })
+    }
+  }
+
+  async exists (key) {
+    const { key: k } = coerceKey(key)
+    return this.#op(() => this.#withShard(k, async (shard) => Boolean(await shard.getMeta(k)), false))
+  }
+
+  async stat (key) {
+    const { key: k } = coerceKey(key)
+    return this.#op(() => this.#withShard(k, async (shard) => {
+      const meta = await shard.getMeta(k)
+      if (!meta) throw errors.notFound(k)
+      const stat = { key: k, size: meta.size, chunks: meta.chunks, shard: shard.index, mtime: new Date(meta.mtime) }
+      if (meta.name !== undefined) stat.name = meta.name
+      return stat
+    }, errors.notFound(k)))
+  }
+
+  async unlink (key) {
+    const { key: k } = coerceKey(key)
+    await this.#op(() => this.#withShard(k, (shard) => shard.unlink(k), errors.notFound(k)))
+  }
+
+  // An async iterable of { key, size, name } for every committed file, shard by shard;
+  // reads metadata records only.
+  list (shardIndex) {
+    if (shardIndex !== undefined) checkShardIndex(shardIndex)
+    return this.#list(shardIndex)
+  }
+
+  async * #list (shardIndex) {
+    await this.#op(() => {})
+    const indices = [...this.#shards].filter((i) => shardIndex === undefined || i === shardIndex).sort((a, b) => a - b)
+    for (const index of indices) {
+      if (this.#closed) throw errors.closed()
+      const shard = await this.#pool.acquire(index)
+      try {
+        for await (const meta of shard.listMeta()) {
+          const entry = { key: meta.key, size: meta.size }
+          if (meta.name !== undefined) entry.name = meta.name
+          yield entry
+        }
+      } catch (err) {
+        throw this.#closed ? errors.closed() : err
+      } finally {
+        this.#pool.release(shard)
+      }
+    }
+  }
+
+  // Exact figures from each shard's accounting: live for open shards, cached at close
+  // for the others. Only a shard whose cache a crash left stale is opened.
+  async usage () {
+    return this.#op(async () => {
+      const shards = []
+      for (const index of [...this.#shards].sort((a, b) => a - b)) {
+        const open = this.#pool.peek(index)
+        let record = open && { used: open.used, files: open.files, diskBytes: await open.diskBytes() }
+        if (!record) record = this.#usageCache.get(index)
+        if (!record) {
+          const shard = await this.#pool.acquire(index)
+          try {
+            record = { used: shard.used, files: shard.files, diskBytes: await shard.diskBytes() }
+          } finally {
+            this.#pool.release(shard)
+          }
+        }
+        shards.push({ index, used: record.used, free: this.#shardCap - record.used, files: record.files, diskBytes: record.diskBytes })
+      }
+      const used = shards.reduce((sum, s) => sum + s.used, 0)
+      const capacity = this.#shardCap * SHARD_COUNT
+      return { used, free: capacity - used, capacity, files: shards.reduce((sum, s) => sum + s.files, 0), shards }
+    })
+  }
+
+  // Compacts every shard, which also drops abandoned writes and reclaims the space of
+  // removed data (LevelDB only tombstones deletes until compaction).
+  async compact () {
+    return this.#op(async () => {
+      for (const index of [...this.#shards].sort((a, b) => a - b)) {
+        const shard = await this.#pool.acquire(index)
+        try {
+          await shard.compact()
+        } finally {
+          this.#pool.release(shard)
+        }
+      }
+    })
+  }
+
+  close () {
+    if (!this.#closing) this.#closing = this.#close()
+    return this.#closing
+  }
+
+  async #close () {
+    this.#closed = true
+    for (const stream of this.#streams) stream.destroy(errors.closed())
+    if (!this.#opening) return
+    try {
+      await this.#opening
+    } catch {
+      return // never opened: nothing to close
+    }
+    const drained = this.#active === 0 ? Promise.resolve() : new Promise((resolve) => this.#drained.push(resolve))
+    const streamsClosed = [...this.#streams].map((s) => new Promise((resolve) => s.once('close', resolve)))
+    await Promise.all([drained, ...streamsClosed])
+    await this.#pool.closeAll()
+    await this.#state.close()
+  }
+}
+
+function toBuffer (data, name) {
+  if (Buffer.isBuffer(data)) return data
+  if (data instanceof Uint8Array) return Buffer.from(data.buffer, data.byteOffset, data.byteLength)
+  if (typeof data === 'string') return Buffer.from(data, 'utf8')
+  throw errors.invalidType(name, 'a Buffer, Uint8Array or string', data)
+}
+
+function isReadable (data) {
+  return data !== null && typeof data === 'object' && typeof data.pipe === 'function' && typeof data[Symbol.asyncIterator] === 'function'
+}
+
+function parseRange (options) {
+  if (options === null || typeof options !== 'object') throw errors.invalidType('options', 'an object', options)
+  const { start = 0, end, highWaterMark } = options
+  for (const [name, value] of [['start', start], ['end', end]]) {
+    if (value === undefined) continue
+    if (typeof value !== 'number') throw errors.invalidType(name, 'a number', value)
+    if (!Number.isSafeInteger(value) || value < 0) throw errors.invalidValue(name, `must be a non-negative integer, got ${value}`)
+  }
+  if (end !== undefined && end < start) throw errors.invalidValue('end', `(${end}) must not be less than start (${start})`)
+  return { start, end, highWaterMark }
+}
+
+function checkShardIndex (index) {
+  if (typeof index !== 'number') throw errors.invalidType('shard', 'a number', index)
+  if (!Number.isInteger(index) || index < 0 || index >= SHARD_COUNT) throw errors.invalidValue('shard', `must be an integer from 0 to ${SHARD_COUNT - 1}, got ${index}`)
+}
+
+module.exports = { Store }

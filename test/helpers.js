@@ -1,0 +1,113 @@
+'use strict'
+
+const fs = require('node:fs')
+const os = require('node:os')
+const path = require('node:path')
+const crypto = require('node:crypto')
+const { expect } = require('chai')
+const kfs = require('..')
+
+// A fresh directory per test, removed afterwards, with every store opened through
+// `open` closed before removal.
+function useTmp () {
+  const ctx = { dir: undefined, stores: [] }
+  beforeEach(async () => {
+    ctx.dir = await fs.promises.mkdtemp(path.join(os.tmpdir(), 'kfs-'))
+  })
+  afterEach(async () => {
+    await Promise.allSettled(ctx.stores.splice(0).map((s) => s.close()))
+    await fs.promises.rm(ctx.dir, { recursive: true, force: true })
+  })
+  ctx.open = (options, sub = 'store') => {
+    const store = kfs(path.join(ctx.dir, sub), options)
+    ctx.stores.push(store)
+    return store
+  }
+  return ctx
+}
+
+// Asserts that `promise` rejects (or `fn` throws) with err.code === code; returns the error.
+async function rejects (promise, code) {
+  let error
+  try {
+    await (typeof promise === 'function' ? promise() : promise)
+  } catch (err) {
+    error = err
+  }
+  expect(error, `expected a rejection with ${code}`).to.be.an('error')
+  expect(error.code, error.stack).to.equal(code)
+  return error
+}
+
+function throws (fn, code) {
+  let error
+  try {
+    fn()
+  } catch (err) {
+    error = err
+  }
+  expect(error, `expected a throw with ${code}`).to.be.an('error')
+  expect(error.code, error.message).to.equal(code)
+  return error
+}
+
+// Deterministic pseudo-random bytes: reproducible failures, no flaky statistics.
+function bytes (size, seed = 'seed') {
+  const out = Buffer.allocUnsafe(size)
+  let counter = 0
+  for (let offset = 0; offset < size; offset += 32) {
+    crypto.createHash('sha256').update(`${seed}:${counter++}`).digest().copy(out, offset)
+  }
+  return out
+}
+
+function sha256 (data) {
+  return crypto.createHash('sha256').update(data).digest('hex')
+}
+
+// Shards this process holds open, seen from the outside: LevelDB keeps each open
+// database's LOCK file open.
+function openShardLocks (dir) {
+  const fdDir = '/proc/self/fd'
+  let count = 0
+  for (const fd of fs.readdirSync(fdDir)) {
+    try {
+      const target = fs.readlinkSync(path.join(fdDir, fd))
+      if (target.startsWith(dir) && /\d{3}\.s\/LOCK$/.test(target)) count++
+    } catch {}
+  }
+  return count
+}
+
+// Keys that route to distinct shards of a store with the given reference ID.
+function keysForShards (referenceId, count) {
+  const { shardFor } = require('../lib/routing')
+  const ref = Buffer.from(referenceId, 'hex')
+  const seen = new Map()
+  for (let i = 0; seen.size < count; i++) {
+    const key = sha256(`key ${i}`)
+    const shard = shardFor(ref, key)
+    if (!seen.has(shard)) seen.set(shard, key)
+  }
+  return [...seen.entries()].map(([shard, key]) => ({ shard, key }))
+}
+
+// A key that routes to the given shard.
+function keyInShard (referenceId, shard, salt = '') {
+  const { shardFor } = require('../lib/routing')
+  const ref = Buffer.from(referenceId, 'hex')
+  for (let i = 0; ; i++) {
+    const key = sha256(`${salt} ${i}`)
+    if (shardFor(ref, key) === shard) return key
+  }
+}
+
+async function collect (iterable) {
+  const out = []
+  for await (const item of iterable) out.push(item)
+  return out
+}
+
+const REF = '00112233445566778899aabbccddeeff00112233'
+
+module.exports = { useTmp, rejects, throws, bytes, sha256, openShardLocks, keysForShards, keyInShard, collect, REF }
