@@ -59,6 +59,8 @@ function decodeMeta (value, where) {
 module.exports = {
   FORMAT_VERSION,
   ACCOUNT,
+  META,
+  PENDING,
   metaKey,
   pendingKey,
   metaRange,

@@ -16,9 +16,14 @@ const DEFAULTS = {
   maxOpenFiles: 64
 }
 
+// Iterators not yet ended, per database: the binding never calls back an end() made
+// after its database closed, so close() ends them first.
+const liveIterators = new WeakMap() // iterator -> the Set of its LevelDb
+
 class LevelDb {
   constructor (db) {
     this.db = db
+    this.iterators = new Set()
   }
 
   // Resolves to a LevelDb or rejects with the binding's error as `cause` and a
@@ -51,7 +56,10 @@ class LevelDb {
 
   // A raw binding iterator; it reads from a snapshot taken when it is created.
   iterator (options) {
-    return this.db.db.iterator({ keyAsBuffer: false, valueAsBuffer: true, fillCache: false, ...options })
+    const iterator = this.db.db.iterator({ keyAsBuffer: false, valueAsBuffer: true, fillCache: false, ...options })
+    this.iterators.add(iterator)
+    liveIterators.set(iterator, this.iterators)
+    return iterator
   }
 
   clear (range) {
@@ -70,7 +78,8 @@ class LevelDb {
     })
   }
 
-  close () {
+  async close () {
+    await Promise.all([...this.iterators].map(end))
     return this.db.close()
   }
 }
@@ -85,7 +94,11 @@ function next (iterator) {
   })
 }
 
+// Resolves once the iterator is ended; ending one twice is harmless.
 function end (iterator) {
+  const live = liveIterators.get(iterator)
+  if (live) live.delete(iterator)
+  if (iterator._ended) return Promise.resolve()
   return new Promise((resolve) => iterator.end(() => resolve()))
 }
 

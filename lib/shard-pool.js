@@ -43,11 +43,11 @@ class ShardPool {
           throw err
         }
       }
-      if (this.entries.size >= this.maxOpen && !(await this.#evictIdle())) {
-        await new Promise((resolve) => this.waiters.push(resolve))
+      if (this.entries.size >= this.maxOpen) {
+        // Another caller may take the freed slot first: check everything again.
+        if (!(await this.#evictIdle())) await new Promise((resolve) => this.waiters.push(resolve))
         continue
       }
-      if (this.entries.has(index)) continue // opened by another caller while we evicted
       const created = { refs: 1, shard: undefined, timer: undefined, closing: undefined }
       created.ready = this.openShard(index).then(
         (shard) => (created.shard = shard),

@@ -32,9 +32,11 @@ class Shard {
   // LevelDB cannot open is reported as corrupt, never recreated.
   static async open ({ index, location, tmpDir, cap, chunkKeys, sync, create }) {
     const name = errors.shardName(index)
-    if (create) await createShard(location, tmpDir)
     let db
     try {
+      if (create) await createShard(location, tmpDir)
+      // LevelDB would create a missing directory even without createIfMissing.
+      else await fs.access(location)
       db = await LevelDb.open(location)
     } catch (err) {
       if (err.reason === 'locked') throw errors.busy(location, err)
@@ -135,7 +137,7 @@ class Shard {
     const it = this.db.iterator({ ...format.pendingRange(), valueAsBuffer: false })
     try {
       for (let entry = await next(it); entry; entry = await next(it)) {
-        const version = entry.key.slice(format.pendingKey('').length)
+        const version = entry.key.slice(format.PENDING.length)
         if (!this.writing.has(version)) abandoned.push({ key: entry.value, version })
       }
     } finally {
@@ -149,7 +151,7 @@ class Shard {
     const it = this.db.iterator({ ...format.metaRange(), valueAsBuffer: false })
     try {
       for (let entry = await next(it); entry; entry = await next(it)) {
-        yield { key: entry.key.slice(format.metaKey('').length), ...format.decodeMeta(entry.value, `shard ${this.name}`) }
+        yield { key: entry.key.slice(format.META.length), ...format.decodeMeta(entry.value, `shard ${this.name}`) }
       }
     } finally {
       await end(it)
@@ -196,6 +198,9 @@ class Reservation {
 }
 
 async function createShard (location, tmpDir) {
+  // rename() would replace an empty directory: whatever is in the way is not ours to take.
+  const inTheWay = await fs.stat(location).then(() => true, () => false)
+  if (inTheWay) throw new Error(`${location} exists but this store never created it`)
   const staging = path.join(tmpDir, `${path.basename(location)}-${crypto.randomBytes(4).toString('hex')}`)
   const db = await LevelDb.open(staging, { createIfMissing: true, errorIfExists: true })
   try {
@@ -204,7 +209,6 @@ async function createShard (location, tmpDir) {
     await db.close()
   }
   try {
-    // rename refuses to replace a non-empty directory: an existing shard is never lost.
     await fs.rename(staging, location)
   } catch (err) {
     await fs.rm(staging, { recursive: true, force: true })

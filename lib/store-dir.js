@@ -122,20 +122,26 @@ async function syncDir (dir) {
 // Usage cache: per shard { used, files, diskBytes, open }. A shard is marked open while
 // this process may change it; a record still marked open at startup means the last
 // process died with the shard open, so its cached figures cannot be trusted.
-const usageKey = (index) => `usage!${errors.shardName(index)}`
+const USAGE = 'usage!'
+const usageKey = (index) => USAGE + errors.shardName(index)
 
+// Returns the trusted records and every shard ever opened: a shard the state knows but
+// whose directory is gone was lost, and must be reported, not created afresh.
 async function readUsageCache (state) {
   const cache = new Map()
-  const it = state.iterator({ gt: 'usage!', lt: 'usage!\xff', valueAsBuffer: false })
+  const known = new Set()
+  const it = state.iterator({ gt: USAGE, lt: USAGE + '\xff', valueAsBuffer: false })
   try {
     for (let entry = await next(it); entry; entry = await next(it)) {
+      const index = Number(entry.key.slice(USAGE.length))
       const record = JSON.parse(entry.value)
-      if (!record.open) cache.set(Number(entry.key.slice(usageKey('').length)), record)
+      known.add(index)
+      if (!record.open) cache.set(index, record)
     }
   } finally {
     await end(it)
   }
-  return cache
+  return { cache, known }
 }
 
 function writeUsageCache (state, index, record) {

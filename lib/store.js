@@ -76,8 +76,9 @@ class Store {
     this.#chunkKeys = new ChunkKeys(opened.format.shardCap, opened.format.chunkSize)
     this.#state = opened.state
     this.#tmpDir = opened.tmpDir
-    this.#shards = opened.shards
-    this.#usageCache = await storeDir.readUsageCache(opened.state)
+    const { cache, known } = await storeDir.readUsageCache(opened.state)
+    this.#shards = new Set([...opened.shards, ...known])
+    this.#usageCache = cache
     this.#pool = new ShardPool({
       maxOpen: this.#options.maxOpenShards,
       idleTimeout: this.#options.idleTimeout,
@@ -251,6 +252,7 @@ class Store {
     const hash = contentHash()
     const cap = this.#shardCap
     let size = 0
+    const spoolStream = fs.createWriteStream(spool)
     try {
       await pipeline(readable, new Transform({
         transform (chunk, encoding, callback) {
@@ -259,7 +261,7 @@ class Store {
           hash.update(chunk)
           callback(null, chunk)
         }
-      }), fs.createWriteStream(spool))
+      }), spoolStream)
       const sha256 = hash.digest('hex')
       if (await this.#holds(sha256, size)) return sha256
       const writer = await this.#openWriter({ key: sha256 }, { size, sha256 })
@@ -272,6 +274,8 @@ class Store {
       }
       return sha256
     } finally {
+      // On failure the spool may still be opening: remove it only once it is closed.
+      if (!spoolStream.closed) await new Promise((resolve) => spoolStream.once('close', resolve))
       await fs.promises.rm(spool, { force: true })
     }
   }

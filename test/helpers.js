@@ -74,7 +74,9 @@ function openShardLocks (dir) {
     try {
       const target = fs.readlinkSync(path.join(fdDir, fd))
       if (target.startsWith(dir) && /\d{3}\.s\/LOCK$/.test(target)) count++
-    } catch {}
+    } catch {
+      // the descriptor closed while we looked
+    }
   }
   return count
 }
@@ -108,6 +110,51 @@ async function collect (iterable) {
   return out
 }
 
+const { LevelDb, next, end } = require('../lib/leveldb')
+
+// Opens every shard's LevelDB directly and checks that each chunk record belongs to a
+// committed file version and that no pending records remain.
+async function assertNoStrayChunks (base) {
+  const stores = fs.readdirSync(base).map((d) => path.join(base, d))
+  for (const store of stores) {
+    for (const dir of fs.readdirSync(store).filter((d) => /^\d{3}\.s$/.test(d))) {
+      const db = await LevelDb.open(path.join(store, dir))
+      const it = db.iterator({ valueAsBuffer: false, keys: true, values: true })
+      const versions = new Map()
+      const chunks = []
+      for (let e = await next(it); e; e = await next(it)) {
+        if (e.key.startsWith('!m!')) versions.set(e.key.slice(3), JSON.parse(e.value))
+        else if (e.key.startsWith('!p!')) throw new Error(`pending record left in ${dir}: ${e.key}`)
+        else if (!e.key.startsWith('!')) chunks.push(e.key)
+      }
+      await end(it)
+      await db.close()
+      for (const key of chunks) {
+        const [file, version, index] = key.split(' ')
+        const meta = versions.get(file)
+        expect(meta && meta.version === version && Number(index) < meta.chunks, `stray chunk ${key} in ${dir}`).to.equal(true)
+      }
+    }
+  }
+}
+
+// Overwrites chunk `index` of every file in every shard with other bytes of equal length.
+async function damageChunk (base, index) {
+  for (const store of fs.readdirSync(base).map((d) => path.join(base, d))) {
+    for (const dir of fs.readdirSync(store).filter((d) => /^\d{3}\.s$/.test(d))) {
+      const db = await LevelDb.open(path.join(store, dir))
+      const it = db.iterator({ gt: '0', lt: 'g' })
+      const ops = []
+      for (let e = await next(it); e; e = await next(it)) {
+        if (Number(e.key.split(' ')[2]) === index) ops.push({ type: 'put', key: e.key, value: Buffer.alloc(e.value.length, 0x55) })
+      }
+      await end(it)
+      await db.batch(ops)
+      await db.close()
+    }
+  }
+}
+
 const REF = '00112233445566778899aabbccddeeff00112233'
 
-module.exports = { useTmp, rejects, throws, bytes, sha256, openShardLocks, keysForShards, keyInShard, collect, REF }
+module.exports = { useTmp, rejects, throws, bytes, sha256, openShardLocks, keysForShards, keyInShard, collect, assertNoStrayChunks, damageChunk, REF }

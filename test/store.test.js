@@ -204,7 +204,7 @@ describe('store', () => {
       const again = t.open()
       const reopened = await again.usage()
       expect(reopened).to.include({ used: 3005, files: 2 })
-      expect(reopened.shards.map((s) => s.used).sort()).to.deep.equal(usage.shards.map((s) => s.used).sort())
+      expect(reopened.shards.map((s) => [s.index, s.used, s.files])).to.deep.equal(usage.shards.map((s) => [s.index, s.used, s.files]))
     })
   })
 

@@ -1,0 +1,81 @@
+'use strict'
+
+const { expect } = require('chai')
+const fs = require('node:fs')
+const path = require('node:path')
+const { Readable } = require('node:stream')
+const { pipeline } = require('node:stream/promises')
+const { useTmp, rejects, bytes, keyInShard, assertNoStrayChunks, REF } = require('./helpers')
+
+const C = 1024
+const CAP = 8 * C // per shard
+const options = { chunkSize: C, maxTableSize: 256 * CAP, referenceId: REF }
+
+describe('capacity', () => {
+  const t = useTmp()
+  const shard = 7
+  const key = (salt) => keyInShard(REF, shard, salt)
+
+  it('fails a write that would exceed the shard cap with ENOSPC before writing', async () => {
+    const store = t.open(options)
+    await store.writeFile(key('a'), bytes(5 * C))
+    const before = await store.usage()
+    const err = await rejects(store.writeFile(key('b'), bytes(4 * C)), 'ENOSPC')
+    expect(err.message).to.match(/shard 007 is full/)
+    expect(err.shard).to.equal(shard)
+    expect(await store.usage()).to.deep.equal(before)
+    expect(await store.exists(key('b'))).to.equal(false)
+    expect((await store.readFile(key('a'))).equals(bytes(5 * C))).to.equal(true)
+    await store.writeFile(key('c'), bytes(3 * C)) // exactly fills the shard
+    expect((await store.usage()).shards.find((s) => s.index === shard)).to.include({ used: CAP, free: 0 })
+    await rejects(store.writeFile(key('d'), 'x'), 'ENOSPC')
+    await store.writeFile(key('e'), '') // an empty file always fits
+  })
+
+  it('refuses a file larger than a whole shard', async () => {
+    const store = t.open(options)
+    await rejects(store.writeFile(key('big'), bytes(CAP + 1)), 'ENOSPC')
+    await rejects(store.put(bytes(CAP + 1)), 'ENOSPC')
+    await rejects(store.put(Readable.from([bytes(CAP), bytes(1)])), 'ENOSPC')
+    expect(await store.usage()).to.include({ used: 0, files: 0 })
+    expect(fs.readdirSync(path.join(store.location, 'tmp'))).to.deep.equal([])
+  })
+
+  it('an overwrite needs room for the new copy while the old one exists', async () => {
+    const store = t.open(options)
+    await store.writeFile(key('o'), bytes(6 * C))
+    await rejects(store.writeFile(key('o'), bytes(3 * C)), 'ENOSPC')
+    await store.writeFile(key('o'), bytes(2 * C))
+    expect((await store.usage()).used).to.equal(2 * C)
+  })
+
+  it('a stream of unknown length fails when it crosses the cap and rolls back', async () => {
+    const store = t.open(options)
+    await store.writeFile(key('x'), bytes(2 * C))
+    const before = await store.usage()
+    const ws = store.createWriteStream(key('stream'))
+    await rejects(pipeline(Readable.from([bytes(3 * C), bytes(3 * C), bytes(C)]), ws), 'ENOSPC')
+    expect(await store.exists(key('stream'))).to.equal(false)
+    expect(await store.usage()).to.deep.equal(before)
+    await store.writeFile(key('y'), bytes(6 * C)) // the rolled-back claim is free again
+    await store.close()
+    await assertNoStrayChunks(t.dir)
+  })
+
+  it('concurrent writes cannot overfill a shard together', async () => {
+    const store = t.open(options)
+    const results = await Promise.allSettled(Array.from({ length: 6 }, (_, i) => store.writeFile(key(`p${i}`), bytes(3 * C))))
+    const ok = results.filter((r) => r.status === 'fulfilled').length
+    expect(ok).to.equal(2)
+    for (const r of results.filter((r) => r.status === 'rejected')) expect(r.reason.code).to.equal('ENOSPC')
+    expect((await store.usage()).used).to.equal(6 * C)
+  })
+
+  it('other shards are not affected by a full one', async () => {
+    const store = t.open(options)
+    await store.writeFile(key('full'), bytes(CAP))
+    const other = keyInShard(REF, shard + 1, 'other')
+    await store.writeFile(other, bytes(CAP))
+    expect((await store.usage()).used).to.equal(2 * CAP)
+  })
+})

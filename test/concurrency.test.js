@@ -1,0 +1,91 @@
+'use strict'
+
+const { expect } = require('chai')
+const { Readable } = require('node:stream')
+const { pipeline } = require('node:stream/promises')
+const { useTmp, bytes, sha256, collect, openShardLocks, keysForShards, assertNoStrayChunks, REF } = require('./helpers')
+
+const C = 1024
+
+describe('concurrency', () => {
+  const t = useTmp()
+
+  it('concurrent writes to one key: the last commit wins, readers see whole versions', async () => {
+    const store = t.open({ chunkSize: C })
+    const versions = Array.from({ length: 8 }, (_, i) => bytes((i + 1) * 3 * C + i, `v${i}`))
+    const valid = new Set(versions.map(sha256))
+    await store.writeFile('k', versions[0])
+    const reads = []
+    const writes = versions.map(async (data, i) => {
+      const piecesOf = Array.from({ length: Math.ceil(data.length / 500) }, (_, j) => data.subarray(j * 500, (j + 1) * 500))
+      if (i % 2) await pipeline(Readable.from(piecesOf), store.createWriteStream('k'))
+      else await store.writeFile('k', data)
+    })
+    for (let i = 0; i < 40; i++) {
+      reads.push(store.readFile('k'))
+      reads.push(collect(store.createReadStream('k')).then(Buffer.concat))
+      await new Promise(setImmediate)
+    }
+    await Promise.all(writes)
+    for (const data of await Promise.all(reads)) expect(valid.has(sha256(data))).to.equal(true)
+    const final = await store.readFile('k')
+    expect(valid.has(sha256(final))).to.equal(true)
+    expect(await store.usage()).to.include({ used: final.length, files: 1 })
+    await store.close()
+    await assertNoStrayChunks(t.dir)
+  })
+
+  it('a read stream keeps its version while the file is overwritten and unlinked', async () => {
+    const store = t.open({ chunkSize: C })
+    const old = bytes(40 * C, 'old')
+    await store.writeFile('k', old)
+    const rs = store.createReadStream('k')
+    const first = await new Promise((resolve) => rs.once('data', resolve))
+    rs.pause()
+    await store.writeFile('k', bytes(10 * C, 'new'))
+    await store.unlink('k')
+    const rest = await collect(rs)
+    expect(Buffer.concat([first, ...rest]).equals(old)).to.equal(true)
+  })
+
+  it('keeps at most maxOpenShards shards open, under concurrent load', async () => {
+    const store = t.open({ chunkSize: C, maxOpenShards: 3, referenceId: REF })
+    const keys = keysForShards(REF, 12)
+    let peak = 0
+    const timer = setInterval(() => (peak = Math.max(peak, openShardLocks(store.location))), 1)
+    try {
+      await Promise.all(keys.map(({ key }, i) => store.writeFile(key, bytes(5 * C + i))))
+      await Promise.all(keys.map(async ({ key }, i) => expect((await store.readFile(key)).length).to.equal(5 * C + i)))
+    } finally {
+      clearInterval(timer)
+    }
+    expect(peak).to.be.within(1, 3)
+    expect(openShardLocks(store.location)).to.be.at.most(3)
+    expect((await store.usage()).files).to.equal(12)
+  })
+
+  it('closes idle shards after idleTimeout', async () => {
+    const store = t.open({ idleTimeout: 20, referenceId: REF })
+    await store.writeFile('a', 'b')
+    expect(openShardLocks(store.location)).to.equal(1)
+    await new Promise((resolve) => setTimeout(resolve, 100))
+    expect(openShardLocks(store.location)).to.equal(0)
+    expect((await store.readFile('a')).toString()).to.equal('b')
+  })
+
+  it('serves hundreds of mixed operations in flight', async () => {
+    const store = t.open({ chunkSize: C, maxOpenShards: 4 })
+    const expected = new Map()
+    const ops = []
+    for (let i = 0; i < 300; i++) {
+      const name = `f${i % 60}`
+      const data = bytes((i * 37) % (6 * C), `d${i}`)
+      if (i % 3 === 0) ops.push(store.writeFile(name, data).then(() => expected.set(name, data)))
+      else ops.push(store.readFile(name).catch((err) => expect(err.code).to.equal('ENOENT')))
+    }
+    await Promise.all(ops)
+    const listed = await collect(store.list())
+    expect(listed.length).to.equal(new Set([...expected.keys()]).size)
+    for (const entry of listed) expect(entry.size).to.be.a('number')
+  })
+})

@@ -1,0 +1,211 @@
+'use strict'
+
+const { expect } = require('chai')
+const fs = require('node:fs')
+const path = require('node:path')
+const { spawn } = require('node:child_process')
+const { Readable } = require('node:stream')
+const { pipeline } = require('node:stream/promises')
+const kfs = require('..')
+const { useTmp, rejects, bytes, collect, keysForShards, assertNoStrayChunks, REF } = require('./helpers')
+
+const ROOT = path.join(__dirname, '..')
+
+// Runs a script in a child process with the store location as argv[2].
+function runChild (script, dir, { timeout = 20000 } = {}) {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ['-e', script, dir], { cwd: ROOT })
+    let stdout = ''
+    let stderr = ''
+    child.stdout.on('data', (d) => (stdout += d))
+    child.stderr.on('data', (d) => (stderr += d))
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL')
+      reject(new Error(`child did not exit within ${timeout} ms; stderr: ${stderr}`))
+    }, timeout)
+    child.on('exit', (code, signal) => {
+      clearTimeout(timer)
+      resolve({ code, signal, stdout, stderr })
+    })
+  })
+}
+
+// Every public operation, as a function of a store holding the file 'present'.
+const OPERATIONS = {
+  open: (s) => s.open(),
+  writeFile: (s) => s.writeFile('k', 'v'),
+  readFile: (s) => s.readFile('present'),
+  put: (s) => s.put('v'),
+  putStream: (s) => s.put(Readable.from(['v'])),
+  exists: (s) => s.exists('present'),
+  stat: (s) => s.stat('present'),
+  unlink: (s) => s.unlink('present'),
+  list: (s) => collect(s.list()),
+  usage: (s) => s.usage(),
+  compact: (s) => s.compact(),
+  createReadStream: (s) => collect(s.createReadStream('present')),
+  createWriteStream: (s) => pipeline(Readable.from(['v']), s.createWriteStream('k'))
+}
+
+describe('lifecycle', () => {
+  const t = useTmp()
+
+  describe('closed store', () => {
+    for (const [name, op] of Object.entries(OPERATIONS)) {
+      it(`${name} rejects with ECLOSED after close()`, async () => {
+        const store = t.open()
+        await store.writeFile('present', 'x')
+        await store.close()
+        const err = await rejects(op(store), 'ECLOSED')
+        expect(err.message).to.equal('the store is closed')
+      })
+    }
+
+    it('close() is idempotent and works on a store never opened', async () => {
+      const store = t.open()
+      await store.close()
+      await store.close()
+      await rejects(store.open(), 'ECLOSED')
+      expect(fs.existsSync(store.location)).to.equal(false)
+    })
+
+    it('close() waits for operations in flight, which complete', async () => {
+      const store = t.open({ chunkSize: 1024 })
+      const writes = Array.from({ length: 10 }, (_, i) => store.writeFile(`f${i}`, bytes(20 * 1024)))
+      await new Promise(setImmediate)
+      await store.close()
+      await Promise.all(writes)
+      const again = t.open()
+      expect((await again.usage()).files).to.equal(10)
+    })
+
+    it('close() aborts an unfinished write stream and ends an abandoned listing', async () => {
+      const store = t.open({ chunkSize: 1024, referenceId: REF })
+      for (const { key } of keysForShards(REF, 3)) await store.writeFile(key, 'x')
+      const listing = store.list()[Symbol.asyncIterator]()
+      await listing.next() // holds a shard open, then is abandoned
+      const ws = store.createWriteStream('never')
+      ws.write(bytes(10 * 1024))
+      const errored = new Promise((resolve) => ws.once('error', resolve))
+      await store.close()
+      expect((await errored).code).to.equal('ECLOSED')
+      await rejects(listing.next(), 'ECLOSED')
+      const again = t.open()
+      expect(await again.exists('never')).to.equal(false)
+      expect((await again.usage()).files).to.equal(3)
+      await again.close()
+      await assertNoStrayChunks(t.dir)
+    })
+  })
+
+  describe('one store, one process', () => {
+    it('a second store instance on the same directory gets EBUSY', async () => {
+      const first = t.open()
+      await first.writeFile('a', 'b')
+      const err = await rejects(t.open().open(), 'EBUSY')
+      expect(err.message).to.contain(first.location).and.to.contain('in use')
+      expect((await first.readFile('a')).toString()).to.equal('b')
+    })
+
+    it('a second process gets EBUSY naming the store; the first is unaffected', async () => {
+      const first = t.open()
+      await first.writeFile('a', 'b')
+      const script = `require('./')(process.argv[1]).open().then(() => console.log('opened'), (e) => console.log(e.code + ' ' + e.message))`
+      const { stdout, code } = await runChild(script, first.location)
+      expect(code).to.equal(0)
+      expect(stdout).to.match(/^EBUSY the store at .* is in use/)
+      expect(stdout).to.contain(first.location)
+      await first.writeFile('c', 'd')
+      expect((await first.readFile('a')).toString()).to.equal('b')
+    })
+  })
+
+  describe('the store directory', () => {
+    it('is created on first use, with a format file', async () => {
+      const store = t.open()
+      await store.open()
+      const format = JSON.parse(fs.readFileSync(path.join(store.location, 'format.json'), 'utf8'))
+      expect(format).to.include({ format: 1, chunkSize: 128 * 1024, shardCount: 256, shardCap: 32 * 1024 ** 3 })
+      expect(format.referenceId).to.equal(store.referenceId)
+    })
+
+    it('refuses a path that is a file with ENOTDIR, leaving it alone', async () => {
+      const file = path.join(t.dir, 'file')
+      fs.writeFileSync(file, 'mine')
+      await rejects(kfs(file).open(), 'ENOTDIR')
+      expect(fs.readFileSync(file, 'utf8')).to.equal('mine')
+    })
+
+    it('refuses a directory that belongs to another program with EINVAL, touching nothing', async () => {
+      const dir = path.join(t.dir, 'other')
+      fs.mkdirSync(dir)
+      fs.writeFileSync(path.join(dir, 'notes.txt'), 'mine')
+      await rejects(kfs(dir).open(), 'EINVAL')
+      expect(fs.readdirSync(dir)).to.deep.equal(['notes.txt'])
+    })
+
+    it('reports a store whose format file was lost as ECORRUPT, not as a new store', async () => {
+      const store = t.open()
+      await store.writeFile('a', 'b')
+      await store.close()
+      fs.rmSync(path.join(store.location, 'format.json'))
+      await rejects(t.open().open(), 'ECORRUPT')
+      expect(fs.existsSync(path.join(store.location, 'format.json'))).to.equal(false)
+    })
+  })
+
+  describe('a damaged shard', () => {
+    it('is reported as ECORRUPT for its keys while other shards keep serving', async () => {
+      const store = t.open({ referenceId: REF })
+      const [a, b] = keysForShards(REF, 2)
+      await store.writeFile(a.key, 'in a')
+      await store.writeFile(b.key, 'in b')
+      await store.close()
+      const shardDir = path.join(store.location, `${String(a.shard).padStart(3, '0')}.s`)
+      for (const f of fs.readdirSync(shardDir).filter((f) => /^(MANIFEST|CURRENT)/.test(f))) fs.rmSync(path.join(shardDir, f))
+      const again = t.open()
+      const err = await rejects(again.readFile(a.key), 'ECORRUPT')
+      expect(err.message).to.contain(`shard ${String(a.shard).padStart(3, '0')}`).and.to.contain('kfs repair')
+      await rejects(again.writeFile(a.key, 'new'), 'ECORRUPT')
+      expect((await again.readFile(b.key)).toString()).to.equal('in b')
+      await again.writeFile(b.key, 'still works')
+      expect(fs.readdirSync(shardDir)).to.not.include('CURRENT') // never recreated
+    })
+
+    it('a shard directory that vanished is not silently recreated', async () => {
+      const store = t.open({ referenceId: REF })
+      const [a] = keysForShards(REF, 1)
+      await store.writeFile(a.key, 'x')
+      await store.close()
+      fs.rmSync(path.join(store.location, `${String(a.shard).padStart(3, '0')}.s`), { recursive: true })
+      const shardDir = path.join(store.location, `${String(a.shard).padStart(3, '0')}.s`)
+      const again = t.open()
+      await rejects(again.readFile(a.key), 'ECORRUPT')
+      await rejects(again.writeFile(a.key, 'y'), 'ECORRUPT')
+      expect(fs.existsSync(shardDir)).to.equal(false)
+      fs.mkdirSync(shardDir) // an empty directory in its place is not taken for a new shard
+      await rejects(again.writeFile(a.key, 'y'), 'ECORRUPT')
+      expect(fs.readdirSync(shardDir)).to.deep.equal([])
+    })
+  })
+
+  describe('a good guest', () => {
+    it('never keeps the process alive and prints nothing, even without close()', async () => {
+      const script = `
+        const kfs = require('./')
+        const store = kfs(process.argv[1], { idleTimeout: 600000 })
+        store.writeFile('a', Buffer.alloc(300000, 1))
+          .then(() => store.readFile('a'))
+          .then(() => store.usage())
+          .then(() => store.put('x'))`
+      const started = Date.now()
+      const { code, stdout, stderr } = await runChild(script, path.join(t.dir, 'guest'))
+      expect(code).to.equal(0)
+      expect(stdout).to.equal('')
+      expect(stderr).to.equal('')
+      expect(Date.now() - started).to.be.below(10000)
+    })
+  })
+})
+
+module.exports = { runChild }

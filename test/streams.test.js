@@ -1,0 +1,156 @@
+'use strict'
+
+const { expect } = require('chai')
+const { Readable, Writable } = require('node:stream')
+const { pipeline } = require('node:stream/promises')
+const { useTmp, rejects, throws, bytes, collect, assertNoStrayChunks, damageChunk } = require('./helpers')
+
+const C = 1024
+
+async function readAll (stream) {
+  return Buffer.concat(await collect(stream))
+}
+
+// Pieces of irregular sizes, so chunk boundaries fall inside writes.
+function * pieces (data, sizes = [1, 700, 1500, 3, 4096]) {
+  for (let offset = 0, i = 0; offset < data.length; i++) {
+    const size = sizes[i % sizes.length]
+    yield data.subarray(offset, offset + size)
+    offset += size
+  }
+}
+
+describe('streams', () => {
+  const t = useTmp()
+
+  describe('createWriteStream', () => {
+    it('commits when the stream finishes: after pipeline, the file is complete', async () => {
+      const store = t.open({ chunkSize: C })
+      const data = bytes(13 * C + 17)
+      const ws = store.createWriteStream('streamed')
+      await pipeline(Readable.from(pieces(data)), ws)
+      expect((await store.readFile('streamed')).equals(data)).to.equal(true)
+      expect(await store.stat('streamed')).to.include({ size: data.length, chunks: 14 })
+    })
+
+    it('writes an empty file when nothing is written', async () => {
+      const store = t.open()
+      await pipeline(Readable.from([]), store.createWriteStream('nothing'))
+      expect(await store.stat('nothing')).to.include({ size: 0, chunks: 0 })
+    })
+
+    it('makes nothing visible before finish, and leaves no trace when destroyed', async () => {
+      const store = t.open({ chunkSize: C })
+      await store.writeFile('kept', 'previous')
+      const ws = store.createWriteStream('kept')
+      for (const piece of pieces(bytes(20 * C))) await new Promise((resolve) => ws.write(piece, resolve))
+      expect((await store.readFile('kept')).toString()).to.equal('previous')
+      expect(await store.exists('kept')).to.equal(true)
+      expect((await collect(store.list())).map((e) => e.size)).to.deep.equal([8])
+      ws.destroy()
+      await new Promise((resolve) => ws.once('close', resolve))
+      expect((await store.readFile('kept')).toString()).to.equal('previous')
+      expect(await store.usage()).to.include({ used: 8, files: 1 })
+      await store.close()
+      await assertNoStrayChunks(t.dir)
+    })
+
+    it('an error midway rolls back, and a new file never appears', async () => {
+      const store = t.open({ chunkSize: C })
+      const source = new Readable({
+        read () {
+          this.push(bytes(5 * C))
+          this.destroy(Object.assign(new Error('boom'), { code: 'EBOOM' }))
+        }
+      })
+      await rejects(pipeline(source, store.createWriteStream('new')), 'EBOOM')
+      expect(await store.exists('new')).to.equal(false)
+      await store.close()
+      await assertNoStrayChunks(t.dir)
+    })
+
+    it('throws EINVAL for a bad key at once', () => {
+      const store = t.open()
+      for (const key of ['', null, 1]) throws(() => store.createWriteStream(key), 'EINVAL')
+    })
+  })
+
+  describe('createReadStream', () => {
+    it('streams a whole file', async () => {
+      const store = t.open({ chunkSize: C })
+      const data = bytes(9 * C + 1)
+      await store.writeFile('f', data)
+      expect((await readAll(store.createReadStream('f'))).equals(data)).to.equal(true)
+    })
+
+    it('reads inclusive byte ranges like fs, within and across chunks', async () => {
+      const store = t.open({ chunkSize: C })
+      const data = bytes(5 * C + 10)
+      await store.writeFile('f', data)
+      const ranges = [[0, 0], [0, C - 1], [C - 1, C], [C, 2 * C - 1], [100, 3 * C + 5], [5 * C, 5 * C + 9], [5 * C + 9, 5 * C + 9], [7, undefined], [undefined, 10], [0, 10 * C]]
+      for (const [start, end] of ranges) {
+        const back = await readAll(store.createReadStream('f', { start, end }))
+        const expected = data.subarray(start || 0, end === undefined ? undefined : end + 1)
+        expect(back.equals(expected), `${start}-${end}`).to.equal(true)
+      }
+      expect((await readAll(store.createReadStream('f', { start: data.length }))).length).to.equal(0)
+    })
+
+    it('starts at the chunk holding `start` instead of chunk 0', async () => {
+      const store = t.open({ chunkSize: C })
+      const data = bytes(4 * C)
+      await store.writeFile('f', data)
+      await store.close()
+      await damageChunk(t.dir, 0) // a read that touched chunk 0 would fail
+      const again = t.open()
+      const back = await readAll(again.createReadStream('f', { start: C + 3, end: 3 * C }))
+      expect(back.equals(data.subarray(C + 3, 3 * C + 1))).to.equal(true)
+      await rejects(readAll(again.createReadStream('f')), 'EINTEGRITY')
+    })
+
+    it('rejects reversed or invalid ranges with EINVAL, and a start past the end', async () => {
+      const store = t.open()
+      await store.writeFile('f', 'abc')
+      for (const range of [{ start: 5, end: 4 }, { start: -1 }, { end: -2 }, { start: 1.5 }, { start: '1' }, { end: null }]) {
+        throws(() => store.createReadStream('f', range), 'EINVAL')
+      }
+      throws(() => store.createReadStream('f', null), 'EINVAL')
+      await rejects(readAll(store.createReadStream('f', { start: 4 })), 'EINVAL')
+    })
+
+    it('emits ENOENT for a missing key instead of ending empty', async () => {
+      const store = t.open()
+      await rejects(readAll(store.createReadStream('nope')), 'ENOENT')
+      await store.writeFile('x', 'y')
+      await rejects(readAll(store.createReadStream('nope')), 'ENOENT')
+    })
+
+    it('destroying a read stream only stops reading', async () => {
+      const store = t.open({ chunkSize: C })
+      const data = bytes(50 * C)
+      await store.writeFile('f', data)
+      const rs = store.createReadStream('f')
+      await new Promise((resolve) => rs.once('data', resolve))
+      rs.destroy()
+      await new Promise((resolve) => rs.once('close', resolve))
+      expect((await store.readFile('f')).equals(data)).to.equal(true)
+      await store.writeFile('f', 'next') // the shard was released: writes go on
+      expect((await store.readFile('f')).toString()).to.equal('next')
+    })
+
+    it('pipes into a slow consumer with backpressure', async () => {
+      const store = t.open({ chunkSize: C })
+      const data = bytes(30 * C)
+      await store.writeFile('f', data)
+      const received = []
+      await pipeline(store.createReadStream('f'), new Writable({
+        highWaterMark: 1,
+        write (chunk, enc, cb) {
+          received.push(chunk)
+          setImmediate(cb)
+        }
+      }))
+      expect(Buffer.concat(received).equals(data)).to.equal(true)
+    })
+  })
+})
