@@ -1,6 +1,8 @@
 'use strict'
 
 // The only module that touches the LevelDB binding, so it can be swapped.
+const fs = require('node:fs/promises')
+const path = require('node:path')
 const levelup = require('levelup')
 const leveldown = require('leveldown')
 
@@ -28,7 +30,16 @@ class LevelDb {
 
   // Resolves to a LevelDb or rejects with the binding's error as `cause` and a
   // `reason` of 'missing', 'locked' or 'failed'.
-  static open (location, { createIfMissing = false, errorIfExists = false, ...options } = {}) {
+  static async open (location, { createIfMissing = false, errorIfExists = false, ...options } = {}) {
+    // LevelDB creates the directory, LOCK and LOG before it finds no database there:
+    // without createIfMissing, leave a place holding no database untouched.
+    if (!createIfMissing) {
+      try {
+        await fs.access(path.join(location, 'CURRENT'))
+      } catch (err) {
+        throw Object.assign(new Error(`${location}: no LevelDB database here (${err.code})`), { reason: 'missing', cause: err })
+      }
+    }
     return new Promise((resolve, reject) => {
       const db = levelup(leveldown(location), { ...DEFAULTS, ...options, createIfMissing, errorIfExists }, (err) => {
         if (err) reject(classifyOpenError(err))

@@ -35,8 +35,6 @@ class Shard {
     let db
     try {
       if (create) await createShard(location, tmpDir)
-      // LevelDB would create a missing directory even without createIfMissing.
-      else await fs.access(location)
       db = await LevelDb.open(location)
     } catch (err) {
       if (err.reason === 'locked') throw errors.busy(location, err)
