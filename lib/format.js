@@ -1,6 +1,7 @@
 'use strict'
 
 const crypto = require('node:crypto')
+const errors = require('./errors')
 
 // Key layout inside one shard (doc/format.md). System records start with '!', which
 // sorts before every hex digit, so they never interleave with chunks.
@@ -47,13 +48,11 @@ function encodeMeta (meta) {
 }
 
 function decodeMeta (value, where) {
-  let meta
   try {
-    meta = JSON.parse(value)
+    return JSON.parse(value)
   } catch (err) {
-    throw Object.assign(new Error(`unreadable metadata record in ${where}`), { code: 'ECORRUPT', cause: err })
+    throw errors.corrupt(where, 'it holds an unreadable metadata record', { cause: err })
   }
-  return meta
 }
 
 module.exports = {
