@@ -6,6 +6,9 @@ const errors = require('./errors')
 
 // Bytes the binding fetches per round trip: 8 chunks of 128 KiB (perf/throughput.js).
 const READ_AHEAD = 1024 * 1024
+// Entries taken off the iterator ahead of the consumer, so the binding fetches the
+// next batch on its thread while this one hashes and copies the current one.
+const QUEUE = 16
 // A reader retries when a commit replaced the version it was about to read; past this
 // many replacements in a row it gives up rather than spin.
 const MAX_ATTEMPTS = 100
@@ -15,14 +18,22 @@ const MAX_ATTEMPTS = 100
 // cannot mix versions or cut the file short. Every chunk's index and length is
 // checked; a whole-file read also checks the SHA-256 before handing out the last chunk.
 class ChunkReader {
-  constructor ({ shard, meta, chunkSize, first, last, start, end, iterator, entry, release }) {
-    Object.assign(this, { shard, meta, chunkSize, first, last, start, end, iterator, entry, release })
+  constructor ({ shard, meta, chunkSize, first, last, start, end, iterator, entry, release, verify }) {
+    Object.assign(this, { shard, meta, chunkSize, first, last, start, end, iterator, release })
     this.index = first
-    this.hash = start === 0 && end === meta.size - 1 ? contentHash() : undefined
+    this.queue = entry ? [entry] : []
+    this.fetching = false
+    this.exhausted = !iterator
+    this.waiting = undefined
+    this.failure = undefined
+    this.#fetch()
+    this.whole = start === 0 && end === meta.size - 1
+    // verify: false leaves the whole-file check to the caller (readFile's Digester).
+    this.hash = this.whole && verify !== false ? contentHash() : undefined
     this.length = Math.max(0, end - start + 1)
   }
 
-  static async open ({ shard, key, chunkSize, range = {}, release }) {
+  static async open ({ shard, key, chunkSize, range = {}, release, verify }) {
     const { chunkKeys } = shard
     for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
       const meta = await shard.getMeta(key)
@@ -30,7 +41,7 @@ class ChunkReader {
       const start = range.start || 0
       if (start > meta.size) throw errors.invalidValue('start', `(${start}) is beyond the end of file ${key} (${meta.size} bytes)`, { key })
       const end = Math.min(range.end === undefined ? Infinity : range.end, meta.size - 1)
-      const base = { shard, meta, chunkSize, start, end, release }
+      const base = { shard, meta, chunkSize, start, end, release, verify }
       if (end < start) return new ChunkReader({ ...base, first: 0, last: -1 })
       const first = Math.floor(start / chunkSize)
       const last = Math.floor(end / chunkSize)
@@ -45,11 +56,34 @@ class ChunkReader {
     throw errors.busy(`file ${key}`, new Error('it was replaced too many times while opening it for reading'))
   }
 
+  #fetch () {
+    if (this.fetching || this.exhausted || this.queue.length >= QUEUE || !this.iterator) return
+    this.fetching = true
+    this.iterator.next((err, key, value) => {
+      this.fetching = false
+      if (err) this.failure = err
+      else if (key === undefined && value === undefined) this.exhausted = true
+      else this.queue.push({ key, value })
+      if (err) this.exhausted = true
+      const waiting = this.waiting
+      this.waiting = undefined
+      if (waiting) waiting()
+      this.#fetch()
+    })
+  }
+
+  async #nextEntry () {
+    while (this.queue.length === 0 && !this.exhausted) await new Promise((resolve) => (this.waiting = resolve))
+    if (this.queue.length === 0 && this.failure) throw this.failure
+    const entry = this.queue.shift()
+    this.#fetch()
+    return entry
+  }
+
   // Resolves to the next piece of the range, or undefined at the end.
   async read () {
     if (this.index > this.last) return undefined
-    const entry = this.entry || (await next(this.iterator))
-    this.entry = undefined
+    const entry = await this.#nextEntry()
     const { meta, chunkSize } = this
     const index = this.index++
     const expectedKey = this.shard.chunkKeys.key(meta.key, meta.version, index)
@@ -69,10 +103,7 @@ class ChunkReader {
   }
 
   #verify () {
-    const found = this.hash.digest('hex')
-    if (found !== this.meta.sha256) {
-      throw errors.integrity(this.meta.key, 'its content does not match its SHA-256', { expected: this.meta.sha256, found })
-    }
+    checkDigest(this.meta, this.hash.digest('hex'))
   }
 
   async close () {
@@ -80,9 +111,18 @@ class ChunkReader {
     this.iterator = undefined
     this.release = undefined
     this.index = this.last + 1
-    if (iterator) await endIterator(iterator)
+    this.queue = []
+    if (iterator) {
+      // The binding refuses end() while a next() is in flight.
+      while (this.fetching) await new Promise((resolve) => (this.waiting = resolve))
+      await endIterator(iterator)
+    }
     if (release) release()
   }
 }
 
-module.exports = { ChunkReader }
+function checkDigest (meta, found) {
+  if (found !== meta.sha256) throw errors.integrity(meta.key, 'its content does not match its SHA-256', { expected: meta.sha256, found })
+}
+
+module.exports = { ChunkReader, checkDigest }

@@ -8,7 +8,7 @@ const errors = require('./errors')
 // batches outstanding so the JS thread chunks and hashes while LevelDB writes
 // (perf/throughput.js measured these).
 const BATCH_BYTES = 1024 * 1024
-const MAX_IN_FLIGHT = 3
+const MAX_IN_FLIGHT = 2
 
 // Writes one version of one file into a shard and commits it. Nothing is visible until
 // finish() commits; abort() (or any failure) removes what was written. Calls must not

@@ -12,10 +12,14 @@ const { ChunkKeys } = require('./format')
 const { Shard } = require('./shard')
 const { ShardPool } = require('./shard-pool')
 const { ChunkWriter } = require('./chunk-writer')
-const { ChunkReader } = require('./chunk-reader')
+const { ChunkReader, checkDigest } = require('./chunk-reader')
+const { Digester } = require('./digester')
 const { WriteStream, ReadStream } = require('./streams')
 const storeDir = require('./store-dir')
 const errors = require('./errors')
+
+// Below this a whole-file read hashes inline: handing chunks to a thread costs more.
+const OFFLOAD_DIGEST_BYTES = 4 * 1024 * 1024
 
 // The public store. Arguments are checked synchronously (EINVAL is thrown or, for async
 // methods, rejected at once); everything that needs the disk waits for open().
@@ -39,6 +43,7 @@ class Store {
   #usageCache // index -> { used, files, diskBytes } of closed shards
   #cleaned = new Set() // shards whose abandoned writes were discarded since open
   #pool
+  #digester = new Digester()
 
   constructor (dir, options) {
     if (typeof dir !== 'string' || dir === '') throw errors.invalidType('dir', 'a non-empty string', dir)
@@ -177,13 +182,13 @@ class Store {
     }
   }
 
-  async #openReader (key, range) {
+  async #openReader (key, range, { verify } = {}) {
     const index = shardFor(this.#referenceId, key)
     if (!this.#shards.has(index)) throw errors.notFound(key)
     const shard = await this.#pool.acquire(index)
     const release = () => this.#pool.release(shard)
     try {
-      return await ChunkReader.open({ shard, key, chunkSize: this.chunkSize, range, release })
+      return await ChunkReader.open({ shard, key, chunkSize: this.chunkSize, range, release, verify })
     } catch (err) {
       release()
       throw err
@@ -196,15 +201,27 @@ class Store {
     await this.#op(() => this.#writeBuffer(target, buffer))
   }
 
+  // Large files are hashed on the Digester's thread while this one copies; each chunk
+  // is handed over once copied, so it is never touched twice here.
   async readFile (key) {
     const { key: k } = coerceKey(key)
     return this.#op(async () => {
-      const reader = await this.#openReader(k, {})
+      const reader = await this.#openReader(k, {}, { verify: false })
+      const job = reader.length >= OFFLOAD_DIGEST_BYTES ? this.#digester.begin() : undefined
+      const hash = job ? undefined : contentHash()
       try {
         const out = Buffer.allocUnsafe(reader.length)
         let offset = 0
-        for (let piece = await reader.read(); piece; piece = await reader.read()) offset += piece.copy(out, offset)
+        for (let piece = await reader.read(); piece; piece = await reader.read()) {
+          offset += piece.copy(out, offset)
+          if (job) this.#digester.update(job, piece)
+          else hash.update(piece)
+        }
+        checkDigest(reader.meta, job ? await this.#digester.finish(job) : hash.digest('hex'))
         return out
+      } catch (err) {
+        if (job) this.#digester.cancel(job)
+        throw err
       } finally {
         await reader.close()
       }
@@ -386,6 +403,7 @@ class Store {
     const streamsClosed = [...this.#streams].map((s) => new Promise((resolve) => s.once('close', resolve)))
     await Promise.all([drained, ...streamsClosed])
     await this.#pool.closeAll()
+    await this.#digester.close()
     await this.#state.close()
   }
 }

@@ -1,0 +1,18 @@
+'use strict'
+
+// Worker side of Digester: one SHA-256 per job id, fed in order.
+const { parentPort } = require('node:worker_threads')
+const { contentHash } = require('./keys')
+
+const jobs = new Map()
+
+parentPort.on('message', ({ id, data, done, cancel }) => {
+  if (cancel) return jobs.delete(id)
+  let hash = jobs.get(id)
+  if (!hash) jobs.set(id, (hash = contentHash()))
+  if (data) hash.update(data)
+  if (done) {
+    jobs.delete(id)
+    parentPort.postMessage({ id, digest: hash.digest('hex') })
+  }
+})
