@@ -54,6 +54,23 @@ describe('integrity', () => {
     expect(Buffer.concat(await collect(store.createReadStream('f', { start: 0, end: C - 1 }))).equals(data.subarray(0, C))).to.equal(true)
   })
 
+  it('a large file hashed on the digest thread fails with EINTEGRITY too', async () => {
+    const big = bytes(5 * 1024 * 1024 + 3, 'big') // above the size readFile hands to the thread
+    const store = t.open()
+    await store.writeFile('big', big)
+    expect((await store.readFile('big')).equals(big)).to.equal(true)
+    await store.close()
+    await tamper(store.location, async (db, keys) => {
+      const value = Buffer.from(await db.get(keys[20]))
+      value[0] ^= 1
+      await db.put(keys[20], value)
+    })
+    const again = t.open()
+    await rejects(again.readFile('big'), 'EINTEGRITY')
+    await rejects(collect(again.createReadStream('big')), 'EINTEGRITY')
+    await rejects(again.readFile('big'), 'EINTEGRITY') // the thread keeps serving after a failure
+  })
+
   it('a missing chunk fails full and range reads over it with EINTEGRITY', async () => {
     const dir = await storeWithFile()
     await tamper(dir, (db, keys) => db.batch([{ type: 'del', key: keys[2] }]))

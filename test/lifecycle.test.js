@@ -194,8 +194,8 @@ describe('lifecycle', () => {
       const script = `
         const kfs = require('./')
         const store = kfs(process.argv[1], { idleTimeout: 600000 })
-        store.writeFile('a', Buffer.alloc(300000, 1))
-          .then(() => store.readFile('a'))
+        store.writeFile('a', Buffer.alloc(6 * 1024 * 1024, 1))
+          .then(() => store.readFile('a')) // large enough to start the digest thread
           .then(() => store.usage())
           .then(() => store.put('x'))`
       const started = Date.now()

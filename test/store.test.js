@@ -254,6 +254,15 @@ describe('store', () => {
       expect(defaults.shardCapacity).to.equal(4096)
     })
 
+    it('sync: true writes, overwrites and unlinks like the default', async () => {
+      const store = t.open({ sync: true, chunkSize: C })
+      await store.writeFile('s', bytes(3 * C))
+      await store.writeFile('s', bytes(2 * C, 'again'))
+      expect((await store.readFile('s')).equals(bytes(2 * C, 'again'))).to.equal(true)
+      await store.unlink('s')
+      expect(await store.usage()).to.include({ used: 0, files: 0 })
+    })
+
     it('creates a random reference ID when none is given', async () => {
       const a = t.open({}, 'a')
       const b = t.open({}, 'b')

@@ -1,0 +1,35 @@
+'use strict'
+
+const { expect } = require('chai')
+const fs = require('node:fs')
+const path = require('node:path')
+const kfs = require('..')
+
+const readme = fs.readFileSync(path.join(__dirname, '..', 'README.md'), 'utf8')
+const libDir = path.join(__dirname, '..', 'lib')
+
+describe('README', () => {
+  it('documents every public method of the store', () => {
+    const methods = Object.getOwnPropertyNames(kfs.Store.prototype).filter((m) => m !== 'constructor')
+    expect(methods.length).to.be.above(10)
+    for (const method of methods) expect(readme, method).to.contain(`store.${method}`)
+  })
+
+  it('documents every option', () => {
+    const { DEFAULTS } = require('../lib/options')
+    for (const option of [...Object.keys(DEFAULTS), 'referenceId']) expect(readme, option).to.contain(`\`${option}\``)
+  })
+
+  it('lists every error code the library raises', () => {
+    const codes = new Set()
+    for (const file of fs.readdirSync(libDir)) {
+      for (const m of fs.readFileSync(path.join(libDir, file), 'utf8').matchAll(/'(E[A-Z]{3,})'/g)) codes.add(m[1])
+    }
+    expect(codes.size).to.be.above(5)
+    for (const code of codes) expect(readme, code).to.match(new RegExp(`\\| \`${code}\` \\|`))
+  })
+
+  it('has a Quick start with npm install and npm test', () => {
+    expect(readme).to.match(/## Quick start[\s\S]*npm install[\s\S]*npm test/)
+  })
+})
