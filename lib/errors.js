@@ -28,6 +28,10 @@ function noSpace (shard, needed, free) {
   return make(Error, 'ENOSPC', `shard ${shardName(shard)} is full: ${needed} bytes needed, ${free} free`, { shard, needed, free })
 }
 
+function tooLarge (size, cap) {
+  return make(Error, 'ENOSPC', `a file of ${size} bytes or more cannot be stored: a shard holds at most ${cap}`, { needed: size, free: cap })
+}
+
 function integrity (key, message, props) {
   return make(Error, 'EINTEGRITY', `file ${key} is damaged: ${message}`, { key, ...props })
 }
@@ -71,6 +75,7 @@ module.exports = {
   invalidValue,
   notFound,
   noSpace,
+  tooLarge,
   integrity,
   corrupt,
   busy,

@@ -67,21 +67,34 @@ class Store {
 
   // Idempotent; every method calls it, so calling it yourself only surfaces errors
   // (EBUSY, EINVAL, ECORRUPT, ENOTDIR) early.
+  // A failed open is not remembered: the next call tries again (after EBUSY, say).
   open () {
     if (this.#closed) return Promise.reject(errors.closed())
-    if (!this.#opening) this.#opening = this.#open()
+    if (!this.#opening) {
+      this.#opening = this.#open().catch((err) => {
+        this.#opening = undefined
+        throw err
+      })
+    }
     return this.#opening
   }
 
   async #open () {
     const opened = await storeDir.openStoreDir(this.location, this.#given, this.#options)
+    let usage
+    try {
+      usage = await storeDir.readUsageCache(opened.state)
+    } catch (err) {
+      await opened.state.close()
+      throw errors.corrupt(`the store state at ${this.location}`, err.message, { cause: err })
+    }
+    const { cache, known } = usage
     this.#format = opened.format
     this.#referenceId = Buffer.from(opened.format.referenceId, 'hex')
     this.#shardCap = opened.format.shardCap
     this.#chunkKeys = new ChunkKeys(opened.format.shardCap, opened.format.chunkSize)
     this.#state = opened.state
     this.#tmpDir = opened.tmpDir
-    const { cache, known } = await storeDir.readUsageCache(opened.state)
     this.#shards = new Set([...opened.shards, ...known])
     this.#usageCache = cache
     this.#pool = new ShardPool({
@@ -242,7 +255,7 @@ class Store {
     return this.#track(new ReadStream(() => {
       if (this.#closed) return Promise.reject(errors.closed())
       return this.open().then(() => this.#openReader(k, range))
-    }, { highWaterMark: range.highWaterMark }))
+    }))
   }
 
   // Content addressing: the key is the SHA-256 of the content; content already stored
@@ -274,7 +287,7 @@ class Store {
       await pipeline(readable, new Transform({
         transform (chunk, encoding, callback) {
           size += chunk.length
-          if (size > cap) return callback(errors.noSpace(undefined, size, cap))
+          if (size > cap) return callback(errors.tooLarge(size, cap))
           hash.update(chunk)
           callback(null, chunk)
         }
@@ -421,14 +434,16 @@ function isReadable (data) {
 
 function parseRange (options) {
   if (options === null || typeof options !== 'object') throw errors.invalidType('options', 'an object', options)
-  const { start = 0, end, highWaterMark } = options
+  const unknown = Object.keys(options).find((name) => name !== 'start' && name !== 'end')
+  if (unknown) throw errors.invalidValue('options', `has an unknown option "${unknown}" (known: start, end)`)
+  const { start = 0, end } = options
   for (const [name, value] of [['start', start], ['end', end]]) {
     if (value === undefined) continue
     if (typeof value !== 'number') throw errors.invalidType(name, 'a number', value)
     if (!Number.isSafeInteger(value) || value < 0) throw errors.invalidValue(name, `must be a non-negative integer, got ${value}`)
   }
   if (end !== undefined && end < start) throw errors.invalidValue('end', `(${end}) must not be less than start (${start})`)
-  return { start, end, highWaterMark }
+  return { start, end }
 }
 
 function checkShardIndex (index) {

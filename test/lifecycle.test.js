@@ -107,6 +107,16 @@ describe('lifecycle', () => {
       expect((await first.readFile('a')).toString()).to.equal('b')
     })
 
+    it('a store that got EBUSY can open once the other instance closed', async () => {
+      const first = t.open()
+      await first.writeFile('a', 'b')
+      const second = t.open()
+      await rejects(second.open(), 'EBUSY')
+      await rejects(second.readFile('a'), 'EBUSY')
+      await first.close()
+      expect((await second.readFile('a')).toString()).to.equal('b')
+    })
+
     it('a second process gets EBUSY naming the store; the first is unaffected', async () => {
       const first = t.open()
       await first.writeFile('a', 'b')

@@ -115,6 +115,7 @@ describe('streams', () => {
         throws(() => store.createReadStream('f', range), 'EINVAL')
       }
       throws(() => store.createReadStream('f', null), 'EINVAL')
+      throws(() => store.createReadStream('f', { Start: 1 }), 'EINVAL')
       await rejects(readAll(store.createReadStream('f', { start: 4 })), 'EINVAL')
     })
 
