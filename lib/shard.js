@@ -38,7 +38,7 @@ class Shard {
       db = await LevelDb.open(location)
     } catch (err) {
       if (err.reason === 'locked') throw errors.busy(location, err)
-      throw errors.corrupt(`shard ${name}`, `${err.message}; run kfs repair ${name}`, { shard: index, cause: err })
+      throw errors.corrupt(`shard ${name}`, err.message, { shard: index, cause: err })
     }
     try {
       const raw = await db.get(format.ACCOUNT)

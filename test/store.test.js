@@ -5,7 +5,7 @@ const fs = require('node:fs')
 const path = require('node:path')
 const { Readable } = require('node:stream')
 const kfs = require('..')
-const { useTmp, rejects, throws, bytes, sha256, collect, REF } = require('./helpers')
+const { useTmp, rejects, throws, bytes, sha256, collect, keysForShards, openShardLocks, REF } = require('./helpers')
 
 const C = 1024 // a small chunk size keeps multi-chunk files small in tests
 
@@ -205,6 +205,26 @@ describe('store', () => {
       const reopened = await again.usage()
       expect(reopened).to.include({ used: 3005, files: 2 })
       expect(reopened.shards.map((s) => [s.index, s.used, s.files])).to.deep.equal(usage.shards.map((s) => [s.index, s.used, s.files]))
+    })
+  })
+
+  describe('usage with every shard in use', function () {
+    this.timeout(120000)
+
+    it('answers from the cache after reopen, without opening any shard', async () => {
+      const store = t.open({ referenceId: REF, maxOpenShards: 8 })
+      const keys = keysForShards(REF, 256)
+      for (const { key } of keys) await store.writeFile(key, key)
+      const usage = await store.usage()
+      expect(usage.shards).to.have.length(256)
+      await store.close()
+      const again = t.open()
+      await again.open()
+      const reopened = await again.usage()
+      expect(openShardLocks(again.location)).to.equal(0)
+      expect(reopened).to.deep.equal({ ...usage, shards: reopened.shards })
+      expect(reopened.shards.map((s) => [s.index, s.used, s.files])).to.deep.equal(usage.shards.map((s) => [s.index, s.used, s.files]))
+      expect(reopened.used).to.equal(256 * 64)
     })
   })
 
