@@ -30,6 +30,7 @@ class WriteStream extends Writable {
     this.#writer.finish().then((meta) => {
       this.key = meta.key
       this.size = meta.size
+      this.sha256 = meta.sha256
       callback()
     }, callback)
   }

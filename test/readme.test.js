@@ -22,14 +22,25 @@ describe('README', () => {
 
   it('lists every error code the library raises', () => {
     const codes = new Set()
-    for (const file of fs.readdirSync(libDir)) {
+    // The library's own modules; the command line is documented in doc/cli.md.
+    for (const file of fs.readdirSync(libDir).filter((f) => f.endsWith('.js'))) {
       for (const m of fs.readFileSync(path.join(libDir, file), 'utf8').matchAll(/'(E[A-Z]{3,})'/g)) codes.add(m[1])
     }
     expect(codes.size).to.be.above(5)
     for (const code of codes) expect(readme, code).to.match(new RegExp(`\\| \`${code}\` \\|`))
   })
 
-  it('has a Quick start with npm install and npm test', () => {
-    expect(readme).to.match(/## Quick start[\s\S]*npm install[\s\S]*npm test/)
+  it('has a Quick start with npm install, npm test, kfs put and kfs get', () => {
+    expect(readme).to.match(/## Quick start[\s\S]*npm install[\s\S]*npm test[\s\S]*npx kfs put[\s\S]*npx kfs get/)
+  })
+
+  it('documents every command of the command line, here and in doc/cli.md', () => {
+    const cliDoc = fs.readFileSync(path.join(__dirname, '..', 'doc', 'cli.md'), 'utf8')
+    const program = require('../lib/cli/program').buildProgram(() => {}, {})
+    for (const command of program.commands) {
+      expect(readme, command.name()).to.contain(`kfs ${command.name()}`)
+      expect(cliDoc, command.name()).to.contain(`kfs ${command.name()}`)
+      for (const option of command.options) expect(cliDoc, option.long).to.contain(option.long)
+    }
   })
 })

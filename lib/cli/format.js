@@ -1,0 +1,41 @@
+'use strict'
+
+const UNITS = ['B', 'KiB', 'MiB', 'GiB', 'TiB', 'PiB']
+
+// 1536 -> "1.5 KiB"; 34359738368 -> "32.0 GiB"
+function humanSize (bytes) {
+  let value = bytes
+  let unit = 0
+  while (value >= 1024 && unit < UNITS.length - 1) {
+    value /= 1024
+    unit++
+  }
+  return unit === 0 ? `${bytes} B` : `${value.toFixed(1)} ${UNITS[unit]}`
+}
+
+function duration (seconds) {
+  if (!Number.isFinite(seconds)) return '--:--'
+  const s = Math.round(seconds)
+  const h = Math.floor(s / 3600)
+  const m = Math.floor((s % 3600) / 60)
+  const pad = (n) => String(n).padStart(2, '0')
+  return h ? `${h}:${pad(m)}:${pad(s % 60)}` : `${pad(m)}:${pad(s % 60)}`
+}
+
+// Columns padded to the widest cell; the last column is not padded.
+function table (rows) {
+  const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => String(r[i]).length)))
+  return rows.map((r) => r.map((cell, i) => (i === r.length - 1 ? String(cell) : String(cell).padEnd(widths[i]))).join('  ')).join('\n') + '\n'
+}
+
+// One line, in the user's terms: kfs errors carry their own message; system errors
+// become "<path>: <reason>".
+function describeError (err) {
+  if (err && err.syscall) {
+    const reason = String(err.message).replace(/^E[A-Z]+: /, '').split(', ')[0]
+    return err.path ? `${err.path}: ${reason}` : reason
+  }
+  return err && err.message ? err.message : String(err)
+}
+
+module.exports = { humanSize, duration, table, describeError }

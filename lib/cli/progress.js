@@ -1,0 +1,69 @@
+'use strict'
+
+const { Transform } = require('node:stream')
+const { humanSize, duration } = require('./format')
+
+const MIN_BYTES = 4 * 1024 * 1024 // smaller transfers finish before a bar is worth drawing
+const REDRAW_MS = 100
+
+// A one-line progress bar (bytes, rate, ETA) on a terminal. It redraws from the data
+// flowing through meter(), so it needs no timer.
+class Progress {
+  // Returns undefined unless `stream` is a terminal; with an unknown total, the bar
+  // appears once MIN_BYTES have gone by.
+  static create ({ stream, total, label }) {
+    if (!stream || !stream.isTTY) return undefined
+    if (total !== undefined && total < MIN_BYTES) return undefined
+    return new Progress(stream, total, label)
+  }
+
+  constructor (stream, total, label) {
+    this.stream = stream
+    this.total = total
+    this.label = label
+    this.done = 0
+    this.started = Date.now()
+    this.drawn = 0
+  }
+
+  meter () {
+    return new Transform({
+      transform: (chunk, encoding, callback) => {
+        this.advance(chunk.length)
+        callback(null, chunk)
+      }
+    })
+  }
+
+  advance (bytes) {
+    this.done += bytes
+    const now = Date.now()
+    if (now - this.drawn >= REDRAW_MS && this.done >= Math.min(MIN_BYTES, this.total ?? MIN_BYTES)) {
+      this.drawn = now
+      this.#draw(now)
+    }
+  }
+
+  line (now = Date.now()) {
+    const seconds = Math.max((now - this.started) / 1000, 0.001)
+    const rate = this.done / seconds
+    const amount = this.total === undefined ? humanSize(this.done) : `${humanSize(this.done)} / ${humanSize(this.total)}`
+    const eta = this.total === undefined ? '' : ` ETA ${duration((this.total - this.done) / rate)}`
+    const text = `${amount} ${humanSize(rate)}/s${eta}`
+    const width = Math.max(10, Math.min(40, (this.stream.columns || 80) - this.label.length - text.length - 6))
+    if (this.total === undefined) return `${this.label} ${text}`
+    const filled = Math.round(width * Math.min(1, this.done / Math.max(this.total, 1)))
+    return `${this.label} [${'#'.repeat(filled)}${'-'.repeat(width - filled)}] ${text}`
+  }
+
+  #draw (now) {
+    this.stream.write(`\r${this.line(now)}\x1b[K`)
+  }
+
+  // Clears the bar, so what follows on stderr starts on a clean line.
+  finish () {
+    if (this.drawn) this.stream.write('\r\x1b[K')
+  }
+}
+
+module.exports = { Progress, MIN_BYTES }

@@ -1,0 +1,286 @@
+'use strict'
+
+const { expect } = require('chai')
+const fs = require('node:fs')
+const path = require('node:path')
+const { spawn } = require('node:child_process')
+const kfs = require('..')
+const { useTmp, bytes, sha256, damageChunk } = require('./helpers')
+
+const BIN = path.join(__dirname, '..', 'bin', 'kfs.js')
+
+describe('kfs command line', function () {
+  this.timeout(60000)
+  const t = useTmp()
+  let db
+
+  beforeEach(() => {
+    db = path.join(t.dir, 'db')
+  })
+
+  // Runs `kfs args...` with KFS_DB set to the test's store; resolves to
+  // { code, stdout (Buffer), stderr (string) }.
+  function cli (args, { input, env = {} } = {}) {
+    return new Promise((resolve, reject) => {
+      const child = spawn(process.execPath, [BIN, ...args], { env: { ...process.env, KFS_DB: db, KFS_DEBUG: '', ...env } })
+      const out = []
+      let stderr = ''
+      child.stdout.on('data', (d) => out.push(d))
+      child.stderr.on('data', (d) => (stderr += d))
+      child.on('error', reject)
+      child.on('close', (code) => resolve({ code, stdout: Buffer.concat(out), stderr }))
+      child.stdin.on('error', () => {})
+      child.stdin.end(input)
+    })
+  }
+
+  const file = (name, data) => {
+    const p = path.join(t.dir, name)
+    fs.writeFileSync(p, data)
+    return p
+  }
+
+  describe('put and get', () => {
+    for (const [label, size] of [['empty', 0], ['small', 100], ['multi-chunk', 3 * 128 * 1024 + 17]]) {
+      it(`round-trips a ${label} file through files and through stdin/stdout`, async () => {
+        const data = bytes(size, label)
+        const put = await cli(['put', file('in', data)])
+        expect(put).to.include({ code: 0, stderr: '' })
+        const key = put.stdout.toString()
+        expect(key).to.equal(sha256(data) + '\n')
+        const out = path.join(t.dir, 'out')
+        expect((await cli(['get', key.trim(), out])).code).to.equal(0)
+        expect(fs.readFileSync(out).equals(data)).to.equal(true)
+
+        const viaStdin = await cli(['put'], { input: data })
+        expect(viaStdin.stdout.toString()).to.equal(key)
+        const dash = await cli(['put', '-'], { input: data })
+        expect(dash.stdout.toString()).to.equal(key)
+        const toStdout = await cli(['get', key.trim()])
+        expect(toStdout.code).to.equal(0)
+        expect(toStdout.stdout.equals(data)).to.equal(true)
+      })
+    }
+
+    it('stores under --key, a hex key or a name, and prints the key', async () => {
+      const named = await cli(['put', '--key', 'photo.jpg', file('a', 'pixels')])
+      expect(named.stdout.toString().trim()).to.match(/^[0-9a-f]{40}$/)
+      expect((await cli(['get', 'photo.jpg'])).stdout.toString()).to.equal('pixels')
+      expect((await cli(['get', named.stdout.toString().trim()])).stdout.toString()).to.equal('pixels')
+      const hex = 'AB'.repeat(32)
+      const put = await cli(['put', '--key', hex], { input: 'from stdin' })
+      expect(put.stdout.toString()).to.equal(hex.toLowerCase() + '\n')
+      expect((await cli(['get', hex])).stdout.toString()).to.equal('from stdin')
+    })
+
+    it('reads byte ranges with --start and --end', async () => {
+      const data = bytes(300 * 1024, 'range')
+      const key = (await cli(['put'], { input: data })).stdout.toString().trim()
+      const range = async (...args) => (await cli(['get', key, ...args])).stdout
+      expect((await range('--start', '10', '--end', '19')).equals(data.subarray(10, 20))).to.equal(true)
+      expect((await range('--start', String(200 * 1024))).equals(data.subarray(200 * 1024))).to.equal(true)
+      expect((await range('--end', '0')).equals(data.subarray(0, 1))).to.equal(true)
+      const reversed = await cli(['get', key, '--start', '5', '--end', '4'])
+      expect(reversed.code).to.equal(2)
+      expect(reversed.stderr).to.match(/^kfs: end \(4\) must not be less than start \(5\)\n$/)
+    })
+
+    it('write and read are aliases of put and get', async () => {
+      const key = (await cli(['write'], { input: 'alias' })).stdout.toString().trim()
+      expect((await cli(['read', key])).stdout.toString()).to.equal('alias')
+    })
+
+    it('does not write content already stored again', async () => {
+      const data = bytes(1000)
+      await cli(['put', file('a', data)])
+      const store = kfs(db)
+      const before = await store.stat(sha256(data))
+      await store.close()
+      await cli(['put', file('a', data)])
+      const again = kfs(db)
+      expect((await again.stat(sha256(data))).mtime).to.deep.equal(before.mtime)
+      await again.close()
+    })
+  })
+
+  describe('other commands', () => {
+    it('exists prints true/false and exits 0/1; unlink removes', async () => {
+      const key = (await cli(['put'], { input: 'x' })).stdout.toString().trim()
+      expect(await cli(['exists', key])).to.deep.include({ code: 0, stderr: '' })
+      expect((await cli(['exists', key])).stdout.toString()).to.equal('true\n')
+      expect((await cli(['unlink', key])).code).to.equal(0)
+      const gone = await cli(['exists', key])
+      expect(gone.code).to.equal(1)
+      expect(gone.stdout.toString()).to.equal('false\n')
+    })
+
+    it('stat shows a file, in plain, human and JSON forms', async () => {
+      await cli(['put', '--key', 'doc'], { input: bytes(2 * 1024 * 1024) })
+      const plain = (await cli(['stat', 'doc'])).stdout.toString()
+      expect(plain).to.match(/^key +[0-9a-f]{40}$/m).and.to.match(/^size +2097152$/m).and.to.match(/^chunks +16$/m)
+      expect(plain).to.match(/^shard +\d{3}$/m).and.to.match(/^mtime +\d{4}-/m).and.to.match(/^name +doc$/m)
+      expect((await cli(['stat', '-h', 'doc'])).stdout.toString()).to.match(/^size +2\.0 MiB$/m)
+      const json = JSON.parse((await cli(['stat', '--json', 'doc'])).stdout)
+      expect(json).to.include({ size: 2097152, chunks: 16, name: 'doc' })
+      expect(new Date(json.mtime).getTime()).to.be.above(0)
+    })
+
+    it('stat without a key shows usage per shard', async () => {
+      await cli(['put'], { input: 'one' })
+      await cli(['put'], { input: 'two!' })
+      const json = JSON.parse((await cli(['stat', '--json'])).stdout)
+      expect(json).to.include({ used: 7, files: 2 })
+      expect(json.shards.length).to.be.within(1, 2)
+      const human = (await cli(['stat', '--human'])).stdout.toString()
+      expect(human).to.match(/^shard +used +free +files +disk$/m)
+      expect(human).to.match(/^total +7 B +8\.0 TiB +2 +capacity 8\.0 TiB$/m)
+      expect(human).to.contain('32.0 GiB')
+    })
+
+    it('list prints key, size and name per line, or JSON lines, per shard on request', async () => {
+      await cli(['put', '--key', 'named'], { input: 'abc' })
+      const key = (await cli(['put'], { input: 'defg' })).stdout.toString().trim()
+      const lines = (await cli(['list'])).stdout.toString().split('\n').filter(Boolean).sort()
+      expect(lines).to.have.length(2)
+      expect(lines).to.include(`${key}\t4\t`)
+      expect(lines.find((l) => l.endsWith('\tnamed'))).to.match(/^[0-9a-f]{40}\t3\tnamed$/)
+      const json = (await cli(['list', '--json'])).stdout.toString().trim().split('\n').map((l) => JSON.parse(l))
+      expect(json.map((e) => e.size).sort()).to.deep.equal([3, 4])
+      const shard = JSON.parse((await cli(['stat', '--json', key])).stdout).shard
+      expect((await cli(['list', String(shard)])).stdout.toString()).to.contain(key)
+      for (const bad of ['256', '-1', 'x', '1.5']) {
+        const r = await cli(['list', bad])
+        expect(r.code, bad).to.equal(2)
+        expect(r.stderr).to.match(/^kfs: /)
+      }
+    })
+
+    it('compact reports disk space before and after', async () => {
+      const key = (await cli(['put'], { input: bytes(3 * 1024 * 1024) })).stdout.toString().trim()
+      await cli(['unlink', key])
+      const r = await cli(['compact'])
+      expect(r.code).to.equal(0)
+      const m = r.stdout.toString().match(/: ([\d.]+) MiB before, ([\d.]+ (?:B|KiB)) after\n$/)
+      expect(m, r.stdout.toString()).to.not.equal(null)
+    })
+
+    it('uses ~/.kfs/default when neither --db nor KFS_DB is given, and --db over KFS_DB', async () => {
+      const home = path.join(t.dir, 'home')
+      fs.mkdirSync(home)
+      const r = await cli(['put'], { input: 'home', env: { KFS_DB: '', HOME: home } })
+      expect(r.code).to.equal(0)
+      expect(fs.existsSync(path.join(home, '.kfs', 'default', 'format.json'))).to.equal(true)
+      const other = path.join(t.dir, 'other')
+      await cli(['--db', other, 'put'], { input: 'x' })
+      await cli(['put', '-d', other], { input: 'y' })
+      expect(fs.existsSync(path.join(other, 'format.json'))).to.equal(true)
+      expect(fs.existsSync(db)).to.equal(false)
+    })
+  })
+
+  describe('errors', () => {
+    it('a missing key: one line on stderr, exit 1, no stack trace', async () => {
+      const r = await cli(['get', 'ab'.repeat(20)])
+      expect(r).to.include({ code: 1, stderr: `kfs: no file with key ${'ab'.repeat(20)}\n` })
+      expect(r.stdout.length).to.equal(0)
+      expect((await cli(['unlink', 'nope'])).stderr).to.match(/^kfs: no file with key [0-9a-f]{40}\n$/)
+      expect((await cli(['stat', 'nope'])).code).to.equal(1)
+    })
+
+    it('KFS_DEBUG=1 adds the stack trace', async () => {
+      const r = await cli(['get', 'nope'], { env: { KFS_DEBUG: '1' } })
+      expect(r.code).to.equal(1)
+      expect(r.stderr).to.match(/^kfs: no file with key/).and.to.contain('    at ')
+    })
+
+    it('usage errors exit 2', async () => {
+      for (const args of [['bogus'], ['get'], ['put', '--nope'], ['get', 'k', '--start', 'x'], ['get', 'k', '--end', '-3'], [], ['put', '--key', '']]) {
+        const r = await cli(args)
+        expect(r.code, args.join(' ')).to.equal(2)
+        expect(r.stderr, args.join(' ')).to.match(/^kfs: |^Usage: kfs/)
+      }
+    })
+
+    it('a missing input file is a runtime error naming it', async () => {
+      const r = await cli(['put', path.join(t.dir, 'absent.bin')])
+      expect(r.code).to.equal(1)
+      expect(r.stderr).to.equal(`kfs: ${path.join(t.dir, 'absent.bin')}: no such file or directory\n`)
+    })
+
+    it('a store in use by another process', async () => {
+      const store = kfs(db)
+      await store.open()
+      try {
+        const r = await cli(['put'], { input: 'x' })
+        expect(r.code).to.equal(1)
+        expect(r.stderr).to.equal(`kfs: the store at ${db} is in use by another process or store instance\n`)
+      } finally {
+        await store.close()
+      }
+    })
+
+    it('a full shard', async () => {
+      const store = kfs(db, { maxTableSize: 256 * 1024 })
+      await store.open()
+      await store.close()
+      const r = await cli(['put'], { input: bytes(2000) })
+      expect(r.code).to.equal(1)
+      expect(r.stderr).to.match(/^kfs: a file of 2000 bytes or more cannot be stored: a shard holds at most 1024\n$/)
+      const r2 = await cli(['put', file('big', bytes(2000))])
+      expect(r2.stderr).to.match(/^kfs: shard \d{3} is full: 2000 bytes needed, 1024 free\n$/)
+    })
+
+    it('get to a file never leaves a truncated file behind', async () => {
+      const data = bytes(5 * 128 * 1024, 'damaged')
+      const key = (await cli(['put'], { input: data })).stdout.toString().trim()
+      await damageChunk(t.dir, 4)
+      const out = path.join(t.dir, 'out.bin')
+      const r = await cli(['get', key, out])
+      expect(r.code).to.equal(1)
+      expect(r.stderr).to.match(/^kfs: file [0-9a-f]{64} is damaged/)
+      expect(fs.existsSync(out)).to.equal(false)
+      fs.writeFileSync(out, 'previous')
+      await cli(['get', key, out])
+      expect(fs.readFileSync(out, 'utf8')).to.equal('previous')
+      expect(fs.readdirSync(t.dir).filter((f) => f.includes('.kfs-'))).to.deep.equal([])
+    })
+
+    it('a reader closing the pipe early ends kfs cleanly', async () => {
+      const key = (await cli(['put'], { input: bytes(4 * 1024 * 1024) })).stdout.toString().trim()
+      const r = await new Promise((resolve) => {
+        const sh = spawn('bash', ['-c', `node "${BIN}" get ${key} | head -c 10 > /dev/null; echo "\${PIPESTATUS[0]}"`], { env: { ...process.env, KFS_DB: db } })
+        let stdout = ''
+        let stderr = ''
+        sh.stdout.on('data', (d) => (stdout += d))
+        sh.stderr.on('data', (d) => (stderr += d))
+        sh.on('close', () => resolve({ stdout, stderr }))
+      })
+      expect(r).to.deep.equal({ stdout: '0\n', stderr: '' })
+    })
+  })
+
+  describe('help and version', () => {
+    it('--version prints the package version', async () => {
+      const r = await cli(['--version'])
+      expect(r.code).to.equal(0)
+      expect(r.stdout.toString()).to.equal(require('../package.json').version + '\n')
+    })
+
+    it('--help documents every command and each command documents its options', async () => {
+      const top = (await cli(['--help'])).stdout.toString()
+      for (const word of ['put|write', 'get|read', 'unlink', 'exists', 'stat', 'list', 'compact', '--db', '--version']) expect(top).to.contain(word)
+      const expected = { put: ['--key'], get: ['--start', '--end'], stat: ['-h, --human', '--json'], list: ['--json'], unlink: [], exists: [], compact: [] }
+      for (const [command, options] of Object.entries(expected)) {
+        const r = await cli([command, '--help'])
+        expect(r.code).to.equal(0)
+        for (const option of options) expect(r.stdout.toString(), command).to.contain(option)
+      }
+    })
+  })
+
+  it('shows no progress bar when stderr is not a terminal', async () => {
+    const r = await cli(['put', file('big', bytes(8 * 1024 * 1024))])
+    expect(r).to.include({ code: 0, stderr: '' })
+    expect((await cli(['get', r.stdout.toString().trim(), path.join(t.dir, 'o')])).stderr).to.equal('')
+  })
+})
