@@ -7,6 +7,7 @@ const TiB = 1024 ** 4
 
 const DEFAULTS = Object.freeze({
   maxTableSize: 8 * TiB,
+  shardCount: 256,
   chunkSize: 128 * KiB,
   sync: false,
   maxOpenShards: 16,
@@ -25,8 +26,14 @@ const CHECKS = {
     if (!/^[0-9a-fA-F]{40}$/.test(value)) throw errors.invalidValue(`options.${name}`, `must be 40 hex characters, got ${JSON.stringify(value)}`)
     return value.toLowerCase()
   },
-  // The table is split into 256 equal shards, each of which must hold at least one byte.
+  // The table is split into up to 256 equal shards, each holding at least one byte.
   maxTableSize: integer(256, Number.MAX_SAFE_INTEGER),
+  // A benchmarking aid: 1 makes the store a single LevelDB, the "vanilla" engine.
+  shardCount (name, value) {
+    integer(1, 256)(name, value)
+    if ((value & (value - 1)) !== 0) throw errors.invalidValue(`options.${name}`, `must be a power of two from 1 to 256, got ${value}`)
+    return value
+  },
   chunkSize: integer(1, 64 * 1024 * KiB),
   sync (name, value) {
     if (typeof value !== 'boolean') throw errors.invalidType(`options.${name}`, 'a boolean', value)

@@ -41,14 +41,15 @@ async function openStoreDir (dir, given, resolved) {
         format: FORMAT_VERSION,
         referenceId: given.referenceId || crypto.randomBytes(20).toString('hex'),
         chunkSize: resolved.chunkSize,
-        shardCap: Math.floor(resolved.maxTableSize / SHARD_COUNT),
-        shardCount: SHARD_COUNT,
+        shardCap: Math.floor(resolved.maxTableSize / resolved.shardCount),
+        shardCount: resolved.shardCount,
         created: new Date().toISOString()
       })
     }
     const fmt = await readFormat(dir)
     checkOption('referenceId', given.referenceId, fmt.referenceId)
-    checkOption('maxTableSize', given.maxTableSize && Math.floor(given.maxTableSize / SHARD_COUNT), fmt.shardCap, ' per shard')
+    checkOption('shardCount', given.shardCount, fmt.shardCount)
+    checkOption('maxTableSize', given.maxTableSize && Math.floor(given.maxTableSize / fmt.shardCount), fmt.shardCap, ' per shard')
     checkOption('chunkSize', given.chunkSize, fmt.chunkSize)
     const tmpDir = path.join(dir, TMP_DIR)
     // Whatever is in tmp/ was left by a process that died: spooled input, half-made shards.
@@ -105,7 +106,7 @@ async function readFormat (dir) {
   }
   const valid = fmt && fmt.format === FORMAT_VERSION && /^[0-9a-f]{40}$/.test(fmt.referenceId) &&
     Number.isSafeInteger(fmt.chunkSize) && fmt.chunkSize > 0 && Number.isSafeInteger(fmt.shardCap) && fmt.shardCap > 0 &&
-    fmt.shardCount === SHARD_COUNT
+    Number.isInteger(fmt.shardCount) && fmt.shardCount >= 1 && fmt.shardCount <= SHARD_COUNT && (fmt.shardCount & (fmt.shardCount - 1)) === 0
   if (!valid) throw errors.corrupt(`the format file ${file}`, 'it is not a kfs format 1 record', { path: dir })
   return fmt
 }

@@ -7,7 +7,7 @@ const { Transform } = require('node:stream')
 const { pipeline } = require('node:stream/promises')
 const { parseOptions } = require('./options')
 const { coerceKey, contentHash } = require('./keys')
-const { shardFor, SHARD_COUNT } = require('./routing')
+const { shardFor } = require('./routing')
 const { ChunkKeys } = require('./format')
 const { Shard } = require('./shard')
 const { ShardPool } = require('./shard-pool')
@@ -36,6 +36,7 @@ class Store {
   #format
   #referenceId
   #shardCap
+  #shardCount
   #chunkKeys
   #state
   #tmpDir
@@ -65,6 +66,14 @@ class Store {
     return this.#shardCap
   }
 
+  get shardCount () {
+    return this.#format ? this.#format.shardCount : this.#options.shardCount
+  }
+
+  #route (key) {
+    return shardFor(this.#referenceId, key, this.#shardCount)
+  }
+
   // Idempotent; every method calls it, so calling it yourself only surfaces errors
   // (EBUSY, EINVAL, ECORRUPT, ENOTDIR) early.
   // A failed open is not remembered: the next call tries again (after EBUSY, say).
@@ -92,6 +101,7 @@ class Store {
     this.#format = opened.format
     this.#referenceId = Buffer.from(opened.format.referenceId, 'hex')
     this.#shardCap = opened.format.shardCap
+    this.#shardCount = opened.format.shardCount
     this.#chunkKeys = new ChunkKeys(opened.format.shardCap, opened.format.chunkSize)
     this.#state = opened.state
     this.#tmpDir = opened.tmpDir
@@ -159,7 +169,7 @@ class Store {
   // Calls fn(shard) with the key's shard held; `missing` is returned, or thrown if it
   // is an Error, when the shard was never created (so it cannot hold the key).
   async #withShard (key, fn, missing) {
-    const index = shardFor(this.#referenceId, key)
+    const index = this.#route(key)
     if (!this.#shards.has(index) && missing !== undefined) {
       if (missing instanceof Error) throw missing
       return missing
@@ -173,7 +183,7 @@ class Store {
   }
 
   async #openWriter ({ key, name }, { size, sha256 } = {}) {
-    const index = shardFor(this.#referenceId, key)
+    const index = this.#route(key)
     const shard = await this.#pool.acquire(index)
     const release = () => this.#pool.release(shard)
     try {
@@ -196,7 +206,7 @@ class Store {
   }
 
   async #openReader (key, range, { verify } = {}) {
-    const index = shardFor(this.#referenceId, key)
+    const index = this.#route(key)
     if (!this.#shards.has(index)) throw errors.notFound(key)
     const shard = await this.#pool.acquire(index)
     const release = () => this.#pool.release(shard)
@@ -334,7 +344,7 @@ class Store {
   // An async iterable of { key, size, name } for every committed file, shard by shard;
   // reads metadata records only.
   list (shardIndex) {
-    if (shardIndex !== undefined) checkShardIndex(shardIndex)
+    if (shardIndex !== undefined) checkShardIndex(shardIndex, this.shardCount)
     return this.#list(shardIndex)
   }
 
@@ -378,7 +388,7 @@ class Store {
         shards.push({ index, used: record.used, free: this.#shardCap - record.used, files: record.files, diskBytes: record.diskBytes })
       }
       const used = shards.reduce((sum, s) => sum + s.used, 0)
-      const capacity = this.#shardCap * SHARD_COUNT
+      const capacity = this.#shardCap * this.#shardCount
       return { used, free: capacity - used, capacity, files: shards.reduce((sum, s) => sum + s.files, 0), shards }
     })
   }
@@ -446,9 +456,9 @@ function parseRange (options) {
   return { start, end }
 }
 
-function checkShardIndex (index) {
+function checkShardIndex (index, count) {
   if (typeof index !== 'number') throw errors.invalidType('shard', 'a number', index)
-  if (!Number.isInteger(index) || index < 0 || index >= SHARD_COUNT) throw errors.invalidValue('shard', `must be an integer from 0 to ${SHARD_COUNT - 1}, got ${index}`)
+  if (!Number.isInteger(index) || index < 0 || index >= count) throw errors.invalidValue('shard', `must be an integer from 0 to ${count - 1}, got ${index}`)
 }
 
 module.exports = { Store }

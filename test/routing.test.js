@@ -44,6 +44,14 @@ describe('routing', () => {
     expect(Math.min(...counts)).to.be.above(0)
   })
 
+  it('with fewer shards (a power of two), stays within them and even', () => {
+    const keys = [...randomKeys(20000)]
+    expect(new Set(keys.map((k) => shardFor(referenceId, k, 1)))).to.deep.equal(new Set([0]))
+    const counts = new Array(16).fill(0)
+    for (const key of keys) counts[shardFor(referenceId, key, 16)]++
+    expect(chiSquare(counts)).to.be.below(37.7) // 15 degrees of freedom, p = 0.001
+  })
+
   it('spreads 100,000 keys that share their first bytes with the reference ID evenly', () => {
     const keys = [...randomKeys(100000, referenceId.subarray(0, 4))]
     expect(chiSquare(spread(referenceId, keys))).to.be.below(CRITICAL)

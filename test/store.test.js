@@ -249,7 +249,8 @@ describe('store', () => {
       const bad = [
         null, 'x', [], { referenceId: 'abc' }, { referenceId: 5 }, { maxTableSize: 0 }, { maxTableSize: 1.5 },
         { maxTableSize: '1' }, { chunkSize: 0 }, { chunkSize: 2 ** 40 }, { sync: 'yes' }, { maxOpenShards: 0 },
-        { maxOpenShards: 257 }, { idleTimeout: -1 }, { maxtablesize: 1024 }
+        { maxOpenShards: 257 }, { idleTimeout: -1 }, { maxtablesize: 1024 }, { shardCount: 3 }, { shardCount: 0 },
+        { shardCount: 512 }, { shardCount: '1' }
       ]
       for (const options of bad) throws(() => kfs(dir, options), 'EINVAL')
       for (const d of ['', null, 3]) throws(() => kfs(d), 'EINVAL')
@@ -281,6 +282,21 @@ describe('store', () => {
       expect((await store.readFile('s')).equals(bytes(2 * C, 'again'))).to.equal(true)
       await store.unlink('s')
       expect(await store.usage()).to.include({ used: 0, files: 0 })
+    })
+
+    it('shardCount: 1 makes a single-LevelDB store holding the whole capacity', async () => {
+      const store = t.open({ shardCount: 1, maxTableSize: 1024 * 1024, chunkSize: C })
+      for (let i = 0; i < 20; i++) await store.writeFile(`f${i}`, bytes(100))
+      const usage = await store.usage()
+      expect(usage.shards.map((s) => s.index)).to.deep.equal([0])
+      expect(usage).to.include({ capacity: 1024 * 1024, used: 2000, files: 20 })
+      expect(store.shardCount).to.equal(1)
+      expect(fs.readdirSync(store.location).filter((d) => d.endsWith('.s'))).to.deep.equal(['000.s'])
+      throws(() => store.list(1), 'EINVAL')
+      await store.close()
+      await rejects(t.open({ shardCount: 256 }).open(), 'EINVAL')
+      const again = t.open()
+      expect((await again.stat('f3')).shard).to.equal(0)
     })
 
     it('creates a random reference ID when none is given', async () => {
