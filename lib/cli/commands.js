@@ -7,6 +7,7 @@ const { once } = require('node:events')
 const { pipeline } = require('node:stream/promises')
 const { Progress } = require('./progress')
 const { humanSize, table } = require('./format')
+const { diskUsage } = require('../disk-usage')
 
 // Each command gets the open store, its arguments and `io` ({ stdin, stdout, stderr })
 // and resolves to the process exit code.
@@ -136,17 +137,6 @@ async function compact (store, io) {
   const after = await diskUsage(store.location)
   await println(io.stdout, `disk space used by ${store.location}: ${humanSize(before)} before, ${humanSize(after)} after`)
   return 0
-}
-
-// Bytes of every file under dir, as the disk holds them.
-async function diskUsage (dir) {
-  let total = 0
-  for (const entry of await fs.promises.readdir(dir, { withFileTypes: true })) {
-    const full = path.join(dir, entry.name)
-    if (entry.isDirectory()) total += await diskUsage(full)
-    else if (entry.isFile()) total += (await fs.promises.stat(full)).size
-  }
-  return total
 }
 
 const shardName = (index) => String(index).padStart(3, '0')

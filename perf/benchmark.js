@@ -1,0 +1,182 @@
+'use strict'
+
+// The KFS experiment: does sharding a data set over size-capped LevelDB shards make
+// writes, reads and unlinks faster and steadier than one LevelDB?
+//
+//   npm run benchmark -- [trials] [results.csv] [options]
+//
+//   --trials N        trials (default 100)
+//   --sizes a,b,...   file sizes in MiB (default 8,16,32,64,128,256,512)
+//   --out FILE        CSV output (default: standard output)
+//   --engines list    kfs,vanilla (default both)
+//   --dir DIR         where the databases live (default $KFS_PERF_DIR, else the temp dir)
+//   --quick           2 trials of 1, 2 and 4 MiB: a one-minute smoke run
+//   --grow            keep every file instead of unlinking it, so the databases grow
+//   --keep            keep the databases at the end
+//
+// Engines: `kfs` is the store as users get it (256 shards); `vanilla` is the same code
+// with shardCount 1, one LevelDB holding the whole table, so sharding is the only
+// difference. Each trial writes, reads back (checked outside the timing) and unlinks a
+// file of every size on each engine, engines interleaved; rows are written as they
+// are measured.
+
+const fs = require('node:fs')
+const os = require('node:os')
+const path = require('node:path')
+const crypto = require('node:crypto')
+const kfs = require('..')
+const { diskUsage } = require('../lib/disk-usage')
+const { Progress } = require('../lib/cli/progress')
+const { humanSize } = require('../lib/cli/format')
+
+const MiB = 1024 * 1024
+const ENGINES = { kfs: {}, vanilla: { shardCount: 1 } }
+const HEADER = 'trial,engine,operation,size_bytes,ms,mib_per_s,shard,db_disk_bytes,timestamp'
+// Fresh random bytes per file, outside the timing: each file's first FRESH bytes are
+// redrawn, the rest was drawn once per size (LevelDB runs uncompressed, so the bytes
+// only need to be random and each file distinct).
+const FRESH = 256 * 1024
+
+class UsageError extends Error {}
+
+function parseArgs (argv) {
+  const args = {
+    trials: 100,
+    sizes: [8, 16, 32, 64, 128, 256, 512],
+    out: undefined,
+    engines: Object.keys(ENGINES),
+    dir: process.env.KFS_PERF_DIR || os.tmpdir(),
+    grow: false,
+    keep: false
+  }
+  const positional = []
+  const value = (i) => {
+    if (i >= argv.length) throw new UsageError(`${argv[i - 1]} needs a value`)
+    return argv[i]
+  }
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]
+    if (arg === '--trials') args.trials = count(value(++i), '--trials')
+    else if (arg === '--sizes') args.sizes = value(++i).split(',').map((s) => positiveNumber(s, '--sizes'))
+    else if (arg === '--out') args.out = value(++i)
+    else if (arg === '--engines') args.engines = value(++i).split(',')
+    else if (arg === '--dir') args.dir = value(++i)
+    else if (arg === '--quick') Object.assign(args, { trials: 2, sizes: [1, 2, 4] })
+    else if (arg === '--grow') args.grow = true
+    else if (arg === '--keep') args.keep = true
+    else if (arg === '--help') throw new UsageError('')
+    else if (arg.startsWith('-')) throw new UsageError(`unknown option ${arg}`)
+    else positional.push(arg)
+  }
+  if (positional.length > 2) throw new UsageError('at most two arguments: [trials] [results.csv]')
+  if (positional[0] !== undefined) args.trials = count(positional[0], 'trials')
+  if (positional[1] !== undefined) args.out = positional[1]
+  for (const engine of args.engines) if (!ENGINES[engine]) throw new UsageError(`unknown engine ${engine} (known: ${Object.keys(ENGINES).join(', ')})`)
+  return args
+}
+
+function count (text, name) {
+  if (!/^\d+$/.test(text) || Number(text) < 1) throw new UsageError(`${name} must be a whole number of at least 1, got ${text}`)
+  return Number(text)
+}
+
+function positiveNumber (text, name) {
+  const n = Number(text)
+  if (!(n > 0) || !Number.isFinite(n)) throw new UsageError(`${name} takes positive sizes in MiB, got ${text}`)
+  return n
+}
+
+// The most disk the run may take: with --grow every file stays; otherwise unlinked data
+// lingers as tombstones until compaction, assumed to catch up within a few trials.
+function diskNeeded ({ sizes, engines, trials, grow }) {
+  const sweep = sizes.reduce((a, b) => a + b, 0) * MiB
+  return sweep * engines.length * (grow ? trials : Math.min(trials, 4)) * 1.25
+}
+
+function freeBytes (dir) {
+  const { bavail, bsize } = fs.statfsSync(dir)
+  return bavail * bsize
+}
+
+async function timed (fn) {
+  const start = process.hrtime.bigint()
+  await fn()
+  return Number(process.hrtime.bigint() - start) / 1e6
+}
+
+async function run (args, log = process.stderr) {
+  fs.mkdirSync(args.dir, { recursive: true })
+  const needed = diskNeeded(args)
+  if (freeBytes(args.dir) < needed) {
+    throw new Error(`${args.dir} has ${humanSize(freeBytes(args.dir))} free; this run needs about ${humanSize(needed)}. Use fewer trials or sizes, or --dir on a larger disk.`)
+  }
+  const base = fs.mkdtempSync(path.join(args.dir, 'kfs-benchmark-'))
+  const out = args.out ? fs.openSync(args.out, 'w') : 1
+  const emit = (line) => fs.writeSync(out, line + '\n') // synchronous: rows survive a stop midway
+  const stores = Object.fromEntries(args.engines.map((e) => [e, kfs(path.join(base, e), ENGINES[e])]))
+  const sweep = args.sizes.reduce((a, b) => a + b, 0) * MiB
+  const progress = Progress.create({ stream: log, total: args.trials * args.engines.length * sweep * 2, label: '' })
+  const data = Object.fromEntries(args.sizes.map((size) => [size, crypto.randomBytes(Math.round(size * MiB))]))
+  let trial = 0
+  try {
+    emit(HEADER)
+    for (trial = 1; trial <= args.trials; trial++) {
+      if (freeBytes(base) < 2 * sweep * args.engines.length) {
+        log.write(`benchmark: stopping before trial ${trial}: only ${humanSize(freeBytes(base))} free\n`)
+        break
+      }
+      // Alternate which engine goes first, so drift and caches favour neither.
+      const engines = trial % 2 ? args.engines : [...args.engines].reverse()
+      for (const engine of engines) {
+        const store = stores[engine]
+        for (const size of args.sizes) {
+          if (progress) progress.label = `trial ${trial}/${args.trials} ${engine} ${size} MiB`
+          const file = data[size]
+          crypto.randomFillSync(file, 0, Math.min(FRESH, file.length))
+          const key = crypto.randomBytes(32).toString('hex')
+          const row = async (operation, ms) => {
+            const disk = await diskUsage(store.location)
+            const rate = operation === 'unlink' ? '' : (file.length / MiB / (ms / 1000)).toFixed(2)
+            emit([trial, engine, operation, file.length, ms.toFixed(3), rate, shard, disk, new Date().toISOString()].join(','))
+          }
+          const writeMs = await timed(() => store.writeFile(key, file))
+          const shard = (await store.stat(key)).shard
+          await row('write', writeMs)
+          if (progress) progress.advance(file.length)
+          let back
+          const readMs = await timed(async () => (back = await store.readFile(key)))
+          if (!back.equals(file)) throw new Error(`${engine} read back different bytes for ${key}`)
+          back = undefined
+          await row('read', readMs)
+          if (progress) progress.advance(file.length)
+          if (!args.grow) await row('unlink', await timed(() => store.unlink(key)))
+        }
+      }
+    }
+  } finally {
+    if (progress) progress.finish()
+    await Promise.all(Object.values(stores).map((s) => s.close()))
+    if (out !== 1) fs.closeSync(out)
+    if (args.keep) log.write(`benchmark: databases kept in ${base}\n`)
+    else fs.rmSync(base, { recursive: true, force: true })
+  }
+  return { trials: Math.min(trial, args.trials), base }
+}
+
+module.exports = { parseArgs, run, diskNeeded, HEADER, UsageError }
+
+if (require.main === module) {
+  let args
+  try {
+    args = parseArgs(process.argv.slice(2))
+  } catch (err) {
+    if (!(err instanceof UsageError)) throw err
+    if (err.message) process.stderr.write(`benchmark: ${err.message}\n`)
+    process.stderr.write(fs.readFileSync(__filename, 'utf8').split('\n').slice(5, 15).map((l) => l.replace(/^\/\/ ?/, '')).join('\n') + '\n')
+    process.exit(err.message ? 2 : 0)
+  }
+  run(args).catch((err) => {
+    process.stderr.write(`benchmark: ${err.message}\n`)
+    process.exitCode = 1
+  })
+}

@@ -1,0 +1,94 @@
+'use strict'
+
+const { expect } = require('chai')
+const fs = require('node:fs')
+const path = require('node:path')
+const { execFile } = require('node:child_process')
+const { promisify } = require('node:util')
+const { parseArgs, HEADER } = require('../perf/benchmark')
+const { parseCsv, summarize } = require('../perf/report')
+const { useTmp } = require('./helpers')
+
+const run = promisify(execFile)
+const BENCHMARK = path.join(__dirname, '..', 'perf', 'benchmark.js')
+const REPORT = path.join(__dirname, '..', 'perf', 'report.js')
+
+describe('npm run benchmark', function () {
+  this.timeout(120000)
+  const t = useTmp()
+
+  it('--quick writes a CSV of every operation, engine, size and trial, then cleans up', async () => {
+    const csv = path.join(t.dir, 'results.csv')
+    const dbs = path.join(t.dir, 'dbs')
+    await run(process.execPath, [BENCHMARK, '--quick', '--out', csv, '--dir', dbs])
+    const text = fs.readFileSync(csv, 'utf8')
+    expect(text.split('\n')[0]).to.equal(HEADER)
+    const rows = parseCsv(text)
+    expect(rows).to.have.length(2 * 2 * 3 * 3) // trials x engines x sizes x operations
+    for (const row of rows) {
+      expect(row.trial).to.be.oneOf([1, 2])
+      expect(row.engine).to.be.oneOf(['kfs', 'vanilla'])
+      expect(row.operation).to.be.oneOf(['write', 'read', 'unlink'])
+      expect(row.size_bytes).to.be.oneOf([1, 2, 4].map((m) => m * 1024 * 1024))
+      expect(row.ms).to.be.above(0)
+      expect(row.mib_per_s === '' ? row.operation : Number(row.mib_per_s)).to.satisfy((v) => v === 'unlink' || v > 0)
+      expect(row.shard).to.be.within(0, 255)
+      if (row.engine === 'vanilla') expect(row.shard).to.equal(0)
+      expect(row.db_disk_bytes).to.be.above(0)
+      expect(Date.parse(row.timestamp)).to.be.above(0)
+    }
+    // Engines are interleaved: trial 1 starts with kfs, trial 2 with vanilla.
+    expect(rows.filter((r) => r.trial === 1)[0].engine).to.equal('kfs')
+    expect(rows.filter((r) => r.trial === 2)[0].engine).to.equal('vanilla')
+    expect(fs.readdirSync(dbs)).to.deep.equal([])
+
+    const out = path.join(t.dir, 'report')
+    await run(process.execPath, [REPORT, csv, out])
+    const md = fs.readFileSync(path.join(out, 'report.md'), 'utf8')
+    for (const heading of ['## write', '## read', '## unlink']) expect(md).to.contain(heading)
+    expect(md).to.match(/\| 4 MiB \| (kfs|vanilla) \| 2 \|/)
+    const charts = fs.readdirSync(path.join(out, 'charts'))
+    expect(charts).to.include.members(['mean-write.svg', 'sd-read.svg', 'trials-unlink-4MiB.svg'])
+    for (const chart of charts) expect(fs.readFileSync(path.join(out, 'charts', chart), 'utf8')).to.match(/^<svg [\s\S]*<\/svg>\n$/)
+  })
+
+  it('--grow keeps the files: no unlinks, and --keep leaves the databases', async () => {
+    const csv = path.join(t.dir, 'grow.csv')
+    const dbs = path.join(t.dir, 'dbs')
+    const { stderr } = await run(process.execPath, [BENCHMARK, '2', csv, '--sizes', '1', '--grow', '--keep', '--dir', dbs, '--engines', 'vanilla'])
+    const rows = parseCsv(fs.readFileSync(csv, 'utf8'))
+    expect(rows.map((r) => r.operation)).to.deep.equal(['write', 'read', 'write', 'read'])
+    expect(rows[2].db_disk_bytes).to.be.above(rows[0].db_disk_bytes)
+    expect(stderr).to.contain('databases kept in')
+    expect(fs.readdirSync(dbs)).to.have.length(1)
+  })
+
+  it('parses positional and flag arguments, and rejects bad ones', () => {
+    expect(parseArgs(['10', 'out.csv'])).to.include({ trials: 10, out: 'out.csv' })
+    expect(parseArgs(['--trials', '3', '--sizes', '8,16', '--engines', 'kfs'])).to.deep.include({ trials: 3, sizes: [8, 16], engines: ['kfs'] })
+    expect(parseArgs([])).to.deep.include({ trials: 100, sizes: [8, 16, 32, 64, 128, 256, 512], engines: ['kfs', 'vanilla'] })
+    expect(parseArgs(['--quick'])).to.deep.include({ trials: 2, sizes: [1, 2, 4] })
+    for (const bad of [['0'], ['x'], ['--trials'], ['--sizes', '8,-1'], ['--engines', 'rocks'], ['--what'], ['1', 'a', 'b']]) {
+      expect(() => parseArgs(bad), bad.join(' ')).to.throw()
+    }
+  })
+
+  it('refuses to start when the disk cannot hold the run', async () => {
+    const err = await run(process.execPath, [BENCHMARK, '--trials', '100000', '--grow', '--out', path.join(t.dir, 'x.csv'), '--dir', t.dir]).then(() => undefined, (e) => e)
+    expect(err, 'expected a refusal').to.be.an('error')
+    expect(err.stderr).to.match(/free; this run needs about/)
+  })
+
+  it('summarize gives a verdict per operation and size', () => {
+    const rows = []
+    for (let trial = 1; trial <= 10; trial++) {
+      rows.push({ trial, engine: 'kfs', operation: 'write', size_bytes: 1, ms: 10 + (trial % 3) })
+      rows.push({ trial, engine: 'vanilla', operation: 'write', size_bytes: 1, ms: 20 + (trial % 3) })
+      rows.push({ trial, engine: 'kfs', operation: 'read', size_bytes: 1, ms: 5 + (trial % 4) })
+      rows.push({ trial, engine: 'vanilla', operation: 'read', size_bytes: 1, ms: 5 + ((trial + 1) % 4) })
+    }
+    const { summaries } = summarize(rows)
+    expect(summaries.find((s) => s.operation === 'write').verdict).to.equal('kfs faster, significant')
+    expect(summaries.find((s) => s.operation === 'read').verdict).to.equal('no significant difference')
+  })
+})
