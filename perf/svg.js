@@ -10,12 +10,14 @@ const COLORS = ['#1f77b4', '#ff7f0e', '#2ca02c', '#d62728', '#9467bd', '#8c564b'
 
 const escape = (s) => String(s).replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;')
 
-// Round tick values (1, 2 or 5 times a power of ten) covering [0, max].
-function ticks (max, count = 5) {
+// Round tick values (1, 2 or 5 times a power of ten) covering [0, max]; whole numbers
+// only when `integer` (trial numbers).
+function ticks (max, count = 5, integer = false) {
   if (!(max > 0)) return [0, 1]
   const raw = max / count
   const power = 10 ** Math.floor(Math.log10(raw))
-  const step = [1, 2, 5, 10].map((m) => m * power).find((s) => s >= raw)
+  const nice = [1, 2, 5, 10].map((m) => m * power).find((s) => s >= raw)
+  const step = integer ? Math.max(1, Math.round(nice)) : nice
   const out = []
   for (let v = 0; v <= max + step * 1e-9; v += step) out.push(Number(v.toPrecision(12)))
   if (out[out.length - 1] < max) out.push(Number((out[out.length - 1] + step).toPrecision(12)))
@@ -57,7 +59,7 @@ function lineChart ({ title, xLabel, yLabel, series }) {
   const yMax = Math.max(...series.flatMap((s) => s.points.map((p) => p[1])))
   const { parts, plotW, plotH, y } = frame({ title, xLabel, yLabel, yMax, series })
   const x = (v) => MARGIN.left + (xMax === xMin ? plotW / 2 : ((v - xMin) / (xMax - xMin)) * plotW)
-  for (const v of ticks(xMax - xMin, 8).map((t) => t + xMin).filter((t) => t <= xMax)) {
+  for (const v of ticks(xMax - xMin, 8, xs.every(Number.isInteger)).map((t) => t + xMin).filter((t) => t <= xMax)) {
     parts.push(`<text x="${x(v)}" y="${MARGIN.top + plotH + 16}" text-anchor="middle">${v}</text>`)
   }
   series.forEach((s, i) => {
