@@ -26,8 +26,8 @@ class ChunkWriter {
     this.release = release
     this.size = 0
     this.chunks = 0 // chunks handed to LevelDB
-    this.pieces = [] // bytes not yet making a whole chunk
-    this.pieceBytes = 0
+    this.partial = undefined // a chunk being filled, owned by the writer
+    this.partialBytes = 0
     this.batch = []
     this.batchBytes = 0
     this.inflight = []
@@ -68,30 +68,34 @@ class ChunkWriter {
     return run
   }
 
+  // Whole chunks of `data` are used in place while this call runs; once it resolves the
+  // caller may reuse `data`, so nothing of it is kept: partial chunks are copied as they
+  // come, and whole chunks still waiting for a batch are copied at the end.
   async #write (data) {
     if (this.expectedSize === undefined) this.reservation.add(data.length)
     else if (this.size + data.length > this.expectedSize) throw errors.invalidValue('data', `is longer than the ${this.expectedSize} bytes announced`)
     this.size += data.length
     let offset = 0
     while (offset < data.length && !this.aborting) {
-      if (this.pieceBytes === 0 && data.length - offset >= this.chunkSize) {
+      if (this.partialBytes === 0 && data.length - offset >= this.chunkSize) {
         await this.#addChunk(data.subarray(offset, offset + this.chunkSize))
         offset += this.chunkSize
         continue
       }
-      const take = Math.min(this.chunkSize - this.pieceBytes, data.length - offset)
-      this.pieces.push(data.subarray(offset, offset + take))
-      this.pieceBytes += take
+      if (!this.partial) this.partial = Buffer.allocUnsafeSlow(this.chunkSize)
+      const take = Math.min(this.chunkSize - this.partialBytes, data.length - offset)
+      data.copy(this.partial, this.partialBytes, offset, offset + take)
+      this.partialBytes += take
       offset += take
-      if (this.pieceBytes === this.chunkSize) await this.#addChunk(this.#takePieces())
+      if (this.partialBytes === this.chunkSize) await this.#addChunk(this.#takePartial())
     }
+    this.batch = this.batch.map((chunk) => (chunk.buffer === data.buffer ? Buffer.from(chunk) : chunk))
   }
 
-  #takePieces () {
-    // Copy: the caller may reuse the buffers it wrote once write() resolves.
-    const chunk = Buffer.concat(this.pieces, this.pieceBytes)
-    this.pieces = []
-    this.pieceBytes = 0
+  #takePartial () {
+    const chunk = this.partial.subarray(0, this.partialBytes)
+    this.partial = undefined
+    this.partialBytes = 0
     return chunk
   }
 
@@ -119,7 +123,7 @@ class ChunkWriter {
   }
 
   async #finish () {
-    if (this.pieceBytes > 0) this.batch.push(this.#takePieces())
+    if (this.partialBytes > 0) this.batch.push(this.#takePartial())
     await this.#flush()
     while (this.inflight.length > 0) await this.inflight.shift()
     if (this.expectedSize !== undefined && this.size !== this.expectedSize) {
@@ -134,9 +138,8 @@ class ChunkWriter {
       mtime: Date.now(),
       name: this.name
     }
-    await this.shard.commit(meta, this.reservation)
+    await this.shard.commit(meta, this.reservation, () => this.aborting)
     this.state = 'committed'
-    this.shard.writing.delete(this.version)
     this.#release()
     return meta
   }
@@ -149,7 +152,8 @@ class ChunkWriter {
     try {
       if (this.chunks > 0) await this.shard.discard(this.key, this.version)
     } catch {
-      // The pending record stays: the next open or compact() removes these chunks.
+      // The pending record stays: compact(), or the next process to open the shard,
+      // removes these chunks.
     }
     this.shard.writing.delete(this.version)
     this.#release()

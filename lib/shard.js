@@ -88,9 +88,11 @@ class Shard {
 
   // Makes `meta` the visible version of its key in one atomic batch: metadata, the
   // removal of the previous version's chunks and of the pending record, and the new
-  // accounting. Consumes the reservation.
-  commit (meta, reservation) {
+  // accounting. Consumes the reservation. `cancelled()` is asked once the commit's turn
+  // comes: a write destroyed while waiting for it is not committed.
+  commit (meta, reservation, cancelled = () => false) {
     return this.exclusive(async () => {
+      if (cancelled()) throw Object.assign(new Error(`the write of ${meta.key} was cancelled`), { code: 'ECANCELED' })
       const old = await this.getMeta(meta.key)
       const ops = [{ type: 'put', key: format.metaKey(meta.key), value: format.encodeMeta(meta) }]
       if (meta.chunks > 0) ops.push({ type: 'del', key: format.pendingKey(meta.version) })
@@ -101,6 +103,9 @@ class Shard {
       this.used = account.used
       this.files = account.files
       reservation.consume()
+      // Inside the exclusive section: discardAbandoned(), which runs there too, can
+      // never see this version as pending and no longer being written.
+      this.writing.delete(meta.version)
     })
   }
 
@@ -129,8 +134,13 @@ class Shard {
   }
 
   // Discards every pending version not being written by this process: what a crash or
-  // a failed cleanup left behind. Reads only the pending records, not stored data.
-  async discardAbandoned () {
+  // a failed cleanup left behind. Reads only the pending records, not stored data. Runs
+  // exclusive of commits, which leave `writing` in their own exclusive section.
+  discardAbandoned () {
+    return this.exclusive(() => this.#discardAbandoned())
+  }
+
+  async #discardAbandoned () {
     const abandoned = []
     const it = this.db.iterator({ ...format.pendingRange(), valueAsBuffer: false })
     try {

@@ -55,6 +55,40 @@ describe('streams', () => {
       await assertNoStrayChunks(t.dir)
     })
 
+    it('a buffer reused after its write callback is stored as it was written', async () => {
+      const store = t.open({ chunkSize: C })
+      const ws = store.createWriteStream('reuse')
+      const buf = Buffer.alloc(3 * C, 'a') // whole chunks, used in place while write() runs
+      const part = Buffer.alloc(C / 2, 'p') // a partial chunk
+      for (const b of [buf, part]) await new Promise((resolve, reject) => ws.write(b, (err) => (err ? reject(err) : resolve())))
+      buf.fill('b')
+      part.fill('q')
+      await new Promise((resolve, reject) => ws.end(Buffer.alloc(C, 'c'), (err) => (err ? reject(err) : resolve())))
+      const expected = Buffer.concat([Buffer.alloc(3 * C, 'a'), Buffer.alloc(C / 2, 'p'), Buffer.alloc(C, 'c')])
+      expect((await store.readFile('reuse')).equals(expected)).to.equal(true)
+    })
+
+    it('destroyed while finishing, before its commit: nothing is committed', async () => {
+      const store = t.open()
+      await store.writeFile('k', 'old')
+      for (let attempt = 0; attempt < 5; attempt++) {
+        const ws = store.createWriteStream('k')
+        const outcome = await new Promise((resolve) => {
+          ws.on('error', (err) => resolve(err.message))
+          ws.on('finish', () => resolve('finished'))
+          ws.write(bytes(3 * 1024 * 1024 + 5), () => setImmediate(() => ws.destroy(new Error('cancelled by caller'))))
+          ws.end()
+        })
+        const size = (await store.stat('k')).size
+        // Either the commit won the race and the stream finished, or nothing changed.
+        if (outcome === 'finished') expect(size).to.equal(3 * 1024 * 1024 + 5)
+        else expect(size, outcome).to.equal(3)
+        await store.writeFile('k', 'old')
+      }
+      await store.close()
+      await assertNoStrayChunks(t.dir)
+    })
+
     it('an error midway rolls back, and a new file never appears', async () => {
       const store = t.open({ chunkSize: C })
       const source = new Readable({
