@@ -24,7 +24,7 @@ class ChunkReader {
     this.queue = entry ? [entry] : []
     this.fetching = false
     this.exhausted = !iterator
-    this.waiting = undefined
+    this.waiting = [] // resolved whenever a fetch completes
     this.failure = undefined
     this.#fetch()
     this.whole = start === 0 && end === meta.size - 1
@@ -47,7 +47,13 @@ class ChunkReader {
       const last = Math.floor(end / chunkSize)
       const firstKey = chunkKeys.key(key, meta.version, first)
       const iterator = shard.db.iterator({ gte: firstKey, lte: chunkKeys.key(key, meta.version, last), highWaterMark: READ_AHEAD })
-      const entry = await next(iterator)
+      let entry
+      try {
+        entry = await next(iterator)
+      } catch (err) {
+        await endIterator(iterator)
+        throw err
+      }
       if (entry && entry.key === firstKey) return new ChunkReader({ ...base, first, last, iterator, entry })
       await endIterator(iterator)
       const now = await shard.getMeta(key)
@@ -65,15 +71,13 @@ class ChunkReader {
       else if (key === undefined && value === undefined) this.exhausted = true
       else this.queue.push({ key, value })
       if (err) this.exhausted = true
-      const waiting = this.waiting
-      this.waiting = undefined
-      if (waiting) waiting()
+      this.waiting.splice(0).forEach((resolve) => resolve())
       this.#fetch()
     })
   }
 
   async #nextEntry () {
-    while (this.queue.length === 0 && !this.exhausted) await new Promise((resolve) => (this.waiting = resolve))
+    while (this.queue.length === 0 && !this.exhausted) await new Promise((resolve) => this.waiting.push(resolve))
     if (this.queue.length === 0 && this.failure) throw this.failure
     const entry = this.queue.shift()
     this.#fetch()
@@ -114,7 +118,7 @@ class ChunkReader {
     this.queue = []
     if (iterator) {
       // The binding refuses end() while a next() is in flight.
-      while (this.fetching) await new Promise((resolve) => (this.waiting = resolve))
+      while (this.fetching) await new Promise((resolve) => this.waiting.push(resolve))
       await endIterator(iterator)
     }
     if (release) release()

@@ -36,12 +36,22 @@ function integrity (key, message, props) {
   return make(Error, 'EINTEGRITY', `file ${key} is damaged: ${message}`, { key, ...props })
 }
 
-function corrupt (what, message, props) {
-  return make(Error, 'ECORRUPT', `${what} is corrupt: ${message}`, props)
+function corrupt (what, message, props = {}) {
+  const verb = props.shards && props.shards.length > 1 ? 'are' : 'is'
+  return make(Error, 'ECORRUPT', `${what} ${verb} corrupt: ${message}`, props)
 }
 
 function busy (dir, cause) {
   return make(Error, 'EBUSY', `the store at ${dir} is in use by another process or store instance`, { path: dir, cause })
+}
+
+function shardsBusy (shard, maxOpen, waited) {
+  return make(Error, 'EBUSY', `waited ${waited} ms for shard ${shardName(shard)}: all ${maxOpen} shards that may be open (maxOpenShards) are in use; ` +
+    'finish or destroy open streams, or raise maxOpenShards', { shard })
+}
+
+function cancelled (key) {
+  return make(Error, 'ECANCELED', `the write of ${key} was cancelled before its commit`, { key })
 }
 
 function closed () {
@@ -79,6 +89,8 @@ module.exports = {
   integrity,
   corrupt,
   busy,
+  shardsBusy,
+  cancelled,
   closed,
   notDirectory,
   notStore,

@@ -11,7 +11,8 @@ const DEFAULTS = Object.freeze({
   chunkSize: 128 * KiB,
   sync: false,
   maxOpenShards: 16,
-  idleTimeout: 30000
+  idleTimeout: 30000,
+  shardWaitTimeout: 30000
 })
 
 const integer = (min, max) => (name, value) => {
@@ -40,7 +41,8 @@ const CHECKS = {
     return value
   },
   maxOpenShards: integer(1, 256),
-  idleTimeout: integer(0, 2 ** 31 - 1)
+  idleTimeout: integer(0, 2 ** 31 - 1),
+  shardWaitTimeout: integer(0, 2 ** 31 - 1)
 }
 
 // Returns { given, resolved }: `given` holds only what the caller set, so that options

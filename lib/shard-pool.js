@@ -6,9 +6,10 @@ const errors = require('./errors')
 // `idleTimeout` ms without users, or sooner when another shard needs the slot. When
 // every open shard is in use, acquire() waits for one to be released.
 class ShardPool {
-  constructor ({ maxOpen, idleTimeout, open, close }) {
+  constructor ({ maxOpen, idleTimeout, waitTimeout, open, close }) {
     this.maxOpen = maxOpen
     this.idleTimeout = idleTimeout
+    this.waitTimeout = waitTimeout
     this.openShard = open
     this.closeShard = close
     this.entries = new Map() // index -> { ready, shard, refs, timer, closing }
@@ -25,7 +26,10 @@ class ShardPool {
     return entry && entry.shard && !entry.closing ? entry.shard : undefined
   }
 
+  // Waits at most waitTimeout ms for a free slot, then fails with EBUSY: streams that
+  // hold every slot while waiting for one another would otherwise wait forever.
   async acquire (index) {
+    let deadline
     for (;;) {
       if (this.closing) throw errors.closed()
       const entry = this.entries.get(index)
@@ -45,7 +49,10 @@ class ShardPool {
       }
       if (this.entries.size >= this.maxOpen) {
         // Another caller may take the freed slot first: check everything again.
-        if (!(await this.#evictIdle())) await new Promise((resolve) => this.waiters.push(resolve))
+        if (!(await this.#evictIdle())) {
+          deadline = deadline || Date.now() + this.waitTimeout
+          await this.#waitForSlot(index, deadline)
+        }
         continue
       }
       const created = { refs: 1, shard: undefined, timer: undefined, closing: undefined }
@@ -82,7 +89,7 @@ class ShardPool {
       }
     }
     if (victim === undefined) return false
-    await this.#close(victim)
+    await this.#close(victim).catch(() => {}) // its closing failed, but the slot is free
     return true
   }
 
@@ -98,16 +105,35 @@ class ShardPool {
     return entry.closing
   }
 
+  #waitForSlot (index, deadline) {
+    return new Promise((resolve, reject) => {
+      // Not unref'd: an operation waiting here is work the process has to finish.
+      const timer = setTimeout(() => {
+        this.waiters = this.waiters.filter((w) => w !== waiter)
+        reject(errors.shardsBusy(index, this.maxOpen, this.waitTimeout))
+      }, Math.max(0, deadline - Date.now()))
+      const waiter = () => {
+        clearTimeout(timer)
+        resolve()
+      }
+      this.waiters.push(waiter)
+    })
+  }
+
   #wake () {
     const waiters = this.waiters.splice(0)
     for (const resolve of waiters) resolve()
   }
 
-  // Closes every shard, even one still held (by an abandoned iteration, say): later
-  // acquires and those waiting for a slot fail with ECLOSED.
-  async closeAll () {
+  // From now on acquires, and those waiting for a slot, fail with ECLOSED.
+  shutdown () {
     this.closing = true
     this.#wake()
+  }
+
+  // Closes every shard, even one still held.
+  async closeAll () {
+    this.shutdown()
     await Promise.allSettled([...this.entries.values()].map((entry) => entry.ready))
     const results = await Promise.allSettled([...this.entries.keys()].map((index) => this.#close(index, true)))
     const failed = results.find((r) => r.status === 'rejected')

@@ -92,7 +92,7 @@ class Shard {
   // comes: a write destroyed while waiting for it is not committed.
   commit (meta, reservation, cancelled = () => false) {
     return this.exclusive(async () => {
-      if (cancelled()) throw Object.assign(new Error(`the write of ${meta.key} was cancelled`), { code: 'ECANCELED' })
+      if (cancelled()) throw errors.cancelled(meta.key)
       const old = await this.getMeta(meta.key)
       const ops = [{ type: 'put', key: format.metaKey(meta.key), value: format.encodeMeta(meta) }]
       if (meta.chunks > 0) ops.push({ type: 'del', key: format.pendingKey(meta.version) })
@@ -155,15 +155,20 @@ class Shard {
     return abandoned.length
   }
 
-  async * listMeta () {
-    const it = this.db.iterator({ ...format.metaRange(), valueAsBuffer: false })
+  // Up to `limit` metadata records with keys after `after` (from the start without it).
+  async metaPage (after, limit) {
+    const range = format.metaRange()
+    if (after !== undefined) range.gt = format.metaKey(after)
+    const it = this.db.iterator({ ...range, limit, valueAsBuffer: false })
+    const page = []
     try {
       for (let entry = await next(it); entry; entry = await next(it)) {
-        yield { key: entry.key.slice(format.META.length), ...format.decodeMeta(entry.value, `shard ${this.name}`) }
+        page.push({ key: entry.key.slice(format.META.length), ...format.decodeMeta(entry.value, `shard ${this.name}`) })
       }
     } finally {
       await end(it)
     }
+    return page
   }
 
   diskBytes () {

@@ -20,6 +20,8 @@ const errors = require('./errors')
 
 // Below this a whole-file read hashes inline: handing chunks to a thread costs more.
 const OFFLOAD_DIGEST_BYTES = 4 * 1024 * 1024
+// Metadata records read per shard visit by list().
+const LIST_PAGE = 1000
 
 // The public store. Arguments are checked synchronously (EINVAL is thrown or, for async
 // methods, rejected at once); everything that needs the disk waits for open().
@@ -32,6 +34,7 @@ class Store {
   #active = 0
   #drained = []
   #streams = new Set()
+  #spools = new Set() // AbortControllers of put(readable) input being spooled
   // set by #open:
   #format
   #referenceId
@@ -110,6 +113,7 @@ class Store {
     this.#pool = new ShardPool({
       maxOpen: this.#options.maxOpenShards,
       idleTimeout: this.#options.idleTimeout,
+      waitTimeout: this.#options.shardWaitTimeout,
       open: (index) => this.#openShard(index),
       close: (shard) => this.#closeShard(shard)
     })
@@ -293,6 +297,8 @@ class Store {
     const cap = this.#shardCap
     let size = 0
     const spoolStream = fs.createWriteStream(spool)
+    const controller = new AbortController()
+    this.#spools.add(controller)
     try {
       await pipeline(readable, new Transform({
         transform (chunk, encoding, callback) {
@@ -301,7 +307,10 @@ class Store {
           hash.update(chunk)
           callback(null, chunk)
         }
-      }), spoolStream)
+      }), spoolStream, { signal: controller.signal }).catch((err) => {
+        throw this.#closed ? errors.closed() : err
+      })
+      this.#spools.delete(controller)
       const sha256 = hash.digest('hex')
       if (await this.#holds(sha256, size)) return sha256
       const writer = await this.#openWriter({ key: sha256 }, { size, sha256 })
@@ -314,6 +323,7 @@ class Store {
       }
       return sha256
     } finally {
+      this.#spools.delete(controller)
       // On failure the spool may still be opening: remove it only once it is closed.
       if (!spoolStream.closed) await new Promise((resolve) => spoolStream.once('close', resolve))
       await fs.promises.rm(spool, { force: true })
@@ -342,7 +352,9 @@ class Store {
   }
 
   // An async iterable of { key, size, name } for every committed file, shard by shard;
-  // reads metadata records only.
+  // reads metadata records only, a page at a time, holding no shard between pages (a
+  // paused listing must not keep a slot other operations need). A damaged shard does
+  // not stop the listing: ECORRUPT comes at the end, naming it.
   list (shardIndex) {
     if (shardIndex !== undefined) checkShardIndex(shardIndex, this.shardCount)
     return this.#list(shardIndex)
@@ -350,21 +362,37 @@ class Store {
 
   async * #list (shardIndex) {
     await this.#op(() => {})
-    const indices = [...this.#shards].filter((i) => shardIndex === undefined || i === shardIndex).sort((a, b) => a - b)
-    for (const index of indices) {
-      if (this.#closed) throw errors.closed()
-      const shard = await this.#pool.acquire(index)
-      try {
-        for await (const meta of shard.listMeta()) {
+    const damaged = []
+    for (const index of this.#shardIndices().filter((i) => shardIndex === undefined || i === shardIndex)) {
+      let after
+      for (let page; !page || page.length === LIST_PAGE; after = page.length ? page[page.length - 1].key : after) {
+        try {
+          page = await this.#op(() => this.#inShard(index, (shard) => shard.metaPage(after, LIST_PAGE)))
+        } catch (err) {
+          if (!errors.isCorrupt(err)) throw err
+          damaged.push(err)
+          break
+        }
+        for (const meta of page) {
           const entry = { key: meta.key, size: meta.size }
           if (meta.name !== undefined) entry.name = meta.name
           yield entry
         }
-      } catch (err) {
-        throw this.#closed ? errors.closed() : err
-      } finally {
-        this.#pool.release(shard)
       }
+    }
+    if (damaged.length) throw someCorrupt(damaged, 'listed')
+  }
+
+  #shardIndices () {
+    return [...this.#shards].sort((a, b) => a - b)
+  }
+
+  async #inShard (index, fn) {
+    const shard = await this.#pool.acquire(index)
+    try {
+      return await fn(shard)
+    } finally {
+      this.#pool.release(shard)
     }
   }
 
@@ -373,7 +401,7 @@ class Store {
   async usage () {
     return this.#op(async () => {
       const shards = []
-      for (const index of [...this.#shards].sort((a, b) => a - b)) {
+      for (const index of this.#shardIndices()) {
         const open = this.#pool.peek(index)
         let record = open && { used: open.used, files: open.files, diskBytes: await open.diskBytes() }
         if (!record) record = this.#usageCache.get(index)
@@ -397,14 +425,16 @@ class Store {
   // removed data (LevelDB only tombstones deletes until compaction).
   async compact () {
     return this.#op(async () => {
-      for (const index of [...this.#shards].sort((a, b) => a - b)) {
-        const shard = await this.#pool.acquire(index)
+      const damaged = []
+      for (const index of this.#shardIndices()) {
         try {
-          await shard.compact()
-        } finally {
-          this.#pool.release(shard)
+          await this.#inShard(index, (shard) => shard.compact())
+        } catch (err) {
+          if (!errors.isCorrupt(err)) throw err
+          damaged.push(err)
         }
       }
+      if (damaged.length) throw someCorrupt(damaged, 'compacted')
     })
   }
 
@@ -416,12 +446,14 @@ class Store {
   async #close () {
     this.#closed = true
     for (const stream of this.#streams) stream.destroy(errors.closed())
+    for (const spool of this.#spools) spool.abort()
     if (!this.#opening) return
     try {
       await this.#opening
     } catch {
       return // never opened: nothing to close
     }
+    this.#pool.shutdown() // operations waiting for a shard fail now, so they drain
     const drained = this.#active === 0 ? Promise.resolve() : new Promise((resolve) => this.#drained.push(resolve))
     const streamsClosed = [...this.#streams].map((s) => new Promise((resolve) => s.once('close', resolve)))
     await Promise.all([drained, ...streamsClosed])
@@ -429,6 +461,14 @@ class Store {
     await this.#digester.close()
     await this.#state.close()
   }
+}
+
+// One ECORRUPT for the damaged shards met by an operation that went on with the others.
+function someCorrupt (damaged, done) {
+  const shards = damaged.map((err) => err.shard)
+  const names = shards.map(errors.shardName).join(', ')
+  const reasons = damaged.map((err) => (err.cause ? err.cause.message : err.message)).join('; ')
+  return errors.corrupt(`shard${shards.length > 1 ? 's' : ''} ${names}`, `${reasons}; the other shards were ${done}`, { shard: shards[0], shards, cause: damaged[0] })
 }
 
 function toBuffer (data, name) {

@@ -3,7 +3,7 @@
 const { expect } = require('chai')
 const { Readable } = require('node:stream')
 const { pipeline } = require('node:stream/promises')
-const { useTmp, bytes, sha256, collect, openShardLocks, keysForShards, assertNoStrayChunks, REF } = require('./helpers')
+const { useTmp, rejects, bytes, sha256, collect, openShardLocks, keysForShards, assertNoStrayChunks, REF } = require('./helpers')
 
 const C = 1024
 
@@ -79,6 +79,39 @@ describe('concurrency', () => {
     expect(peak).to.be.within(1, 3)
     expect(openShardLocks(store.location)).to.be.at.most(3)
     expect((await store.usage()).files).to.equal(12)
+  })
+
+  it('a paused listing holds no shard: other shards stay usable with maxOpenShards 1', async () => {
+    const store = t.open({ maxOpenShards: 1, referenceId: REF })
+    const [a, b] = keysForShards(REF, 2)
+    await store.writeFile(a.key, 'a')
+    const listing = store.list()[Symbol.asyncIterator]()
+    await listing.next()
+    await store.writeFile(b.key, 'b') // would wait forever if the listing held the slot
+    expect((await collect({ [Symbol.asyncIterator]: () => listing })).length).to.be.at.most(1)
+  })
+
+  it('an operation waiting longer than shardWaitTimeout for a slot fails with EBUSY', async () => {
+    const store = t.open({ maxOpenShards: 1, shardWaitTimeout: 200, referenceId: REF, chunkSize: C })
+    const [a, b] = keysForShards(REF, 2)
+    await store.writeFile(a.key, bytes(20 * C))
+    const rs = store.createReadStream(a.key) // holds shard a while it is open
+    await new Promise((resolve) => rs.once('readable', resolve))
+    const started = Date.now()
+    const err = await rejects(store.writeFile(b.key, 'b'), 'EBUSY')
+    expect(Date.now() - started).to.be.within(150, 5000)
+    expect(err.message).to.contain('maxOpenShards')
+    rs.destroy()
+    await new Promise((resolve) => rs.once('close', resolve))
+    await store.writeFile(b.key, 'b')
+  })
+
+  it('lists more files than one page holds, each once', async () => {
+    const store = t.open({ shardCount: 1 })
+    const names = Array.from({ length: 2345 }, (_, i) => `n${i}`)
+    for (const name of names) await store.writeFile(name, '')
+    const listed = await collect(store.list())
+    expect(listed.map((e) => e.name).sort()).to.deep.equal([...names].sort())
   })
 
   it('closes idle shards after idleTimeout', async () => {

@@ -61,6 +61,18 @@ describe('lifecycle', () => {
       })
     }
 
+    it('close() ends a put() whose input never ends, leaving nothing behind', async () => {
+      const store = t.open()
+      await store.open()
+      const source = new (require('node:stream').PassThrough)()
+      source.write('some bytes, and then nothing more') // a socket that went quiet
+      const put = store.put(source)
+      await new Promise((resolve) => setTimeout(resolve, 20))
+      await store.close()
+      await rejects(put, 'ECLOSED')
+      expect(fs.readdirSync(path.join(store.location, 'tmp'))).to.deep.equal([])
+    })
+
     it('close() is idempotent and works on a store never opened', async () => {
       const store = t.open()
       await store.close()
@@ -179,6 +191,13 @@ describe('lifecycle', () => {
       expect(err.shard).to.equal(a.shard)
       await rejects(again.writeFile(a.key, 'new'), 'ECORRUPT')
       expect((await again.readFile(b.key)).toString()).to.equal('in b')
+      // list() and compact() go on with the other shards, then report the damaged one.
+      const listed = []
+      const listErr = await rejects(async () => { for await (const e of again.list()) listed.push(e.key) }, 'ECORRUPT')
+      expect(listed).to.deep.equal([b.key])
+      expect(listErr.shards).to.deep.equal([a.shard])
+      expect(listErr.message).to.contain('the other shards were listed')
+      expect((await rejects(again.compact(), 'ECORRUPT')).message).to.contain('the other shards were compacted')
       await again.writeFile(b.key, 'still works')
       expect(fs.readdirSync(shardDir)).to.not.include('CURRENT') // never recreated
     })
