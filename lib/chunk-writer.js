@@ -14,13 +14,16 @@ const MAX_IN_FLIGHT = 2
 // finish() commits; abort() (or any failure) removes what was written. Calls must not
 // overlap: each write() is awaited before the next, as a Writable does.
 class ChunkWriter {
-  constructor ({ shard, key, name, chunkSize, size, sha256, release }) {
+  // sha256: the content's hash, known to the caller (put): not computed again.
+  // expectedSha256: checked before the commit; a mismatch fails with EINTEGRITY.
+  constructor ({ shard, key, name, chunkSize, size, sha256, expectedSha256, release }) {
     this.shard = shard
     this.key = key
     this.name = name
     this.chunkSize = chunkSize
     this.expectedSize = size
     this.sha256 = sha256
+    this.expectedSha256 = expectedSha256
     this.hash = sha256 ? undefined : contentHash()
     this.version = newVersion()
     this.release = release
@@ -129,12 +132,16 @@ class ChunkWriter {
     if (this.expectedSize !== undefined && this.size !== this.expectedSize) {
       throw errors.invalidValue('data', `is ${this.size} bytes, ${this.expectedSize} were announced`)
     }
+    const sha256 = this.sha256 || this.hash.digest('hex')
+    if (this.expectedSha256 && sha256 !== this.expectedSha256) {
+      throw errors.integrity(this.key, 'the content written does not have the expected SHA-256; nothing was committed', { expected: this.expectedSha256, found: sha256 })
+    }
     const meta = {
       key: this.key,
       version: this.version,
       size: this.size,
       chunks: this.chunks,
-      sha256: this.sha256 || this.hash.digest('hex'),
+      sha256,
       mtime: Date.now(),
       name: this.name
     }

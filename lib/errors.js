@@ -54,6 +54,11 @@ function cancelled (key) {
   return make(Error, 'ECANCELED', `the write of ${key} was cancelled before its commit`, { key })
 }
 
+// An operating-system failure (EMFILE, EACCES, ENOSPC...) keeps its own code.
+function system (what, err, props) {
+  return make(Error, err.code || 'EIO', `${what}: ${err.message}`, { ...props, cause: err })
+}
+
 function closed () {
   return make(Error, 'ECLOSED', 'the store is closed')
 }
@@ -91,6 +96,7 @@ module.exports = {
   busy,
   shardsBusy,
   cancelled,
+  system,
   closed,
   notDirectory,
   notStore,

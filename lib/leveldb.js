@@ -29,7 +29,8 @@ class LevelDb {
   }
 
   // Resolves to a LevelDb or rejects with the binding's error as `cause` and a
-  // `reason` of 'missing', 'locked' or 'failed'.
+  // `reason`: 'missing', 'locked', 'system' (with `code`, an OS error such as EMFILE)
+  // or 'failed' (the database is damaged).
   static async open (location, { createIfMissing = false, errorIfExists = false, ...options } = {}) {
     // LevelDB creates the directory, LOCK and LOG before it finds no database there:
     // without createIfMissing, leave a place holding no database untouched.
@@ -113,13 +114,26 @@ function end (iterator) {
   return new Promise((resolve) => iterator.end(() => resolve()))
 }
 
+// LevelDB reports OS errors by their strerror text only.
+const SYSTEM_ERRORS = {
+  'Too many open files': 'EMFILE',
+  'Permission denied': 'EACCES',
+  'No space left on device': 'ENOSPC',
+  'Read-only file system': 'EROFS',
+  'Input/output error': 'EIO',
+  'Cannot allocate memory': 'ENOMEM'
+}
+
 function classifyOpenError (err) {
   const cause = err.cause || err
   const message = String(cause.message || cause)
+  const system = Object.keys(SYSTEM_ERRORS).find((text) => message.includes(text))
   let reason = 'failed'
+  let code
   if (/does not exist \(create_if_missing is false\)/.test(message)) reason = 'missing'
-  else if (/\bLOCK\b/.test(message) && /(already held|temporarily unavailable|lock)/i.test(message)) reason = 'locked'
-  return Object.assign(new Error(message), { reason, cause })
+  else if (/\/LOCK: (already held by process|Resource temporarily unavailable)/.test(message)) reason = 'locked'
+  else if (system) [reason, code] = ['system', SYSTEM_ERRORS[system]]
+  return Object.assign(new Error(message), { reason, code, cause })
 }
 
 module.exports = { LevelDb, next, end }

@@ -38,6 +38,7 @@ class Shard {
       db = await LevelDb.open(location)
     } catch (err) {
       if (err.reason === 'locked') throw errors.busy(location, err)
+      if (err.reason === 'system' || err.syscall) throw errors.system(`shard ${name} could not be opened`, err, { shard: index })
       throw errors.corrupt(`shard ${name}`, err.message, { shard: index, cause: err })
     }
     try {

@@ -32,11 +32,14 @@ async function openStoreDir (dir, given, resolved) {
     state = await LevelDb.open(path.join(dir, STATE_DB), { createIfMissing: true, writeBufferSize: 64 * 1024, maxOpenFiles: 16 })
   } catch (err) {
     if (err.reason === 'locked') throw errors.busy(dir, err)
+    if (err.reason === 'system') throw errors.system(`the store at ${dir} could not be opened`, err, { path: dir })
     throw errors.corrupt(`the store state at ${path.join(dir, STATE_DB)}`, err.message, { path: dir, cause: err })
   }
   try {
-    // Created and read under the lock: two processes creating one store agree on its ID.
-    if (!entries.includes(FORMAT_FILE)) {
+    // Decided, created and read under the lock, not from the listing above: another
+    // process may have created the store since, and its ID must never be replaced.
+    const formatExists = await fs.access(path.join(dir, FORMAT_FILE)).then(() => true, () => false)
+    if (!formatExists) {
       await writeFormat(dir, {
         format: FORMAT_VERSION,
         referenceId: given.referenceId || crypto.randomBytes(20).toString('hex'),

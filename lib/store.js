@@ -186,12 +186,12 @@ class Store {
     }
   }
 
-  async #openWriter ({ key, name }, { size, sha256 } = {}) {
+  async #openWriter ({ key, name }, { size, sha256, expectedSha256 } = {}) {
     const index = this.#route(key)
     const shard = await this.#pool.acquire(index)
     const release = () => this.#pool.release(shard)
     try {
-      return new ChunkWriter({ shard, key, name, chunkSize: this.chunkSize, size, sha256, release })
+      return new ChunkWriter({ shard, key, name, chunkSize: this.chunkSize, size, sha256, expectedSha256, release })
     } catch (err) {
       release()
       throw err
@@ -255,11 +255,12 @@ class Store {
     })
   }
 
-  createWriteStream (key) {
+  createWriteStream (key, options = {}) {
     const target = coerceKey(key)
+    const expectedSha256 = parseWriteOptions(options)
     return this.#track(new WriteStream(() => {
       if (this.#closed) return Promise.reject(errors.closed())
-      return this.open().then(() => this.#openWriter(target))
+      return this.open().then(() => this.#openWriter(target, { expectedSha256 }))
     }))
   }
 
@@ -480,6 +481,15 @@ function toBuffer (data, name) {
 
 function isReadable (data) {
   return data !== null && typeof data === 'object' && typeof data.pipe === 'function' && typeof data[Symbol.asyncIterator] === 'function'
+}
+
+function parseWriteOptions (options) {
+  if (options === null || typeof options !== 'object') throw errors.invalidType('options', 'an object', options)
+  const unknown = Object.keys(options).find((name) => name !== 'sha256')
+  if (unknown) throw errors.invalidValue('options', `has an unknown option "${unknown}" (known: sha256)`)
+  if (options.sha256 === undefined) return undefined
+  if (typeof options.sha256 !== 'string' || !/^[0-9a-fA-F]{64}$/.test(options.sha256)) throw errors.invalidValue('sha256', 'must be 64 hex characters')
+  return options.sha256.toLowerCase()
 }
 
 function parseRange (options) {

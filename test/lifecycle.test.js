@@ -151,6 +151,52 @@ describe('lifecycle', () => {
       expect(format.referenceId).to.equal(store.referenceId)
     })
 
+    it('never replaces the reference ID of a store created by someone else meanwhile', async () => {
+      const dir = path.join(t.dir, 'race')
+      fs.mkdirSync(dir)
+      // The slow instance lists the empty directory, then the other creates and fills the
+      // store before the slow one takes the lock.
+      const realReaddir = fs.promises.readdir
+      let delayed = false
+      fs.promises.readdir = async function (...args) {
+        const result = await realReaddir.apply(this, args)
+        if (!delayed && args[0] === dir) {
+          delayed = true
+          await new Promise((resolve) => setTimeout(resolve, 300))
+        }
+        return result
+      }
+      try {
+        const slow = kfs(dir)
+        const opening = slow.open()
+        const fast = kfs(dir)
+        const key = await fast.put('precious')
+        const referenceId = fast.referenceId
+        await fast.close()
+        await opening
+        expect(slow.referenceId).to.equal(referenceId)
+        expect(await slow.exists(key)).to.equal(true)
+        await slow.close()
+      } finally {
+        fs.promises.readdir = realReaddir
+      }
+    })
+
+    it('reports running out of file descriptors as EMFILE, not as damage or EBUSY', async () => {
+      const script = `
+        const store = require('./')(process.argv[1], { maxOpenShards: 64 })
+        const codes = new Set()
+        Promise.all(Array.from({ length: 64 }, (_, i) => store.writeFile('n' + i, 'x').catch((e) => codes.add(e.code))))
+          .then(() => console.log([...codes].join(',')))`
+      const { stdout } = await new Promise((resolve) => {
+        const child = spawn('bash', ['-c', `ulimit -n 80; exec "${process.execPath}" -e "$0" "$1"`, script, path.join(t.dir, 'fds')], { cwd: ROOT })
+        let out = ''
+        child.stdout.on('data', (d) => (out += d))
+        child.on('close', () => resolve({ stdout: out }))
+      })
+      expect(stdout.trim()).to.equal('EMFILE')
+    })
+
     it('refuses a path that is a file with ENOTDIR, leaving it alone', async () => {
       const file = path.join(t.dir, 'file')
       fs.writeFileSync(file, 'mine')

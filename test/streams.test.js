@@ -3,7 +3,7 @@
 const { expect } = require('chai')
 const { Readable, Writable } = require('node:stream')
 const { pipeline } = require('node:stream/promises')
-const { useTmp, rejects, throws, bytes, collect, assertNoStrayChunks, damageChunk } = require('./helpers')
+const { useTmp, rejects, throws, bytes, sha256, collect, assertNoStrayChunks, damageChunk } = require('./helpers')
 
 const C = 1024
 
@@ -103,9 +103,23 @@ describe('streams', () => {
       await assertNoStrayChunks(t.dir)
     })
 
-    it('throws EINVAL for a bad key at once', () => {
+    it('throws EINVAL for a bad key or options at once', () => {
       const store = t.open()
       for (const key of ['', null, 1]) throws(() => store.createWriteStream(key), 'EINVAL')
+      for (const options of [null, 'x', { sha256: 'abc' }, { sha256: 5 }, { sha: 'x' }]) throws(() => store.createWriteStream('k', options), 'EINVAL')
+    })
+
+    it('with an expected sha256, commits matching content and refuses any other', async () => {
+      const store = t.open({ chunkSize: C })
+      const data = bytes(5 * C + 3)
+      await pipeline(Readable.from([data]), store.createWriteStream('ok', { sha256: sha256(data).toUpperCase() }))
+      expect((await store.readFile('ok')).equals(data)).to.equal(true)
+      await store.writeFile('kept', 'previous')
+      const err = await rejects(pipeline(Readable.from([bytes(5 * C + 3, 'other')]), store.createWriteStream('kept', { sha256: sha256(data) })), 'EINTEGRITY')
+      expect(err.expected).to.equal(sha256(data))
+      expect((await store.readFile('kept')).toString()).to.equal('previous')
+      await store.close()
+      await assertNoStrayChunks(t.dir)
     })
   })
 

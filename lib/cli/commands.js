@@ -32,12 +32,12 @@ async function put (store, io, file, { key }) {
   const sha256 = hash.digest('hex')
   if (!(await store.exists(sha256))) {
     const progress = Progress.create({ stream: io.stderr, total: size, label: 'put' })
-    const ws = store.createWriteStream(sha256)
-    await finished(pipeline(metered(fs.createReadStream(file), progress), ws), progress)
-    if (ws.sha256 !== sha256) {
-      await store.unlink(sha256)
-      throw Object.assign(new Error(`${file} changed while it was being stored; nothing was stored`), { code: 'EAGAIN' })
-    }
+    // The second read is checked against the first before anything is committed.
+    const ws = store.createWriteStream(sha256, { sha256 })
+    await finished(pipeline(metered(fs.createReadStream(file), progress), ws), progress).catch((err) => {
+      if (err.code !== 'EINTEGRITY') throw err
+      throw Object.assign(new Error(`${file} changed while it was being stored; nothing was stored`), { code: 'EAGAIN', cause: err })
+    })
   }
   await println(io.stdout, sha256)
   return 0
