@@ -50,6 +50,10 @@ function shardsBusy (shard, maxOpen, waited) {
     'finish or destroy open streams, or raise maxOpenShards', { shard })
 }
 
+function shardBusy (shard, why) {
+  return make(Error, 'EBUSY', `shard ${shardName(shard)} ${why}`, { shard })
+}
+
 function cancelled (key) {
   return make(Error, 'ECANCELED', `the write of ${key} was cancelled before its commit`, { key })
 }
@@ -95,6 +99,7 @@ module.exports = {
   corrupt,
   busy,
   shardsBusy,
+  shardBusy,
   cancelled,
   system,
   closed,

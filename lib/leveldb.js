@@ -54,8 +54,12 @@ class LevelDb {
       return await this.db.get(key, { asBuffer: true, fillCache: false })
     } catch (err) {
       if (err.notFound) return undefined
-      throw err
+      throw classifyReadError(err.cause || err)
     }
+  }
+
+  static repair (location) {
+    return new Promise((resolve, reject) => leveldown.repair(location, (err) => (err ? reject(err) : resolve())))
   }
 
   batch (ops, { sync = false } = {}) {
@@ -100,7 +104,7 @@ class LevelDb {
 function next (iterator) {
   return new Promise((resolve, reject) => {
     iterator.next((err, key, value) => {
-      if (err) reject(err)
+      if (err) reject(classifyReadError(err))
       else resolve(key === undefined && value === undefined ? undefined : { key, value })
     })
   })
@@ -112,6 +116,12 @@ function end (iterator) {
   if (live) live.delete(iterator)
   if (iterator._ended) return Promise.resolve()
   return new Promise((resolve) => iterator.end(() => resolve()))
+}
+
+// Damage met while reading (a bad block, a table file gone) becomes ECORRUPT.
+function classifyReadError (err) {
+  if (!err.code && /Corruption:|No such file or directory/.test(err.message)) err.code = 'ECORRUPT'
+  return err
 }
 
 // LevelDB reports OS errors by their strerror text only.

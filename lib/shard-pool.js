@@ -105,6 +105,15 @@ class ShardPool {
     return entry.closing
   }
 
+  // Closes the shard if it is open and idle, for exclusive work on its files (repair).
+  async evict (index) {
+    const entry = this.entries.get(index)
+    if (!entry) return
+    await Promise.resolve(entry.ready).catch(() => {})
+    if (entry.refs > 0) throw errors.shardBusy(index, 'is in use: finish or destroy its streams first')
+    await this.#close(index)
+  }
+
   #waitForSlot (index, deadline) {
     return new Promise((resolve, reject) => {
       // Not unref'd: an operation waiting here is work the process has to finish.

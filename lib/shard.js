@@ -39,7 +39,7 @@ class Shard {
     } catch (err) {
       if (err.reason === 'locked') throw errors.busy(location, err)
       if (err.reason === 'system' || err.syscall) throw errors.system(`shard ${name} could not be opened`, err, { shard: index })
-      throw errors.corrupt(`shard ${name}`, err.message, { shard: index, cause: err })
+      throw errors.corrupt(`shard ${name}`, `${err.message}; kfs repair ${Number(index)} may recover it`, { shard: index, cause: err })
     }
     try {
       const raw = await db.get(format.ACCOUNT)

@@ -14,6 +14,8 @@ const { ShardPool } = require('./shard-pool')
 const { ChunkWriter } = require('./chunk-writer')
 const { ChunkReader, checkDigest } = require('./chunk-reader')
 const { Digester } = require('./digester')
+const { LevelDb } = require('./leveldb')
+const { checkFile, checkAccounting, rebuild } = require('./shard-check')
 const { WriteStream, ReadStream } = require('./streams')
 const storeDir = require('./store-dir')
 const errors = require('./errors')
@@ -46,6 +48,7 @@ class Store {
   #shards // indices of the shards that exist on disk
   #usageCache // index -> { used, files, diskBytes } of closed shards
   #cleaned = new Set() // shards whose abandoned writes were discarded since open
+  #repairing = new Set()
   #pool
   #digester = new Digester()
 
@@ -152,6 +155,11 @@ class Store {
     this.#usageCache.set(shard.index, record)
   }
 
+  #acquire (index) {
+    if (this.#repairing.has(index)) return Promise.reject(errors.shardBusy(index, 'is being repaired'))
+    return this.#pool.acquire(index)
+  }
+
   // Runs fn as a tracked operation: close() waits for it.
   async #op (fn) {
     if (this.#closed) throw errors.closed()
@@ -178,7 +186,7 @@ class Store {
       if (missing instanceof Error) throw missing
       return missing
     }
-    const shard = await this.#pool.acquire(index)
+    const shard = await this.#acquire(index)
     try {
       return await fn(shard)
     } finally {
@@ -188,7 +196,7 @@ class Store {
 
   async #openWriter ({ key, name }, { size, sha256, expectedSha256 } = {}) {
     const index = this.#route(key)
-    const shard = await this.#pool.acquire(index)
+    const shard = await this.#acquire(index)
     const release = () => this.#pool.release(shard)
     try {
       return new ChunkWriter({ shard, key, name, chunkSize: this.chunkSize, size, sha256, expectedSha256, release })
@@ -212,7 +220,7 @@ class Store {
   async #openReader (key, range, { verify } = {}) {
     const index = this.#route(key)
     if (!this.#shards.has(index)) throw errors.notFound(key)
-    const shard = await this.#pool.acquire(index)
+    const shard = await this.#acquire(index)
     const release = () => this.#pool.release(shard)
     try {
       return await ChunkReader.open({ shard, key, chunkSize: this.chunkSize, range, release, verify })
@@ -389,7 +397,7 @@ class Store {
   }
 
   async #inShard (index, fn) {
-    const shard = await this.#pool.acquire(index)
+    const shard = await this.#acquire(index)
     try {
       return await fn(shard)
     } finally {
@@ -407,7 +415,7 @@ class Store {
         let record = open && { used: open.used, files: open.files, diskBytes: await open.diskBytes() }
         if (!record) record = this.#usageCache.get(index)
         if (!record) {
-          const shard = await this.#pool.acquire(index)
+          const shard = await this.#acquire(index)
           try {
             record = { used: shard.used, files: shard.files, diskBytes: await shard.diskBytes() }
           } finally {
@@ -436,6 +444,82 @@ class Store {
         }
       }
       if (damaged.length) throw someCorrupt(damaged, 'compacted')
+    })
+  }
+
+  // Reads every committed file whole (chunk indexes, lengths, SHA-256) and checks each
+  // shard's accounting. Resolves to { files, bytes, problems: [{ shard, key, problem }] }
+  // (key null for a shard-wide problem). Holds a shard only while checking one file.
+  verify ({ shard, onProgress } = {}) {
+    if (shard !== undefined) checkShardIndex(shard, this.shardCount)
+    if (onProgress !== undefined && typeof onProgress !== 'function') throw errors.invalidType('onProgress', 'a function', onProgress)
+    return this.#op(async () => {
+      const report = { files: 0, bytes: 0, problems: [] }
+      for (const index of this.#shardIndices().filter((i) => shard === undefined || i === shard)) {
+        try {
+          let after
+          for (let page; !page || page.length === LIST_PAGE; after = page.length ? page[page.length - 1].key : after) {
+            page = await this.#inShard(index, (s) => s.metaPage(after, LIST_PAGE))
+            for (const meta of page) {
+              const problem = await this.#inShard(index, (s) => checkFile(s, meta.key, this.chunkSize))
+              report.files++
+              report.bytes += meta.size
+              if (problem) report.problems.push({ shard: index, key: meta.key, problem })
+              if (onProgress) onProgress({ shard: index, files: report.files, bytes: report.bytes })
+            }
+          }
+          const problem = await this.#inShard(index, checkAccounting)
+          if (problem) report.problems.push({ shard: index, key: null, problem })
+        } catch (err) {
+          if (!errors.isCorrupt(err) && !errors.isBusy(err)) throw err
+          report.problems.push({ shard: index, key: null, problem: err.message })
+        }
+      }
+      return report
+    })
+  }
+
+  // Runs LevelDB's repair on one shard, then keeps only the files that are whole and
+  // rebuilds the shard's accounting. Other shards keep serving; this one answers EBUSY
+  // meanwhile. Resolves to { shard, files, used, dropped: [{ key, problem }],
+  // unaccounted (files lost without a trace, counted from the last known total),
+  // recreated (the shard's directory was gone) }.
+  repair (shard) {
+    checkShardIndex(shard, this.shardCount)
+    return this.#op(async () => {
+      if (this.#repairing.has(shard)) throw errors.shardBusy(shard, 'is already being repaired')
+      this.#repairing.add(shard)
+      try {
+        const open = this.#pool.peek(shard)
+        const before = open ? open.files : (this.#usageCache.get(shard) || {}).files
+        await this.#pool.evict(shard)
+        const location = path.join(this.location, storeDir.shardDirName(shard))
+        const lost = !fs.existsSync(location)
+        if (lost) {
+          // Nothing left to repair from: an empty shard lets its keys be written again.
+          this.#shards.delete(shard)
+          await (await this.#openShard(shard)).close()
+        } else {
+          await LevelDb.repair(location)
+        }
+        const db = await LevelDb.open(location)
+        let result
+        try {
+          const repaired = new Shard({ index: shard, location, db, cap: this.#shardCap, chunkKeys: this.#chunkKeys, sync: true, account: { used: 0, files: 0 } })
+          result = await rebuild(repaired, this.chunkSize)
+        } finally {
+          await db.close()
+        }
+        this.#cleaned.add(shard)
+        const record = { used: result.used, files: result.files, diskBytes: 0, open: false }
+        await storeDir.writeUsageCache(this.#state, shard, record)
+        this.#usageCache.set(shard, record)
+        // Files that left no trace at all can only be counted, from the last known total.
+        const unaccounted = Math.max(0, (before ?? 0) - result.files - result.dropped.length)
+        return { shard, ...result, unaccounted, recreated: lost }
+      } finally {
+        this.#repairing.delete(shard)
+      }
     })
   }
 

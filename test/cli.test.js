@@ -259,6 +259,33 @@ describe('kfs command line', function () {
     })
   })
 
+  describe('verify and repair', () => {
+    it('verify reports a sound store, repair recovers a shard that lost its MANIFEST', async () => {
+      const keys = []
+      for (let i = 0; i < 3; i++) keys.push((await cli(['put'], { input: bytes(200 * 1024, `v${i}`) })).stdout.toString().trim())
+      const ok = await cli(['verify'])
+      expect(ok).to.include({ code: 0, stderr: '' })
+      expect(ok.stdout.toString()).to.equal('checked 3 files (600.0 KiB): no problems\n')
+      expect(JSON.parse((await cli(['verify', '--json'])).stdout)).to.include({ files: 3 })
+      await cli(['compact'])
+      const shard = JSON.parse((await cli(['stat', '--json', keys[0]])).stdout).shard
+      const dir = path.join(db, `${String(shard).padStart(3, '0')}.s`)
+      for (const f of fs.readdirSync(dir).filter((f) => /^(MANIFEST|CURRENT)/.test(f))) fs.rmSync(path.join(dir, f))
+      const bad = await cli(['verify'])
+      expect(bad.code).to.equal(1)
+      expect(bad.stdout.toString()).to.match(new RegExp(`^shard ${String(shard).padStart(3, '0')} \\(whole shard\\): .*kfs repair ${shard}`, 'm'))
+      const got = await cli(['get', keys[0]])
+      expect(got.code).to.equal(1)
+      expect(got.stderr).to.match(/^kfs: shard \d{3} is corrupt/)
+      const repaired = await cli(['repair', String(shard)])
+      expect(repaired.code).to.equal(0)
+      expect(repaired.stdout.toString()).to.match(/repaired: \d+ files? kept/)
+      expect((await cli(['verify'])).code).to.equal(0)
+      expect((await cli(['get', keys[0]])).stdout.equals(bytes(200 * 1024, 'v0'))).to.equal(true)
+      expect((await cli(['repair', '300'])).code).to.equal(2)
+    })
+  })
+
   describe('help and version', () => {
     it('--version prints the package version', async () => {
       const r = await cli(['--version'])
@@ -268,8 +295,8 @@ describe('kfs command line', function () {
 
     it('--help documents every command and each command documents its options', async () => {
       const top = (await cli(['--help'])).stdout.toString()
-      for (const word of ['put|write', 'get|read', 'unlink', 'exists', 'stat', 'list', 'compact', '--db', '--version']) expect(top).to.contain(word)
-      const expected = { put: ['--key'], get: ['--start', '--end'], stat: ['-h, --human', '--json'], list: ['--json'], unlink: [], exists: [], compact: [] }
+      for (const word of ['put|write', 'get|read', 'unlink', 'exists', 'stat', 'list', 'compact', 'verify', 'repair', '--db', '--version']) expect(top).to.contain(word)
+      const expected = { put: ['--key'], get: ['--start', '--end'], stat: ['-h, --human', '--json'], list: ['--json'], unlink: [], exists: [], compact: [], verify: ['--shard', '--json'], repair: ['--json'] }
       for (const [command, options] of Object.entries(expected)) {
         const r = await cli([command, '--help'])
         expect(r.code).to.equal(0)

@@ -139,7 +139,41 @@ async function compact (store, io) {
   return 0
 }
 
+async function verify (store, io, { shard, json }) {
+  let progress
+  const report = await store.verify({
+    shard,
+    onProgress: ({ files, bytes }) => {
+      progress = progress || Progress.create({ stream: io.stderr, total: undefined, label: 'verify' })
+      if (progress) {
+        progress.label = `verify: ${files} files`
+        progress.advance(bytes - progress.done)
+      }
+    }
+  })
+  if (progress) progress.finish()
+  if (json) {
+    await println(io.stdout, JSON.stringify(report))
+  } else {
+    for (const p of report.problems) await println(io.stdout, `shard ${shardName(p.shard)} ${p.key || '(whole shard)'}: ${p.problem}`)
+    const problems = report.problems.length
+    await println(io.stdout, `checked ${files(report.files)} (${humanSize(report.bytes)}): ${problems ? `${problems} problem${problems > 1 ? 's' : ''}` : 'no problems'}`)
+  }
+  return report.problems.length ? 1 : 0
+}
+
+async function repair (store, io, shard, { json }) {
+  const result = await store.repair(shard)
+  if (json) return println(io.stdout, JSON.stringify(result)).then(() => 0)
+  for (const d of result.dropped) await println(io.stdout, `dropped ${d.key}: ${d.problem}`)
+  const lost = result.unaccounted ? `; ${files(result.unaccounted)} more lost without a trace` : ''
+  await println(io.stdout, `shard ${shardName(shard)} repaired${result.recreated ? ' (recreated empty: its directory was gone)' : ''}: ` +
+    `${files(result.files)} kept (${humanSize(result.used)}), ${result.dropped.length} dropped${lost}`)
+  return 0
+}
+
 const shardName = (index) => String(index).padStart(3, '0')
+const files = (n) => `${n} file${n === 1 ? '' : 's'}`
 
 // Writes with backpressure, so listing 100,000 files never queues them all in memory.
 async function write (stream, text) {
@@ -150,4 +184,4 @@ function println (stream, line) {
   return write(stream, line + '\n')
 }
 
-module.exports = { put, get, unlink, exists, stat, list, compact }
+module.exports = { put, get, unlink, exists, stat, list, compact, verify, repair }

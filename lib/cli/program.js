@@ -69,6 +69,18 @@ function buildProgram (run, env) {
     .description('list stored files, one per line: key<TAB>size<TAB>name')
     .action((shard, options) => run('list', [shard, options]))
 
+  program.command('verify')
+    .option('--shard <n>', 'only this shard (0 to 255)', shardNumber)
+    .option('--json', 'print the report as JSON')
+    .description('read every stored file and check it; exit 1 if any problem is found')
+    .action((options) => run('verify', [options]))
+
+  program.command('repair')
+    .argument('<shard>', 'the damaged shard (0 to 255)', shardNumber)
+    .option('--json', 'print the result as JSON')
+    .description('repair a damaged shard: recover what LevelDB can, drop files that cannot be recovered (listed), rebuild its accounting')
+    .action((shard, options) => run('repair', [shard, options]))
+
   program.command('compact')
     .description('compact every shard, reclaiming the space of removed data; prints disk use before and after')
     .action(() => run('compact', []))

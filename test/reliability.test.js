@@ -1,0 +1,123 @@
+'use strict'
+
+const { expect } = require('chai')
+const fs = require('node:fs')
+const path = require('node:path')
+const { useTmp, rejects, throws, bytes, keysForShards, collect, REF } = require('./helpers')
+
+const C = 1024
+
+// A store with files in two shards, compacted so their data sits in table files.
+async function twoShardStore (t) {
+  const store = t.open({ referenceId: REF, chunkSize: C })
+  const [a, b] = keysForShards(REF, 2)
+  const files = new Map()
+  for (const [i, { key }] of [a, a, b].entries()) {
+    const k = i === 1 ? key.slice(0, 40) + 'ff'.repeat(12) : key // a second key routed to shard a
+    if (i === 1 && require('../lib/routing').shardFor(Buffer.from(REF, 'hex'), k) !== a.shard) continue
+    const data = bytes(40 * C + i, `file${i}`)
+    await store.writeFile(k, data)
+    files.set(k, data)
+  }
+  await store.compact()
+  await store.close()
+  const shardDir = (s) => path.join(store.location, `${String(s).padStart(3, '0')}.s`)
+  return { location: store.location, a, b, files, dirA: shardDir(a.shard) }
+}
+
+const tables = (dir) => fs.readdirSync(dir).filter((f) => f.endsWith('.ldb')).map((f) => path.join(dir, f))
+
+describe('verify and repair', function () {
+  this.timeout(60000)
+  const t = useTmp()
+
+  it('verify checks every file and reports a sound store as clean', async () => {
+    const { files } = await twoShardStore(t)
+    const store = t.open()
+    const progress = []
+    const report = await store.verify({ onProgress: (p) => progress.push(p) })
+    expect(report).to.deep.equal({ files: files.size, bytes: [...files.values()].reduce((n, d) => n + d.length, 0), problems: [] })
+    expect(progress).to.have.length(files.size)
+    throws(() => store.verify({ shard: 256 }), 'EINVAL')
+    throws(() => store.verify({ onProgress: 5 }), 'EINVAL')
+    throws(() => store.repair(-1), 'EINVAL')
+  })
+
+  const damages = {
+    'flipped bytes in a table file': (dir) => {
+      for (const file of tables(dir)) {
+        const data = fs.readFileSync(file)
+        for (let i = 2000; i < data.length - 2000; i += 4096) data[i] ^= 0xff
+        fs.writeFileSync(file, data)
+      }
+    },
+    'a truncated table file': (dir) => {
+      for (const file of tables(dir)) fs.truncateSync(file, Math.floor(fs.statSync(file).size / 2))
+    },
+    'a deleted table file': (dir) => {
+      for (const file of tables(dir)) fs.rmSync(file)
+    },
+    'a missing MANIFEST': (dir) => {
+      for (const file of fs.readdirSync(dir).filter((f) => /^(MANIFEST|CURRENT)/.test(f))) fs.rmSync(path.join(dir, file))
+    }
+  }
+
+  for (const [name, damage] of Object.entries(damages)) {
+    it(`${name}: reads fail cleanly, others serve, verify names it, repair recovers the shard`, async () => {
+      const { a, b, files, dirA } = await twoShardStore(t)
+      expect(tables(dirA).length, 'data in table files').to.be.above(0)
+      damage(dirA)
+      const store = t.open()
+      for (const [key, data] of files) {
+        const shard = (key === b.key) ? b.shard : a.shard
+        if (shard === b.shard) {
+          expect((await store.readFile(key)).equals(data)).to.equal(true)
+          continue
+        }
+        try {
+          const back = await store.readFile(key)
+          expect(back.equals(data), 'never wrong bytes').to.equal(true)
+        } catch (err) {
+          expect(err.code).to.be.oneOf(['EINTEGRITY', 'ECORRUPT'])
+        }
+      }
+      const report = await store.verify()
+      expect(report.problems.length).to.be.above(0)
+      for (const problem of report.problems) expect(problem.shard).to.equal(a.shard)
+
+      const result = await store.repair(a.shard)
+      expect(result.shard).to.equal(a.shard)
+      const after = await store.verify()
+      expect(after.problems).to.deep.equal([])
+      // Every file is whole, named as dropped, or counted as lost without a trace.
+      let silent = 0
+      for (const [key, data] of files) {
+        const back = await store.readFile(key).catch((err) => {
+          expect(err.code).to.equal('ENOENT')
+          return undefined
+        })
+        if (back) expect(back.equals(data)).to.equal(true)
+        else if (!result.dropped.some((d) => d.key === key)) silent++
+      }
+      expect(silent, JSON.stringify(result)).to.be.at.most(result.unaccounted)
+      const usage = await store.usage()
+      const listed = await collect(store.list())
+      expect(usage.used).to.equal(listed.reduce((n, f) => n + f.size, 0))
+      await store.writeFile(a.key, 'usable again')
+      expect((await store.readFile(a.key)).toString()).to.equal('usable again')
+    })
+  }
+
+  it('a shard under repair answers EBUSY; one in use cannot be repaired', async () => {
+    const { a, b } = await twoShardStore(t)
+    const store = t.open({ chunkSize: C })
+    const repairing = store.repair(a.shard)
+    await rejects(store.readFile(a.key), 'EBUSY')
+    expect((await store.readFile(b.key)).length).to.be.above(0)
+    await repairing
+    const rs = store.createReadStream(a.key)
+    await new Promise((resolve) => rs.once('readable', resolve))
+    await rejects(store.repair(a.shard), 'EBUSY')
+    rs.destroy()
+  })
+})
