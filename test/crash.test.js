@@ -60,6 +60,7 @@ describe('crash safety', function () {
       replay(log, states)
       const store = kfs(dir)
       await store.usage() // opens the shards the crash left dirty, discarding abandoned writes
+      expect((await store.verify()).problems, `run ${run}`).to.deep.equal([])
       for (const [key, state] of states) {
         const allowed = [state.done, state.inflight].filter((v) => v !== undefined)
         if (state.inflight) midWrite++

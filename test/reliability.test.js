@@ -25,6 +25,12 @@ async function twoShardStore (t) {
   return { location: store.location, a, b, files, dirA: shardDir(a.shard) }
 }
 
+function pipelineInto (ws, data) {
+  const { Readable } = require('node:stream')
+  const { pipeline } = require('node:stream/promises')
+  return pipeline(Readable.from([data.subarray(0, 100), data.subarray(100)]), ws)
+}
+
 const tables = (dir) => fs.readdirSync(dir).filter((f) => f.endsWith('.ldb')).map((f) => path.join(dir, f))
 
 describe('verify and repair', function () {
@@ -107,6 +113,36 @@ describe('verify and repair', function () {
       expect((await store.readFile(a.key)).toString()).to.equal('usable again')
     })
   }
+
+  it('under load, every key ends as last committed and verify is clean', async () => {
+    const store = t.open({ chunkSize: C, maxOpenShards: 8 })
+    const keys = Array.from({ length: 40 }, (_, i) => `load-${i}`)
+    const last = new Map() // commits in one shard are serialized: the last to resolve won
+    const started = Date.now()
+    let ops = 0
+    const worker = async (w) => {
+      for (let i = 0; Date.now() - started < 3000; i++) {
+        const key = keys[(w * 7 + i) % keys.length]
+        const data = bytes(((w * 31 + i * 17) % 7) * 700, `${w}-${i}`) // 0 to several chunks
+        ops++
+        if (i % 4 === 3) {
+          const back = await store.readFile(key).catch((err) => (err.code === 'ENOENT' ? undefined : Promise.reject(err)))
+          if (back && !last.has(key)) throw new Error('read a file never committed')
+        } else if (i % 9 === 8) {
+          await pipelineInto(store.createWriteStream(key), data)
+          last.set(key, data)
+        } else {
+          await store.writeFile(key, data)
+          last.set(key, data)
+        }
+      }
+    }
+    await Promise.all(Array.from({ length: 200 }, (_, w) => worker(w)))
+    expect(ops).to.be.above(1000)
+    for (const [key, data] of last) expect((await store.readFile(key)).equals(data), key).to.equal(true)
+    expect((await store.verify()).problems).to.deep.equal([])
+    expect((await store.usage()).used).to.equal([...last.values()].reduce((n, d) => n + d.length, 0))
+  })
 
   it('a shard under repair answers EBUSY; one in use cannot be repaired', async () => {
     const { a, b } = await twoShardStore(t)
