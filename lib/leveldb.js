@@ -18,14 +18,17 @@ const DEFAULTS = {
   maxOpenFiles: 64
 }
 
-// Iterators not yet ended, per database: the binding never calls back an end() made
-// after its database closed, so close() ends them first.
-const liveIterators = new WeakMap() // iterator -> the Set of its LevelDb
+const errors = require('./errors')
+
+// Iterators not yet ended, and their database: the binding never calls back an end()
+// made after its database closed, so close() ends them first.
+const liveIterators = new WeakMap() // iterator -> its LevelDb
 
 class LevelDb {
   constructor (db) {
     this.db = db
     this.iterators = new Set()
+    this.shard = undefined // set by a Shard: damage found while reading then names it
   }
 
   // Resolves to a LevelDb or rejects with the binding's error as `cause` and a
@@ -54,7 +57,7 @@ class LevelDb {
       return await this.db.get(key, { asBuffer: true, fillCache: false })
     } catch (err) {
       if (err.notFound) return undefined
-      throw classifyReadError(err.cause || err)
+      throw classifyReadError(err.cause || err, this)
     }
   }
 
@@ -74,7 +77,7 @@ class LevelDb {
   iterator (options) {
     const iterator = this.db.db.iterator({ keyAsBuffer: false, valueAsBuffer: true, fillCache: false, ...options })
     this.iterators.add(iterator)
-    liveIterators.set(iterator, this.iterators)
+    liveIterators.set(iterator, this)
     return iterator
   }
 
@@ -104,7 +107,7 @@ class LevelDb {
 function next (iterator) {
   return new Promise((resolve, reject) => {
     iterator.next((err, key, value) => {
-      if (err) reject(classifyReadError(err))
+      if (err) reject(classifyReadError(err, liveIterators.get(iterator)))
       else resolve(key === undefined && value === undefined ? undefined : { key, value })
     })
   })
@@ -112,16 +115,19 @@ function next (iterator) {
 
 // Resolves once the iterator is ended; ending one twice is harmless.
 function end (iterator) {
-  const live = liveIterators.get(iterator)
-  if (live) live.delete(iterator)
+  const owner = liveIterators.get(iterator)
+  if (owner) owner.iterators.delete(iterator)
   if (iterator._ended) return Promise.resolve()
   return new Promise((resolve) => iterator.end(() => resolve()))
 }
 
-// Damage met while reading (a bad block, a table file gone) becomes ECORRUPT.
-function classifyReadError (err) {
-  if (!err.code && /Corruption:|No such file or directory/.test(err.message)) err.code = 'ECORRUPT'
-  return err
+// Damage met while reading (a bad block, a table file gone) becomes ECORRUPT, naming
+// the shard when the database is one.
+function classifyReadError (err, db) {
+  if (err.code || !/Corruption:|No such file or directory/.test(err.message)) return err
+  const shard = db && db.shard
+  if (shard === undefined) return Object.assign(err, { code: 'ECORRUPT' })
+  return errors.corrupt(`shard ${errors.shardName(shard)}`, `${err.message}; kfs repair ${shard} may recover it`, { shard, cause: err })
 }
 
 // LevelDB reports OS errors by their strerror text only.

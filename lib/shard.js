@@ -12,6 +12,7 @@ const errors = require('./errors')
 // or removes a file, so it is exact after any crash.
 class Shard {
   constructor ({ index, location, db, cap, chunkKeys, sync, account }) {
+    db.shard = index
     this.index = index
     this.name = errors.shardName(index)
     this.location = location
@@ -39,7 +40,7 @@ class Shard {
     } catch (err) {
       if (err.reason === 'locked') throw errors.busy(location, err)
       if (err.reason === 'system' || err.syscall) throw errors.system(`shard ${name} could not be opened`, err, { shard: index })
-      throw errors.corrupt(`shard ${name}`, `${err.message}; kfs repair ${Number(index)} may recover it`, { shard: index, cause: err })
+      throw damaged(index, err)
     }
     try {
       const raw = await db.get(format.ACCOUNT)
@@ -48,7 +49,7 @@ class Shard {
       return new Shard({ index, location, db, cap, chunkKeys, sync, account })
     } catch (err) {
       await db.close()
-      throw errors.corrupt(`shard ${name}`, err.message, { shard: index, cause: err })
+      throw err.code === 'ECORRUPT' && err.shard === index ? err : damaged(index, err)
     }
   }
 
@@ -184,6 +185,10 @@ class Shard {
   close () {
     return this.db.close()
   }
+}
+
+function damaged (index, err) {
+  return errors.corrupt(`shard ${errors.shardName(index)}`, `${err.message}; kfs repair ${index} may recover it`, { shard: index, cause: err })
 }
 
 class Reservation {

@@ -85,6 +85,7 @@ describe('verify and repair', function () {
           expect(back.equals(data), 'never wrong bytes').to.equal(true)
         } catch (err) {
           expect(err.code).to.be.oneOf(['EINTEGRITY', 'ECORRUPT'])
+          if (err.code === 'ECORRUPT') expect(err.message).to.match(/shard \d{3} is corrupt: .*kfs repair \d+/)
         }
       }
       const report = await store.verify()

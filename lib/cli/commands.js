@@ -67,13 +67,17 @@ async function finished (promise, progress) {
 }
 
 async function get (store, io, key, file, { start, end }) {
-  const stat = await store.stat(key) // ENOENT before anything is created
+  const rs = store.createReadStream(key, { start, end }) // checks the key and range at once
+  const stat = await store.stat(key).catch((err) => {
+    rs.on('error', () => {}) // the stream met the same error: this one is reported
+    rs.destroy()
+    throw err
+  }) // ENOENT before anything is created
   const last = Math.min(end ?? stat.size - 1, stat.size - 1)
   const total = Math.max(0, last - (start ?? 0) + 1)
   const progress = Progress.create({ stream: io.stderr, total, label: 'get' })
   const meter = progress ? [progress.meter()] : []
   try {
-    const rs = store.createReadStream(key, { start, end })
     if (!file || file === '-') {
       await pipeline(rs, ...meter, io.stdout, { end: false })
       return 0
