@@ -186,12 +186,7 @@ class Store {
       if (missing instanceof Error) throw missing
       return missing
     }
-    const shard = await this.#acquire(index)
-    try {
-      return await fn(shard)
-    } finally {
-      this.#pool.release(shard)
-    }
+    return this.#inShard(index, fn)
   }
 
   async #openWriter ({ key, name }, { size, sha256, expectedSha256 } = {}) {
@@ -373,23 +368,32 @@ class Store {
     await this.#op(() => {})
     const damaged = []
     for (const index of this.#shardIndices().filter((i) => shardIndex === undefined || i === shardIndex)) {
-      let after
-      for (let page; !page || page.length === LIST_PAGE; after = page.length ? page[page.length - 1].key : after) {
-        try {
-          page = await this.#op(() => this.#inShard(index, (shard) => shard.metaPage(after, LIST_PAGE)))
-        } catch (err) {
-          if (!errors.isCorrupt(err)) throw err
-          damaged.push(err)
-          break
+      try {
+        for await (const page of this.#metaPages(index)) {
+          for (const meta of page) {
+            const entry = { key: meta.key, size: meta.size }
+            if (meta.name !== undefined) entry.name = meta.name
+            yield entry
+          }
         }
-        for (const meta of page) {
-          const entry = { key: meta.key, size: meta.size }
-          if (meta.name !== undefined) entry.name = meta.name
-          yield entry
-        }
+      } catch (err) {
+        if (!errors.isCorrupt(err)) throw err
+        damaged.push(err)
       }
     }
     if (damaged.length) throw someCorrupt(damaged, 'listed')
+  }
+
+  // The shard's metadata records, a page at a time, holding the shard only while a page
+  // is read.
+  async * #metaPages (index) {
+    let after
+    for (;;) {
+      const page = await this.#op(() => this.#inShard(index, (shard) => shard.metaPage(after, LIST_PAGE)))
+      if (page.length) yield page
+      if (page.length < LIST_PAGE) return
+      after = page[page.length - 1].key
+    }
   }
 
   #shardIndices () {
@@ -414,14 +418,7 @@ class Store {
         const open = this.#pool.peek(index)
         let record = open && { used: open.used, files: open.files, diskBytes: await open.diskBytes() }
         if (!record) record = this.#usageCache.get(index)
-        if (!record) {
-          const shard = await this.#acquire(index)
-          try {
-            record = { used: shard.used, files: shard.files, diskBytes: await shard.diskBytes() }
-          } finally {
-            this.#pool.release(shard)
-          }
-        }
+        if (!record) record = await this.#inShard(index, async (shard) => ({ used: shard.used, files: shard.files, diskBytes: await shard.diskBytes() }))
         shards.push({ index, used: record.used, free: this.#shardCap - record.used, files: record.files, diskBytes: record.diskBytes })
       }
       const used = shards.reduce((sum, s) => sum + s.used, 0)
@@ -457,9 +454,7 @@ class Store {
       const report = { files: 0, bytes: 0, problems: [] }
       for (const index of this.#shardIndices().filter((i) => shard === undefined || i === shard)) {
         try {
-          let after
-          for (let page; !page || page.length === LIST_PAGE; after = page.length ? page[page.length - 1].key : after) {
-            page = await this.#inShard(index, (s) => s.metaPage(after, LIST_PAGE))
+          for await (const page of this.#metaPages(index)) {
             for (const meta of page) {
               const problem = await this.#inShard(index, (s) => checkFile(s, meta.key, this.chunkSize))
               report.files++
