@@ -27,9 +27,9 @@ class ChunkReader {
     this.waiting = [] // resolved whenever a fetch completes
     this.failure = undefined
     this.#fetch()
-    this.whole = start === 0 && end === meta.size - 1
     // verify: false leaves the whole-file check to the caller (readFile's Digester).
-    this.hash = this.whole && verify !== false ? contentHash() : undefined
+    const whole = start === 0 && end === meta.size - 1
+    this.hash = whole && verify !== false ? contentHash() : undefined
     this.length = Math.max(0, end - start + 1)
   }
 
@@ -59,7 +59,7 @@ class ChunkReader {
       const now = await shard.getMeta(key)
       if (now && now.version === meta.version) throw errors.integrity(key, `chunk ${first} is missing`, { chunk: first })
     }
-    throw errors.busy(`file ${key}`, new Error('it was replaced too many times while opening it for reading'))
+    throw errors.shardBusy(shard.index, `kept replacing ${key} while it was being opened for reading`)
   }
 
   #fetch () {
@@ -67,10 +67,9 @@ class ChunkReader {
     this.fetching = true
     this.iterator.next((err, key, value) => {
       this.fetching = false
-      if (err) this.failure = err
+      if (err) [this.failure, this.exhausted] = [err, true]
       else if (key === undefined && value === undefined) this.exhausted = true
       else this.queue.push({ key, value })
-      if (err) this.exhausted = true
       this.waiting.splice(0).forEach((resolve) => resolve())
       this.#fetch()
     })

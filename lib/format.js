@@ -32,10 +32,6 @@ class ChunkKeys {
     return `${key} ${version} ${String(index).padStart(this.width, '0')}`
   }
 
-  index (chunkKey) {
-    return Number(chunkKey.slice(chunkKey.lastIndexOf(' ') + 1))
-  }
-
   range (key, version) {
     return { gt: `${key} ${version} `, lt: `${key} ${version} ~` }
   }

@@ -16,10 +16,6 @@ class ShardPool {
     this.waiters = []
   }
 
-  get openCount () {
-    return this.entries.size
-  }
-
   // The open shard, if any, without acquiring it.
   peek (index) {
     const entry = this.entries.get(index)

@@ -154,7 +154,6 @@ class Shard {
       await end(it)
     }
     for (const { key, version } of abandoned) await this.discard(key, version)
-    return abandoned.length
   }
 
   // Up to `limit` metadata records with keys after `after` (from the start without it).

@@ -24,7 +24,6 @@ new Suite('kfs hot paths')
   .add('routingByte (SHA-256 of the key)', () => { sink = routingByte(hexKey) })
   .add('shardFor', () => { sink = shardFor(referenceId, hexKey) })
   .add('chunk key encoding', () => { sink = chunkKeys.key(hexKey, version, 4711) })
-  .add('chunk key index decoding', () => { sink = chunkKeys.index(`${hexKey} ${version} 004711`) })
   .add('metadata encoding', () => { sink = encodeMeta(meta) })
   .add('metadata decoding', () => { sink = decodeMeta(encoded, 'bench') })
   .on('cycle', (event) => {
