@@ -45,16 +45,22 @@ const CHECKS = {
   shardWaitTimeout: integer(0, 2 ** 31 - 1)
 }
 
+// EINVAL unless `options` is a plain object naming only `known` options.
+function checkOptionNames (options, known) {
+  if (options === null || typeof options !== 'object' || Array.isArray(options)) throw errors.invalidType('options', 'an object', options)
+  const unknown = Object.keys(options).find((name) => !known.includes(name))
+  if (unknown) throw errors.invalidValue('options', `has an unknown option "${unknown}" (known: ${known.join(', ')})`)
+  return options
+}
+
 // Returns { given, resolved }: `given` holds only what the caller set, so that options
 // persisted in the store are checked against explicit choices, not defaults.
 function parseOptions (options = {}) {
-  if (options === null || typeof options !== 'object' || Array.isArray(options)) throw errors.invalidType('options', 'an object', options)
   const given = {}
-  for (const [name, value] of Object.entries(options)) {
-    if (!Object.hasOwn(CHECKS, name)) throw errors.invalidValue('options', `has an unknown option "${name}" (known: ${Object.keys(CHECKS).join(', ')})`)
+  for (const [name, value] of Object.entries(checkOptionNames(options, Object.keys(CHECKS)))) {
     if (value !== undefined) given[name] = CHECKS[name](name, value)
   }
   return { given, resolved: { ...DEFAULTS, ...given } }
 }
 
-module.exports = { parseOptions, DEFAULTS }
+module.exports = { parseOptions, checkOptionNames, DEFAULTS }

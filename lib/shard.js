@@ -99,12 +99,8 @@ class Shard {
       const ops = [{ type: 'put', key: format.metaKey(meta.key), value: format.encodeMeta(meta) }]
       if (meta.chunks > 0) ops.push({ type: 'del', key: format.pendingKey(meta.version) })
       if (old) this.#deleteChunks(ops, meta.key, old)
-      const account = { used: this.used - (old ? old.size : 0) + meta.size, files: this.files + (old ? 0 : 1) }
-      ops.push({ type: 'put', key: format.ACCOUNT, value: JSON.stringify(account) })
-      await this.db.batch(ops, { sync: this.sync })
-      this.used = account.used
-      this.files = account.files
-      reservation.consume()
+      await this.#apply(ops, { used: this.used - (old ? old.size : 0) + meta.size, files: this.files + (old ? 0 : 1) })
+      reservation.release()
       // Inside the exclusive section: discardAbandoned(), which runs there too, can
       // never see this version as pending and no longer being written.
       this.writing.delete(meta.version)
@@ -117,12 +113,16 @@ class Shard {
       if (!old) throw errors.notFound(key)
       const ops = [{ type: 'del', key: format.metaKey(key) }]
       this.#deleteChunks(ops, key, old)
-      const account = { used: this.used - old.size, files: this.files - 1 }
-      ops.push({ type: 'put', key: format.ACCOUNT, value: JSON.stringify(account) })
-      await this.db.batch(ops, { sync: this.sync })
-      this.used = account.used
-      this.files = account.files
+      await this.#apply(ops, { used: this.used - old.size, files: this.files - 1 })
     })
+  }
+
+  // Writes `ops` with the new accounting in one batch, then adopts it.
+  async #apply (ops, account) {
+    ops.push({ type: 'put', key: format.ACCOUNT, value: JSON.stringify(account) })
+    await this.db.batch(ops, { sync: this.sync })
+    this.used = account.used
+    this.files = account.files
   }
 
   #deleteChunks (ops, key, meta) {
@@ -172,8 +172,10 @@ class Shard {
     return page
   }
 
-  diskBytes () {
-    return this.db.approximateSize('!', '\xff')
+  // Exact accounting, and LevelDB's approximate size on disk.
+  async figures () {
+    const diskBytes = await this.db.approximateSize('!', '\xff').catch(() => 0)
+    return { used: this.used, files: this.files, diskBytes }
   }
 
   async compact () {
@@ -203,15 +205,11 @@ class Reservation {
     this.bytes += bytes
   }
 
-  // Commit turns the claim into `used` in the same tick, so used + reserved never
-  // counts the file twice.
-  consume () {
+  // Gives the claim up. A commit calls it in the tick it adds the file to `used`, so
+  // used + reserved never counts the file twice.
+  release () {
     this.shard.reserved -= this.bytes
     this.bytes = 0
-  }
-
-  release () {
-    this.consume()
   }
 }
 

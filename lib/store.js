@@ -5,7 +5,7 @@ const path = require('node:path')
 const crypto = require('node:crypto')
 const { Transform } = require('node:stream')
 const { pipeline } = require('node:stream/promises')
-const { parseOptions } = require('./options')
+const { parseOptions, checkOptionNames } = require('./options')
 const { coerceKey, contentHash } = require('./keys')
 const { shardFor } = require('./routing')
 const { ChunkKeys } = require('./format')
@@ -149,7 +149,7 @@ class Store {
   }
 
   async #closeShard (shard) {
-    const record = { used: shard.used, files: shard.files, diskBytes: await shard.diskBytes().catch(() => 0), open: false }
+    const record = { ...(await shard.figures()), open: false }
     await shard.close()
     await storeDir.writeUsageCache(this.#state, shard.index, record)
     this.#usageCache.set(shard.index, record)
@@ -178,15 +178,11 @@ class Store {
     return stream
   }
 
-  // Calls fn(shard) with the key's shard held; `missing` is returned, or thrown if it
-  // is an Error, when the shard was never created (so it cannot hold the key).
-  async #withShard (key, fn, missing) {
+  // Calls fn(shard) with the key's shard held, or absent() when that shard was never
+  // created (so it cannot hold the key).
+  async #withShard (key, fn, absent) {
     const index = this.#route(key)
-    if (!this.#shards.has(index) && missing !== undefined) {
-      if (missing instanceof Error) throw missing
-      return missing
-    }
-    return this.#inShard(index, fn)
+    return this.#shards.has(index) ? this.#inShard(index, fn) : absent()
   }
 
   async #openWriter ({ key, name }, { size, sha256, expectedSha256 } = {}) {
@@ -289,7 +285,7 @@ class Store {
   }
 
   async #holds (sha256, size) {
-    const meta = await this.#withShard(sha256, (shard) => shard.getMeta(sha256), null)
+    const meta = await this.#withShard(sha256, (shard) => shard.getMeta(sha256), () => undefined)
     return Boolean(meta) && meta.sha256 === sha256 && meta.size === size
   }
 
@@ -314,7 +310,6 @@ class Store {
       }), spoolStream, { signal: controller.signal }).catch((err) => {
         throw this.#closed ? errors.closed() : err
       })
-      this.#spools.delete(controller)
       const sha256 = hash.digest('hex')
       if (await this.#holds(sha256, size)) return sha256
       const writer = await this.#openWriter({ key: sha256 }, { size, sha256 })
@@ -336,7 +331,7 @@ class Store {
 
   async exists (key) {
     const { key: k } = coerceKey(key)
-    return this.#op(() => this.#withShard(k, async (shard) => Boolean(await shard.getMeta(k)), false))
+    return this.#op(() => this.#withShard(k, async (shard) => Boolean(await shard.getMeta(k)), () => false))
   }
 
   async stat (key) {
@@ -347,12 +342,12 @@ class Store {
       const stat = { key: k, size: meta.size, chunks: meta.chunks, shard: shard.index, mtime: new Date(meta.mtime) }
       if (meta.name !== undefined) stat.name = meta.name
       return stat
-    }, errors.notFound(k)))
+    }, () => { throw errors.notFound(k) }))
   }
 
   async unlink (key) {
     const { key: k } = coerceKey(key)
-    await this.#op(() => this.#withShard(k, (shard) => shard.unlink(k), errors.notFound(k)))
+    await this.#op(() => this.#withShard(k, (shard) => shard.unlink(k), () => { throw errors.notFound(k) }))
   }
 
   // An async iterable of { key, size, name } for every committed file, shard by shard;
@@ -416,9 +411,7 @@ class Store {
       const shards = []
       for (const index of this.#shardIndices()) {
         const open = this.#pool.peek(index)
-        let record = open && { used: open.used, files: open.files, diskBytes: await open.diskBytes() }
-        if (!record) record = this.#usageCache.get(index)
-        if (!record) record = await this.#inShard(index, async (shard) => ({ used: shard.used, files: shard.files, diskBytes: await shard.diskBytes() }))
+        const record = (open && (await open.figures())) || this.#usageCache.get(index) || (await this.#inShard(index, (shard) => shard.figures()))
         shards.push({ index, used: record.used, free: this.#shardCap - record.used, files: record.files, diskBytes: record.diskBytes })
       }
       const used = shards.reduce((sum, s) => sum + s.used, 0)
@@ -563,19 +556,14 @@ function isReadable (data) {
 }
 
 function parseWriteOptions (options) {
-  if (options === null || typeof options !== 'object') throw errors.invalidType('options', 'an object', options)
-  const unknown = Object.keys(options).find((name) => name !== 'sha256')
-  if (unknown) throw errors.invalidValue('options', `has an unknown option "${unknown}" (known: sha256)`)
+  checkOptionNames(options, ['sha256'])
   if (options.sha256 === undefined) return undefined
   if (typeof options.sha256 !== 'string' || !/^[0-9a-fA-F]{64}$/.test(options.sha256)) throw errors.invalidValue('sha256', 'must be 64 hex characters')
   return options.sha256.toLowerCase()
 }
 
 function parseRange (options) {
-  if (options === null || typeof options !== 'object') throw errors.invalidType('options', 'an object', options)
-  const unknown = Object.keys(options).find((name) => name !== 'start' && name !== 'end')
-  if (unknown) throw errors.invalidValue('options', `has an unknown option "${unknown}" (known: start, end)`)
-  const { start = 0, end } = options
+  const { start = 0, end } = checkOptionNames(options, ['start', 'end'])
   for (const [name, value] of [['start', start], ['end', end]]) {
     if (value === undefined) continue
     if (typeof value !== 'number') throw errors.invalidType(name, 'a number', value)
