@@ -154,25 +154,31 @@ describe('lifecycle', () => {
     it('never replaces the reference ID of a store created by someone else meanwhile', async () => {
       const dir = path.join(t.dir, 'race')
       fs.mkdirSync(dir)
-      // The slow instance lists the empty directory, then the other creates and fills the
-      // store before the slow one takes the lock.
+      // The slow instance lists the empty directory, then waits until the other has
+      // created, filled and closed the store, and only then takes the lock.
       const realReaddir = fs.promises.readdir
       let delayed = false
+      let fastClosed, slowListed
+      const fastDone = new Promise((resolve) => (fastClosed = resolve))
+      const listed = new Promise((resolve) => (slowListed = resolve))
       fs.promises.readdir = async function (...args) {
         const result = await realReaddir.apply(this, args)
         if (!delayed && args[0] === dir) {
           delayed = true
-          await new Promise((resolve) => setTimeout(resolve, 300))
+          slowListed()
+          await fastDone
         }
         return result
       }
       try {
         const slow = kfs(dir)
         const opening = slow.open()
+        await listed // only the slow instance is running until now
         const fast = kfs(dir)
         const key = await fast.put('precious')
         const referenceId = fast.referenceId
         await fast.close()
+        fastClosed()
         await opening
         expect(slow.referenceId).to.equal(referenceId)
         expect(await slow.exists(key)).to.equal(true)
