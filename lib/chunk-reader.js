@@ -1,6 +1,5 @@
 'use strict'
 
-const { next, end: endIterator } = require('./leveldb')
 const { contentHash } = require('./keys')
 const errors = require('./errors')
 
@@ -19,14 +18,9 @@ const MAX_ATTEMPTS = 100
 // checked; a whole-file read also checks the SHA-256 before handing out the last chunk.
 class ChunkReader {
   constructor ({ shard, meta, chunkSize, first, last, start, end, iterator, entry, release, verify }) {
-    Object.assign(this, { shard, meta, chunkSize, first, last, start, end, iterator, release })
+    Object.assign(this, { shard, meta, chunkSize, last, start, end, iterator, release })
     this.index = first
-    this.queue = entry ? [entry] : []
-    this.fetching = false
-    this.exhausted = !iterator
-    this.waiting = [] // resolved whenever a fetch completes
-    this.failure = undefined
-    this.#fetch()
+    this.entry = entry // the first chunk, read by open()
     // verify: false leaves the whole-file check to the caller (readFile's Digester).
     const whole = start === 0 && end === meta.size - 1
     this.hash = whole && verify !== false ? contentHash() : undefined
@@ -46,41 +40,29 @@ class ChunkReader {
       const first = Math.floor(start / chunkSize)
       const last = Math.floor(end / chunkSize)
       const firstKey = chunkKeys.key(key, meta.version, first)
-      const iterator = shard.db.iterator({ gte: firstKey, lte: chunkKeys.key(key, meta.version, last), highWaterMark: READ_AHEAD })
+      const iterator = shard.db.iterator({ gte: firstKey, lte: chunkKeys.key(key, meta.version, last), highWaterMark: READ_AHEAD, prefetch: QUEUE })
       let entry
       try {
-        entry = await next(iterator)
+        entry = await iterator.next()
       } catch (err) {
-        await endIterator(iterator)
+        await iterator.end()
         throw err
       }
       if (entry && entry.key === firstKey) return new ChunkReader({ ...base, first, last, iterator, entry })
-      await endIterator(iterator)
+      await iterator.end()
       const now = await shard.getMeta(key)
       if (now && now.version === meta.version) throw errors.integrity(key, `chunk ${first} is missing`, { chunk: first })
     }
     throw errors.shardBusy(shard.index, `kept replacing ${key} while it was being opened for reading`)
   }
 
-  #fetch () {
-    if (this.fetching || this.exhausted || this.queue.length >= QUEUE || !this.iterator) return
-    this.fetching = true
-    this.iterator.next((err, key, value) => {
-      this.fetching = false
-      if (err) [this.failure, this.exhausted] = [err, true]
-      else if (key === undefined && value === undefined) this.exhausted = true
-      else this.queue.push({ key, value })
-      this.waiting.splice(0).forEach((resolve) => resolve())
-      this.#fetch()
-    })
-  }
-
   async #nextEntry () {
-    while (this.queue.length === 0 && !this.exhausted) await new Promise((resolve) => this.waiting.push(resolve))
-    if (this.queue.length === 0 && this.failure) throw this.failure
-    const entry = this.queue.shift()
-    this.#fetch()
-    return entry
+    const entry = this.entry
+    if (entry) {
+      this.entry = undefined
+      return entry
+    }
+    return this.iterator ? this.iterator.next() : undefined
   }
 
   // Resolves to the next piece of the range, or undefined at the end.
@@ -114,13 +96,12 @@ class ChunkReader {
     this.iterator = undefined
     this.release = undefined
     this.index = this.last + 1
-    this.queue = []
-    if (iterator) {
-      // The binding refuses end() while a next() is in flight.
-      while (this.fetching) await new Promise((resolve) => this.waiting.push(resolve))
-      await endIterator(iterator)
+    this.entry = undefined
+    try {
+      if (iterator) await iterator.end()
+    } finally {
+      if (release) release()
     }
-    if (release) release()
   }
 }
 

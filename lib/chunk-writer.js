@@ -1,7 +1,7 @@
 'use strict'
 
 const { contentHash } = require('./keys')
-const { newVersion } = require('./format')
+const { newVersion } = require('./records')
 const errors = require('./errors')
 
 // Chunks go to LevelDB in batches of about BATCH_BYTES, with up to MAX_IN_FLIGHT
@@ -64,7 +64,8 @@ class ChunkWriter {
 
   #serial (fn, always = false) {
     const run = this.queue.then(() => {
-      if (!always && this.state !== 'writing') throw new Error(`write of ${this.key} is already ${this.state}`)
+      if (!always && this.state === 'aborted') throw errors.cancelled(this.key)
+      if (!always && this.state !== 'writing') throw errors.invalidValue('data', `cannot be written: the write of ${this.key} is already committed`)
       return fn()
     })
     this.queue = run.catch(() => {})

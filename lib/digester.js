@@ -6,7 +6,8 @@ const { Worker } = require('node:worker_threads')
 // SHA-256 on a worker thread, so a whole-file read can hash while the main thread
 // copies (perf/throughput.js: the check on the main thread made readFile of 128 MiB
 // about 1.5x slower). Started on first use, unref'd whenever no digest is pending so it
-// never keeps the process alive, and terminated by close().
+// never keeps the process alive, and terminated by close(). If the worker dies, the
+// jobs it held reject and the next job starts a new one: callers hash inline instead.
 class Digester {
   constructor () {
     this.worker = undefined
@@ -26,13 +27,14 @@ class Digester {
 
   // Hands `data` over to the worker: the caller must not use it afterwards.
   update (job, data) {
+    if (!this.pending.has(job.id)) return // failed or cancelled: its digest rejects
     const whole = data.byteOffset === 0 && data.byteLength === data.buffer.byteLength && !(data.buffer instanceof SharedArrayBuffer)
     const own = whole ? data : new Uint8Array(data) // structured clone would copy a whole slab
     this.worker.postMessage({ id: job.id, data: own }, [own.buffer])
   }
 
   finish (job) {
-    this.worker.postMessage({ id: job.id, done: true })
+    if (this.pending.has(job.id)) this.worker.postMessage({ id: job.id, done: true })
     return job.digest
   }
 
@@ -52,15 +54,17 @@ class Digester {
       this.#idle()
       job.resolve(digest)
     })
-    this.worker.on('error', (err) => this.#fail(err))
-    this.worker.on('exit', () => this.#fail(new Error('the digest worker stopped')))
+    const worker = this.worker
+    this.worker.on('error', (err) => this.#fail(worker, err))
+    this.worker.on('exit', () => this.#fail(worker, new Error('the digest worker stopped')))
   }
 
   #idle () {
     if (this.pending.size === 0 && this.worker) this.worker.unref()
   }
 
-  #fail (err) {
+  #fail (worker, err) {
+    if (this.worker !== worker) return
     this.worker = undefined
     for (const job of this.pending.values()) job.reject(err)
     this.pending.clear()
@@ -69,7 +73,7 @@ class Digester {
   async close () {
     const worker = this.worker
     if (!worker) return
-    this.#fail(new Error('the store is closed'))
+    this.#fail(worker, new Error('the store is closed'))
     await worker.terminate()
   }
 }

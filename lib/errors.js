@@ -1,5 +1,7 @@
 'use strict'
 
+const { shardName } = require('./routing')
+
 // Every error kfs raises on purpose carries a stable, fs-style `code`. Messages may
 // change between versions; codes do not.
 
@@ -24,12 +26,25 @@ function notFound (key) {
   return make(Error, 'ENOENT', `no file with key ${key}`, { key })
 }
 
+function noShard (shard) {
+  return make(Error, 'ENOENT', `shard ${shardName(shard)} was never created: there is nothing to repair`, { shard })
+}
+
 function noSpace (shard, needed, free) {
   return make(Error, 'ENOSPC', `shard ${shardName(shard)} is full: ${needed} bytes needed, ${free} free`, { shard, needed, free })
 }
 
 function tooLarge (size, cap) {
   return make(Error, 'ENOSPC', `a file of ${size} bytes or more cannot be stored: a shard holds at most ${cap}`, { needed: size, free: cap })
+}
+
+// The filesystem, not a shard's cap, is full.
+function diskFull (where, message, props) {
+  return make(Error, 'ENOSPC', `the disk is full (${where}): ${message}`, { ...props, disk: true })
+}
+
+function tooBigToRead (key, size) {
+  return make(RangeError, 'EFBIG', `file ${key} (${size} bytes) is larger than the largest Buffer (${require('node:buffer').constants.MAX_LENGTH} bytes): read it with createReadStream()`, { key, size })
 }
 
 function integrity (key, message, props) {
@@ -60,11 +75,20 @@ function cancelled (key) {
 
 // An operating-system failure (EMFILE, EACCES, ENOSPC...) keeps its own code.
 function system (what, err, props) {
-  return make(Error, err.code || 'EIO', `${what}: ${err.message}`, { ...props, cause: err })
+  const code = err.code || 'EIO'
+  return make(Error, code, `${what}: ${err.message}`, { ...props, cause: err, ...(code === 'ENOSPC' ? { disk: true } : {}) })
 }
 
 function closed () {
   return make(Error, 'ECLOSED', 'the store is closed')
+}
+
+function noStore (dir, why) {
+  return make(Error, 'ENOENT', `there is no kfs store at ${dir}: ${why}`, { path: dir })
+}
+
+function newerFormat (file, found, supported) {
+  return make(Error, 'ENOTSUP', `the store was made by a newer kfs: ${file} says format ${found}, this kfs reads format ${supported} and older; upgrade kfs`, { path: file, found, supported })
 }
 
 function notDirectory (dir) {
@@ -75,10 +99,6 @@ function notStore (dir, entry) {
   return make(Error, 'EINVAL', `${dir} is not a kfs store: it holds "${entry}" and no format.json`, { path: dir })
 }
 
-function shardName (index) {
-  return String(index).padStart(3, '0')
-}
-
 function describe (value) {
   if (value === null) return 'null'
   if (Buffer.isBuffer(value)) return 'a Buffer'
@@ -87,13 +107,21 @@ function describe (value) {
   return `${typeof value} ${String(value)}`
 }
 
+// ENOSPC from the filesystem filling up, as opposed to a shard's cap.
+const isDiskFull = (err) => Boolean(err) && err.code === 'ENOSPC' && Boolean(err.disk || err.syscall)
+
 const is = (code) => (err) => Boolean(err) && err.code === code
 
 module.exports = {
   invalidType,
   invalidValue,
   notFound,
+  noShard,
   noSpace,
+  diskFull,
+  tooBigToRead,
+  noStore,
+  newerFormat,
   tooLarge,
   integrity,
   corrupt,
@@ -105,9 +133,9 @@ module.exports = {
   closed,
   notDirectory,
   notStore,
-  shardName,
   isNotFound: is('ENOENT'),
   isNoSpace: is('ENOSPC'),
+  isDiskFull,
   isIntegrity: is('EINTEGRITY'),
   isCorrupt: is('ECORRUPT'),
   isBusy: is('EBUSY'),

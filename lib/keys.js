@@ -22,10 +22,4 @@ function contentHash () {
   return crypto.createHash('sha256')
 }
 
-// The key bytes are hashed before routing because callers' keys cluster: a storage
-// node's keys sit close to its own ID, which is also the store's reference ID.
-function routingByte (key) {
-  return crypto.createHash('sha256').update(Buffer.from(key, 'hex')).digest()[0]
-}
-
-module.exports = { coerceKey, contentHash, routingByte, MAX_NAME_BYTES }
+module.exports = { coerceKey, contentHash, MAX_NAME_BYTES }

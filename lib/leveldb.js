@@ -1,10 +1,13 @@
 'use strict'
 
-// The only module that touches the LevelDB binding, so it can be swapped.
+// The only module that touches the LevelDB binding, so it can be swapped. Every error
+// the binding reports leaves this module through classify(): with a code from the
+// README's table, naming the shard when the database is one.
 const fs = require('node:fs/promises')
 const path = require('node:path')
 const levelup = require('levelup')
 const leveldown = require('leveldown')
+const errors = require('./errors')
 
 // Tuned for 128 KiB values (perf/throughput.js): no compression (stored files are
 // mostly compressed or encrypted already); LevelDB's default 4 MiB write buffer, as
@@ -18,23 +21,21 @@ const DEFAULTS = {
   maxOpenFiles: 64
 }
 
-const errors = require('./errors')
-
-// Iterators not yet ended, and their database: the binding never calls back an end()
-// made after its database closed, so close() ends them first.
-const liveIterators = new WeakMap() // iterator -> its LevelDb
-
 class LevelDb {
-  constructor (db) {
-    this.db = db
-    this.iterators = new Set()
-    this.shard = undefined // set by a Shard: damage found while reading then names it
+  #db
+  #iterators = new Set()
+
+  // shard: the shard index this database is, named by the errors it raises.
+  constructor (db, location, shard) {
+    this.#db = db
+    this.location = location
+    this.shard = shard
+    this.failed = undefined // a write failed for a reason LevelDB keeps until reopened
   }
 
-  // Resolves to a LevelDb or rejects with the binding's error as `cause` and a
-  // `reason`: 'missing', 'locked', 'system' (with `code`, an OS error such as EMFILE)
-  // or 'failed' (the database is damaged).
-  static async open (location, { createIfMissing = false, errorIfExists = false, ...options } = {}) {
+  // Resolves to a LevelDb or rejects with a classified error carrying a `reason`:
+  // 'missing', 'locked', 'system' (an OS error, with its code) or 'damaged'.
+  static async open (location, { createIfMissing = false, errorIfExists = false, shard, ...options } = {}) {
     // LevelDB creates the directory, LOCK and LOG before it finds no database there:
     // without createIfMissing, leave a place holding no database untouched.
     if (!createIfMissing) {
@@ -47,87 +48,137 @@ class LevelDb {
     return new Promise((resolve, reject) => {
       const db = levelup(leveldown(location), { ...DEFAULTS, ...options, createIfMissing, errorIfExists }, (err) => {
         if (err) reject(classifyOpenError(err))
-        else resolve(new LevelDb(db))
+        else resolve(new LevelDb(db, location, shard))
       })
     })
   }
 
+  static repair (location, shard) {
+    return new Promise((resolve, reject) => leveldown.repair(location, (err) => (err ? reject(classify(err, shard)) : resolve())))
+  }
+
   async get (key) {
     try {
-      return await this.db.get(key, { asBuffer: true, fillCache: false })
+      return await this.#db.get(key, { asBuffer: true, fillCache: false })
     } catch (err) {
       if (err.notFound) return undefined
-      throw classifyReadError(err.cause || err, this)
+      throw classify(err, this.shard)
     }
   }
 
-  static repair (location) {
-    return new Promise((resolve, reject) => leveldown.repair(location, (err) => (err ? reject(err) : resolve())))
-  }
-
   batch (ops, { sync = false } = {}) {
-    return this.db.batch(ops, { sync })
+    return this.#db.batch(ops, { sync }).catch((err) => this.#writeFailed(err))
   }
 
   put (key, value, { sync = false } = {}) {
-    return this.db.put(key, value, { sync })
-  }
-
-  // A raw binding iterator; it reads from a snapshot taken when it is created.
-  iterator (options) {
-    const iterator = this.db.db.iterator({ keyAsBuffer: false, valueAsBuffer: true, fillCache: false, ...options })
-    this.iterators.add(iterator)
-    liveIterators.set(iterator, this)
-    return iterator
+    return this.#db.put(key, value, { sync }).catch((err) => this.#writeFailed(err))
   }
 
   clear (range) {
-    return this.db.clear(range)
+    return this.#db.clear(range).catch((err) => this.#writeFailed(err))
+  }
+
+  // LevelDB keeps a failed background write (a full disk, say) and refuses every later
+  // write until the database is reopened: remember that the database needs it.
+  #writeFailed (err) {
+    const classified = classify(err, this.shard)
+    if (classified.code !== 'ECLOSED') this.failed = classified
+    throw classified
+  }
+
+  // An iterator over a snapshot taken now. prefetch: entries fetched ahead of the
+  // consumer, so the binding reads the next ones on its thread meanwhile.
+  iterator ({ prefetch = 0, ...options } = {}) {
+    const binding = this.#db.db.iterator({ keyAsBuffer: false, valueAsBuffer: true, fillCache: false, ...options })
+    const iterator = new Iterator(binding, this.shard, prefetch, () => this.#iterators.delete(iterator))
+    this.#iterators.add(iterator)
+    return iterator
   }
 
   approximateSize (start, end) {
     return new Promise((resolve, reject) => {
-      this.db.db.approximateSize(start, end, (err, size) => (err ? reject(err) : resolve(size)))
+      this.#db.db.approximateSize(start, end, (err, size) => (err ? reject(classify(err, this.shard)) : resolve(size)))
     })
   }
 
   compactRange (start, end) {
     return new Promise((resolve, reject) => {
-      this.db.db.compactRange(start, end, (err) => (err ? reject(err) : resolve()))
+      this.#db.db.compactRange(start, end, (err) => (err ? reject(classify(err, this.shard)) : resolve()))
     })
+  }
+
+  // Writes the memtable to a table file (LevelDB's CompactRange flushes it first), so
+  // the next open has no log to replay: reopening then writes only a small manifest.
+  flush () {
+    return this.compactRange('\x00', '\x00')
   }
 
   async close () {
-    await Promise.all([...this.iterators].map(end))
-    return this.db.close()
+    await Promise.all([...this.#iterators].map((it) => it.end()))
+    try {
+      await this.#db.close()
+    } catch (err) {
+      throw classify(err, this.shard)
+    }
   }
 }
 
-// Promise wrappers over an iterator's callback API.
-function next (iterator) {
-  return new Promise((resolve, reject) => {
-    iterator.next((err, key, value) => {
-      if (err) reject(classifyReadError(err, liveIterators.get(iterator)))
-      else resolve(key === undefined && value === undefined ? undefined : { key, value })
+class Iterator {
+  #binding
+  #shard
+  #prefetch
+  #onEnd
+  #queue = []
+  #fetching = false
+  #exhausted = false
+  #failure
+  #waiting = [] // resolved whenever a fetch completes
+  #ended
+
+  constructor (binding, shard, prefetch, onEnd) {
+    this.#binding = binding
+    this.#shard = shard
+    this.#prefetch = prefetch
+    this.#onEnd = onEnd
+  }
+
+  // Resolves to the next { key, value }, or undefined at the end.
+  async next () {
+    if (this.#ended) throw errors.closed()
+    this.#fetch()
+    while (this.#queue.length === 0 && !this.#exhausted) await new Promise((resolve) => this.#waiting.push(resolve))
+    if (this.#queue.length === 0 && this.#failure) throw this.#failure
+    const entry = this.#queue.shift()
+    this.#fetch()
+    return entry
+  }
+
+  #fetch () {
+    if (this.#fetching || this.#exhausted || this.#ended || this.#queue.length > this.#prefetch) return
+    this.#fetching = true
+    this.#binding.next((err, key, value) => {
+      this.#fetching = false
+      if (err) [this.#failure, this.#exhausted] = [classify(err, this.#shard), true]
+      else if (key === undefined && value === undefined) this.#exhausted = true
+      else this.#queue.push({ key, value })
+      this.#waiting.splice(0).forEach((resolve) => resolve())
+      if (this.#queue.length > 0 || this.#exhausted) this.#fetch()
     })
-  })
-}
+  }
 
-// Resolves once the iterator is ended; ending one twice is harmless.
-function end (iterator) {
-  const owner = liveIterators.get(iterator)
-  if (owner) owner.iterators.delete(iterator)
-  if (iterator._ended) return Promise.resolve()
-  return new Promise((resolve) => iterator.end(() => resolve()))
-}
-
-// Damage met while reading (a bad block, a table file gone) becomes ECORRUPT, naming
-// the shard when the database is one.
-function classifyReadError (err, db) {
-  if (err.code || !/Corruption:|No such file or directory/.test(err.message)) return err
-  const shard = db && db.shard
-  if (shard === undefined) return Object.assign(err, { code: 'ECORRUPT' })
-  return errors.corrupt(`shard ${errors.shardName(shard)}`, `${err.message}; kfs repair ${shard} may recover it`, { shard, cause: err })
+  // Ends the iterator once the fetch in flight is done (the binding refuses end()
+  // during a next()); ending twice is harmless.
+  end () {
+    if (!this.#ended) {
+      this.#ended = (async () => {
+        while (this.#fetching) await new Promise((resolve) => this.#waiting.push(resolve))
+        this.#queue = []
+        this.#onEnd()
+        await new Promise((resolve) => this.#binding.end(() => resolve()))
+      })()
+    }
+    return this.#ended
+  }
 }
 
 // LevelDB reports OS errors by their strerror text only.
@@ -137,19 +188,36 @@ const SYSTEM_ERRORS = {
   'No space left on device': 'ENOSPC',
   'Read-only file system': 'EROFS',
   'Input/output error': 'EIO',
-  'Cannot allocate memory': 'ENOMEM'
+  'Cannot allocate memory': 'ENOMEM',
+  'Disk quota exceeded': 'EDQUOT'
+}
+
+// The one classifier: damage becomes ECORRUPT naming the shard, an OS failure its own
+// code (a full disk ENOSPC), a closed database ECLOSED, anything else EIO.
+function classify (err, shard) {
+  if (err.code) return err // classified already
+  const cause = err.cause && err.cause.message ? err.cause : err
+  const message = String(cause.message || cause)
+  const system = Object.keys(SYSTEM_ERRORS).find((text) => message.includes(text))
+  const where = shard === undefined ? 'the store state' : `shard ${errors.shardName(shard)}`
+  if (system === 'No space left on device') return errors.diskFull(where, message, { shard, cause: err })
+  if (system) return errors.system(where, { code: SYSTEM_ERRORS[system], message }, { shard, cause: err })
+  if (/Corruption:|No such file or directory/.test(message)) {
+    const hint = shard === undefined ? '' : `; kfs repair ${shard} may recover it`
+    return errors.corrupt(where, `${message}${hint}`, { shard, cause: err })
+  }
+  if (/Database is not open|not open|after close/i.test(message)) return errors.closed()
+  return errors.system(where, { code: 'EIO', message }, { shard, cause: err })
 }
 
 function classifyOpenError (err) {
   const cause = err.cause || err
   const message = String(cause.message || cause)
-  const system = Object.keys(SYSTEM_ERRORS).find((text) => message.includes(text))
-  let reason = 'failed'
-  let code
+  let reason = 'damaged'
   if (/does not exist \(create_if_missing is false\)/.test(message)) reason = 'missing'
   else if (/\/LOCK: (already held by process|Resource temporarily unavailable)/.test(message)) reason = 'locked'
-  else if (system) [reason, code] = ['system', SYSTEM_ERRORS[system]]
-  return Object.assign(new Error(message), { reason, code, cause })
+  else if (Object.keys(SYSTEM_ERRORS).some((text) => message.includes(text))) reason = 'system'
+  return Object.assign(new Error(message), { reason, code: reason === 'system' ? classify(cause).code : undefined, cause })
 }
 
-module.exports = { LevelDb, next, end }
+module.exports = { LevelDb, classify }

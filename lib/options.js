@@ -3,6 +3,7 @@
 const errors = require('./errors')
 
 const KiB = 1024
+const MiB = 1024 * KiB
 const TiB = 1024 ** 4
 
 const DEFAULTS = Object.freeze({
@@ -10,6 +11,8 @@ const DEFAULTS = Object.freeze({
   shardCount: 256,
   chunkSize: 128 * KiB,
   sync: false,
+  create: true,
+  diskReserve: 16 * MiB,
   maxOpenShards: 16,
   idleTimeout: 30000,
   shardWaitTimeout: 30000
@@ -18,6 +21,11 @@ const DEFAULTS = Object.freeze({
 const integer = (min, max) => (name, value) => {
   if (typeof value !== 'number') throw errors.invalidType(`options.${name}`, 'a number', value)
   if (!Number.isSafeInteger(value) || value < min || value > max) throw errors.invalidValue(`options.${name}`, `must be an integer from ${min} to ${max}, got ${value}`)
+  return value
+}
+
+function boolean (name, value) {
+  if (typeof value !== 'boolean') throw errors.invalidType(`options.${name}`, 'a boolean', value)
   return value
 }
 
@@ -35,11 +43,10 @@ const CHECKS = {
     if ((value & (value - 1)) !== 0) throw errors.invalidValue(`options.${name}`, `must be a power of two from 1 to 256, got ${value}`)
     return value
   },
-  chunkSize: integer(1, 64 * 1024 * KiB),
-  sync (name, value) {
-    if (typeof value !== 'boolean') throw errors.invalidType(`options.${name}`, 'a boolean', value)
-    return value
-  },
+  chunkSize: integer(1, 64 * MiB),
+  sync: boolean,
+  create: boolean,
+  diskReserve: integer(0, 1024 * 1024 * MiB),
   maxOpenShards: integer(1, 256),
   idleTimeout: integer(0, 2 ** 31 - 1),
   shardWaitTimeout: integer(0, 2 ** 31 - 1)

@@ -1,6 +1,6 @@
 'use strict'
 
-const { routingByte } = require('./keys')
+const crypto = require('node:crypto')
 
 const SHARD_COUNT = 256 // B, the design's number of shards
 
@@ -11,4 +11,15 @@ function shardFor (referenceId, key, shardCount = SHARD_COUNT) {
   return (referenceId[0] ^ routingByte(key)) % shardCount
 }
 
-module.exports = { shardFor, SHARD_COUNT }
+// The key bytes are hashed before routing because callers' keys cluster: a storage
+// node's keys sit close to its own ID, which is also the store's reference ID.
+function routingByte (key) {
+  return crypto.createHash('sha256').update(Buffer.from(key, 'hex')).digest()[0]
+}
+
+// "042": how a shard is named in messages and on disk.
+function shardName (index) {
+  return String(index).padStart(3, '0')
+}
+
+module.exports = { shardFor, routingByte, shardName, SHARD_COUNT }

@@ -1,8 +1,7 @@
 'use strict'
 
-const { next, end } = require('./leveldb')
 const { ChunkReader } = require('./chunk-reader')
-const format = require('./format')
+const records = require('./records')
 
 // A damaged file, as opposed to a failure of the check itself.
 const isDamage = (err) => err.code === 'EINTEGRITY' || err.code === 'ECORRUPT'
@@ -24,23 +23,31 @@ async function checkFile (shard, key, chunkSize) {
   }
 }
 
+async function * scan (db, range) {
+  const it = db.iterator(range)
+  try {
+    for (let entry = await it.next(); entry; entry = await it.next()) yield entry
+  } finally {
+    await it.end()
+  }
+}
+
 // Compares the accounting record with the metadata, in one snapshot (the record, '!a',
-// sorts just before the metadata records).
+// sorts before the metadata records).
 async function checkAccounting (shard) {
-  const it = shard.db.iterator({ gte: format.ACCOUNT, lt: format.META + '\xff', valueAsBuffer: false })
   let account
   let used = 0
   let files = 0
-  try {
-    for (let entry = await next(it); entry; entry = await next(it)) {
-      if (entry.key === format.ACCOUNT) account = JSON.parse(entry.value)
-      else if (entry.key.startsWith(format.META)) {
-        used += format.decodeMeta(entry.value, `shard ${shard.name}`).size
-        files++
+  for await (const entry of scan(shard.db, { gte: records.ACCOUNT, lt: records.META + '\xff', valueAsBuffer: false })) {
+    if (entry.key === records.ACCOUNT) account = JSON.parse(entry.value)
+    else if (entry.key.startsWith(records.META)) {
+      files++
+      try {
+        used += records.decodeMeta(entry.value, shard.index, entry.key.slice(records.META.length)).size
+      } catch {
+        // counted as a file of size 0: verify() reports the record itself
       }
     }
-  } finally {
-    await end(it)
   }
   if (!account) return 'its accounting record is missing'
   if (account.used !== used || account.files !== files) {
@@ -50,74 +57,60 @@ async function checkAccounting (shard) {
 }
 
 // After LevelDB's repair: keeps the files whose every chunk is present and right,
-// removes the others, pending writes and chunks of no kept version, and rewrites the
-// accounting. `shard` is a Shard over the repaired database.
+// removes the others, pending writes, damage notes and chunks of no kept version, and
+// rewrites the accounting. `shard` is a Shard over the repaired database. Idempotent:
+// a repair cut short by a crash is finished by running it again.
 async function rebuild (shard, chunkSize) {
+  const { db } = shard
   const kept = new Map() // key -> version
   const dropped = []
   let used = 0
-  const unreadable = []
-  const it = shard.db.iterator({ ...format.metaRange(), valueAsBuffer: false })
   const metas = []
-  try {
-    for (let entry = await next(it); entry; entry = await next(it)) {
-      const key = entry.key.slice(format.META.length)
-      try {
-        metas.push({ key, ...format.decodeMeta(entry.value, `shard ${shard.name}`) })
-      } catch {
-        unreadable.push(key)
-      }
+  for await (const entry of scan(db, { ...records.metaRange(), valueAsBuffer: false })) {
+    const key = entry.key.slice(records.META.length)
+    try {
+      metas.push(records.decodeMeta(entry.value, shard.index, key))
+    } catch {
+      await db.batch([{ type: 'del', key: entry.key }])
+      dropped.push({ key, problem: 'its metadata record is unreadable' })
     }
-  } finally {
-    await end(it)
-  }
-  for (const key of unreadable) {
-    await shard.db.batch([{ type: 'del', key: format.metaKey(key) }])
-    dropped.push({ key, problem: 'its metadata record is unreadable' })
   }
   for (const meta of metas) {
     const problem = await checkFile(shard, meta.key, chunkSize)
     if (problem) {
-      await shard.db.batch([{ type: 'del', key: format.metaKey(meta.key) }])
+      await db.batch([{ type: 'del', key: records.metaKey(meta.key) }])
       dropped.push({ key: meta.key, problem })
     } else {
       kept.set(meta.key, meta.version)
       used += meta.size
     }
   }
+  const notes = []
+  for await (const entry of scan(db, { ...records.damageRange(), valueAsBuffer: false })) notes.push(JSON.parse(entry.value))
   // Chunks of no kept version and pending records go, in a keys-only pass. Chunks of a
   // version neither kept nor pending belong to a file whose metadata was lost: its key
   // is all that is left to report.
   const pending = new Set()
-  const pendingScan = shard.db.iterator({ ...format.pendingRange(), values: false })
-  try {
-    for (let entry = await next(pendingScan); entry; entry = await next(pendingScan)) pending.add(entry.key.slice(format.PENDING.length))
-  } finally {
-    await end(pendingScan)
-  }
+  for await (const entry of scan(db, { ...records.pendingRange(), values: false })) pending.add(entry.key.slice(records.PENDING.length))
   const reported = new Set(dropped.map((d) => d.key))
-  const scan = shard.db.iterator({ gt: format.PENDING, values: false })
   let ops = []
-  try {
-    for (let entry = await next(scan); entry; entry = await next(scan)) {
-      const [key, version] = entry.key.split(' ')
-      const stray = entry.key.startsWith(format.PENDING) || kept.get(key) !== version
-      if (stray && version !== undefined && !pending.has(version) && !reported.has(key)) {
-        reported.add(key)
-        dropped.push({ key, problem: 'its metadata was lost; some of its chunks were found' })
-      }
-      if (stray) ops.push({ type: 'del', key: entry.key })
-      if (ops.length >= 1000) {
-        await shard.db.batch(ops)
-        ops = []
-      }
+  for await (const entry of scan(db, { gt: records.DAMAGE, values: false })) {
+    if (entry.key.startsWith(records.META)) continue
+    const [key, version] = entry.key.split(' ')
+    const stray = entry.key.startsWith('!') || kept.get(key) !== version
+    if (stray && version !== undefined && !pending.has(version) && !reported.has(key)) {
+      reported.add(key)
+      dropped.push({ key, problem: 'its metadata was lost; some of its chunks were found' })
     }
-  } finally {
-    await end(scan)
+    if (stray) ops.push({ type: 'del', key: entry.key })
+    if (ops.length >= 1000) {
+      await db.batch(ops)
+      ops = []
+    }
   }
-  ops.push({ type: 'put', key: format.ACCOUNT, value: JSON.stringify({ used, files: kept.size }) })
-  await shard.db.batch(ops, { sync: true })
-  return { files: kept.size, used, dropped }
+  ops.push({ type: 'put', key: records.ACCOUNT, value: JSON.stringify({ used, files: kept.size }) })
+  await db.batch(ops, { sync: true })
+  return { files: kept.size, used, dropped, notes }
 }
 
 module.exports = { checkFile, checkAccounting, rebuild }

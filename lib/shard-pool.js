@@ -14,6 +14,7 @@ class ShardPool {
     this.closeShard = close
     this.entries = new Map() // index -> { ready, shard, refs, timer, closing }
     this.waiters = []
+    this.held = new Map() // index -> why: shards held for exclusive work (repair)
   }
 
   // The open shard, if any, without acquiring it.
@@ -28,6 +29,9 @@ class ShardPool {
     let deadline
     for (;;) {
       if (this.closing) throw errors.closed()
+      // Checked on every pass: an operation that was waiting for a slot or for a close
+      // must not open a shard that was taken for exclusive work meanwhile.
+      if (this.held.has(index)) throw errors.shardBusy(index, this.held.get(index))
       const entry = this.entries.get(index)
       if (entry && entry.closing) {
         await entry.closing
@@ -69,6 +73,11 @@ class ShardPool {
     const entry = this.entries.get(shard.index)
     if (!entry || entry.shard !== shard) return
     if (--entry.refs > 0) return
+    // LevelDB refuses every write after one failed (a full disk) until it is reopened.
+    if (shard.db.failed) {
+      this.#close(shard.index).catch(() => {})
+      return
+    }
     this.entries.delete(shard.index) // re-insert: Map order becomes least recently used first
     this.entries.set(shard.index, entry)
     entry.timer = setTimeout(() => this.#close(shard.index).catch(() => {}), this.idleTimeout)
@@ -101,13 +110,26 @@ class ShardPool {
     return entry.closing
   }
 
-  // Closes the shard if it is open and idle, for exclusive work on its files (repair).
-  async evict (index) {
-    const entry = this.entries.get(index)
-    if (!entry) return
-    await Promise.resolve(entry.ready).catch(() => {})
-    if (entry.refs > 0) throw errors.shardBusy(index, 'is in use: finish or destroy its streams first')
-    await this.#close(index)
+  // Takes the shard for exclusive work on its files (repair): closes it if it is open
+  // and idle, and until unhold() every acquire() of it fails with EBUSY saying `why`.
+  async hold (index, why) {
+    if (this.held.has(index)) throw errors.shardBusy(index, this.held.get(index))
+    this.held.set(index, why)
+    try {
+      for (let entry = this.entries.get(index); entry; entry = this.entries.get(index)) {
+        await Promise.resolve(entry.ready).catch(() => {})
+        if (entry.refs > 0) throw errors.shardBusy(index, 'is in use: finish or destroy its streams first')
+        await this.#close(index).catch(() => {})
+      }
+    } catch (err) {
+      this.held.delete(index)
+      throw err
+    }
+  }
+
+  unhold (index) {
+    this.held.delete(index)
+    this.#wake()
   }
 
   #waitForSlot (index, deadline) {

@@ -3,8 +3,10 @@
 const fs = require('node:fs/promises')
 const path = require('node:path')
 const crypto = require('node:crypto')
-const { LevelDb, next, end } = require('./leveldb')
-const format = require('./format')
+const { LevelDb } = require('./leveldb')
+const { shardName } = require('./routing')
+const { syncDir } = require('./store-dir')
+const records = require('./records')
 const errors = require('./errors')
 
 // One S-bucket: a LevelDB holding chunks, metadata and its own exact accounting.
@@ -12,9 +14,8 @@ const errors = require('./errors')
 // or removes a file, so it is exact after any crash.
 class Shard {
   constructor ({ index, location, db, cap, chunkKeys, sync, account }) {
-    db.shard = index
     this.index = index
-    this.name = errors.shardName(index)
+    this.name = shardName(index)
     this.location = location
     this.db = db
     this.cap = cap
@@ -27,29 +28,57 @@ class Shard {
     this.tail = Promise.resolve()
   }
 
-  // Opens the shard at `location`. With `create`, the shard must not exist yet: it is
-  // built in `tmpDir` and renamed into place, so a crash mid-creation never leaves a
-  // half-made shard that would later look corrupt. Without `create`, a shard that
-  // LevelDB cannot open is reported as corrupt, never recreated.
-  static async open ({ index, location, tmpDir, cap, chunkKeys, sync, create }) {
-    const name = errors.shardName(index)
+  // Builds an empty shard in `tmpDir` and renames it into place, so a crash
+  // mid-creation never leaves a half-made shard that would later look damaged. A
+  // failure here is never damage: the shard did not exist.
+  static async create (location, tmpDir) {
+    // rename() would replace an empty directory: whatever is in the way is not ours to take.
+    const inTheWay = await fs.stat(location).then(() => true, () => false)
+    if (inTheWay) throw new Error(`${location} exists but this store never created it`)
+    const staging = path.join(tmpDir, `${path.basename(location)}-${crypto.randomBytes(4).toString('hex')}`)
+    try {
+      // Made here, not by LevelDB, which ignores a failed mkdir and then reports the
+      // missing LOCK file as damage.
+      await fs.mkdir(staging)
+      const db = await LevelDb.open(staging, { createIfMissing: true, errorIfExists: true })
+      try {
+        await db.put(records.ACCOUNT, JSON.stringify({ used: 0, files: 0 }), { sync: true })
+      } finally {
+        await db.close()
+      }
+      await fs.rename(staging, location)
+      await syncDir(path.dirname(location))
+    } catch (err) {
+      await fs.rm(staging, { recursive: true, force: true })
+      if (err.code) throw err
+      throw errors.system(`shard ${path.basename(location)} could not be created`, { code: 'EIO', message: err.message }, { cause: err })
+    }
+  }
+
+  // Opens the existing shard at `location`. A shard that LevelDB cannot open is
+  // reported as damaged, never recreated. Records that LevelDB dropped from a damaged
+  // log while opening are noted in the shard, for verify() to report.
+  static async open ({ index, location, cap, chunkKeys, sync }) {
+    const name = shardName(index)
     let db
     try {
-      if (create) await createShard(location, tmpDir)
-      db = await LevelDb.open(location)
+      db = await LevelDb.open(location, { shard: index })
     } catch (err) {
       if (err.reason === 'locked') throw errors.busy(location, err)
-      if (err.reason === 'system' || err.syscall) throw errors.system(`shard ${name} could not be opened`, err, { shard: index })
+      if (err.reason === 'system') throw errors.system(`shard ${name} could not be opened`, err, { shard: index })
       throw damaged(index, err)
     }
     try {
-      const raw = await db.get(format.ACCOUNT)
+      const raw = await db.get(records.ACCOUNT)
       if (raw === undefined) throw new Error('its accounting record is missing')
-      const account = JSON.parse(raw)
-      return new Shard({ index, location, db, cap, chunkKeys, sync, account })
+      const shard = new Shard({ index, location, db, cap, chunkKeys, sync, account: JSON.parse(raw) })
+      const dropped = await droppedOnRecovery(location)
+      if (dropped.length) await shard.#noteDamage(dropped)
+      return shard
     } catch (err) {
-      await db.close()
-      throw err.code === 'ECORRUPT' && err.shard === index ? err : damaged(index, err)
+      await db.close().catch(() => {})
+      if (err.code === 'ECORRUPT' || err.code === 'ENOSPC' || err.syscall) throw err
+      throw damaged(index, err)
     }
   }
 
@@ -74,18 +103,20 @@ class Shard {
   }
 
   async getMeta (key) {
-    const raw = await this.db.get(format.metaKey(key))
-    return raw === undefined ? undefined : { key, ...format.decodeMeta(raw, `shard ${this.name}`) }
+    const raw = await this.db.get(records.metaKey(key))
+    return raw === undefined ? undefined : records.decodeMeta(raw, this.index, key)
   }
 
   // Writes chunk records of an uncommitted version. The first batch of a version also
   // records it as pending, so that a crash before commit can be cleaned up on reopen
-  // without scanning the shard.
+  // without scanning the shard. With `sync`, every batch is synced: LevelDB does not
+  // sync a log when it moves on to a new one, so syncing only the commit would leave
+  // chunks written to an earlier log unsynced.
   writeChunks (key, version, firstIndex, chunks) {
     const ops = []
-    if (firstIndex === 0) ops.push({ type: 'put', key: format.pendingKey(version), value: key })
+    if (firstIndex === 0) ops.push({ type: 'put', key: records.pendingKey(version), value: key })
     chunks.forEach((value, i) => ops.push({ type: 'put', key: this.chunkKeys.key(key, version, firstIndex + i), value }))
-    return this.db.batch(ops)
+    return this.db.batch(ops, { sync: this.sync })
   }
 
   // Makes `meta` the visible version of its key in one atomic batch: metadata, the
@@ -96,8 +127,8 @@ class Shard {
     return this.exclusive(async () => {
       if (cancelled()) throw errors.cancelled(meta.key)
       const old = await this.getMeta(meta.key)
-      const ops = [{ type: 'put', key: format.metaKey(meta.key), value: format.encodeMeta(meta) }]
-      if (meta.chunks > 0) ops.push({ type: 'del', key: format.pendingKey(meta.version) })
+      const ops = [{ type: 'put', key: records.metaKey(meta.key), value: records.encodeMeta(meta) }]
+      if (meta.chunks > 0) ops.push({ type: 'del', key: records.pendingKey(meta.version) })
       if (old) this.#deleteChunks(ops, meta.key, old)
       await this.#apply(ops, { used: this.used - (old ? old.size : 0) + meta.size, files: this.files + (old ? 0 : 1) })
       reservation.release()
@@ -111,7 +142,7 @@ class Shard {
     return this.exclusive(async () => {
       const old = await this.getMeta(key)
       if (!old) throw errors.notFound(key)
-      const ops = [{ type: 'del', key: format.metaKey(key) }]
+      const ops = [{ type: 'del', key: records.metaKey(key) }]
       this.#deleteChunks(ops, key, old)
       await this.#apply(ops, { used: this.used - old.size, files: this.files - 1 })
     })
@@ -119,7 +150,7 @@ class Shard {
 
   // Writes `ops` with the new accounting in one batch, then adopts it.
   async #apply (ops, account) {
-    ops.push({ type: 'put', key: format.ACCOUNT, value: JSON.stringify(account) })
+    ops.push({ type: 'put', key: records.ACCOUNT, value: JSON.stringify(account) })
     await this.db.batch(ops, { sync: this.sync })
     this.used = account.used
     this.files = account.files
@@ -132,44 +163,68 @@ class Shard {
   // Removes the chunks of an abandoned version and its pending record.
   async discard (key, version) {
     await this.db.clear(this.chunkKeys.range(key, version))
-    await this.db.batch([{ type: 'del', key: format.pendingKey(version) }])
+    await this.db.batch([{ type: 'del', key: records.pendingKey(version) }])
   }
 
   // Discards every pending version not being written by this process: what a crash or
   // a failed cleanup left behind. Reads only the pending records, not stored data. Runs
   // exclusive of commits, which leave `writing` in their own exclusive section.
   discardAbandoned () {
-    return this.exclusive(() => this.#discardAbandoned())
+    return this.exclusive(async () => {
+      for (const { key, version } of await this.#pending()) {
+        if (!this.writing.has(version)) await this.discard(key, version)
+      }
+    })
   }
 
-  async #discardAbandoned () {
-    const abandoned = []
-    const it = this.db.iterator({ ...format.pendingRange(), valueAsBuffer: false })
-    try {
-      for (let entry = await next(it); entry; entry = await next(it)) {
-        const version = entry.key.slice(format.PENDING.length)
-        if (!this.writing.has(version)) abandoned.push({ key: entry.value, version })
-      }
-    } finally {
-      await end(it)
+  async #pending () {
+    const pending = []
+    for await (const entry of this.#scan(records.pendingRange())) {
+      pending.push({ key: entry.value, version: entry.key.slice(records.PENDING.length) })
     }
-    for (const { key, version } of abandoned) await this.discard(key, version)
+    return pending
+  }
+
+  async * #scan (range, options = {}) {
+    const it = this.db.iterator({ ...range, valueAsBuffer: false, ...options })
+    try {
+      for (let entry = await it.next(); entry; entry = await it.next()) yield entry
+    } finally {
+      await it.end()
+    }
   }
 
   // Up to `limit` metadata records with keys after `after` (from the start without it).
+  // A record that cannot be decoded comes as { key, error } and does not hide the rest.
   async metaPage (after, limit) {
-    const range = format.metaRange()
-    if (after !== undefined) range.gt = format.metaKey(after)
-    const it = this.db.iterator({ ...range, limit, valueAsBuffer: false })
+    const range = records.metaRange()
+    if (after !== undefined) range.gt = records.metaKey(after)
     const page = []
-    try {
-      for (let entry = await next(it); entry; entry = await next(it)) {
-        page.push({ key: entry.key.slice(format.META.length), ...format.decodeMeta(entry.value, `shard ${this.name}`) })
+    for await (const entry of this.#scan(range, { limit })) {
+      const key = entry.key.slice(records.META.length)
+      try {
+        page.push(records.decodeMeta(entry.value, this.index, key))
+      } catch (error) {
+        page.push({ key, error })
       }
-    } finally {
-      await end(it)
     }
     return page
+  }
+
+  // What LevelDB dropped from damaged logs when this shard was opened, as noted then:
+  // [{ at, dropped: [lines of LevelDB's LOG], pending: [keys whose writes were cut] }].
+  async damageNotes () {
+    const notes = []
+    for await (const entry of this.#scan(records.damageRange())) notes.push({ id: entry.key, ...JSON.parse(entry.value) })
+    return notes
+  }
+
+  // Writes in flight when the log was damaged may have lost their commit: their keys
+  // are noted with the damage before discardAbandoned() removes their chunks.
+  async #noteDamage (dropped) {
+    const pending = [...new Set((await this.#pending()).map((p) => p.key))]
+    const at = Date.now()
+    await this.db.put(records.damageKey(at), JSON.stringify({ at: new Date(at).toISOString(), dropped, pending }), { sync: true })
   }
 
   // Exact accounting, and LevelDB's approximate size on disk.
@@ -183,13 +238,23 @@ class Shard {
     await this.db.compactRange('!', '\xff')
   }
 
-  close () {
-    return this.db.close()
+  // Flushes the memtable first, so reopening replays no log: a closed shard then
+  // reopens quickly, and on a full disk with a few kilobytes.
+  async close () {
+    if (!this.db.failed) await this.db.flush().catch(() => {})
+    await this.db.close()
   }
 }
 
 function damaged (index, err) {
-  return errors.corrupt(`shard ${errors.shardName(index)}`, `${err.message}; kfs repair ${index} may recover it`, { shard: index, cause: err })
+  return errors.corrupt(`shard ${shardName(index)}`, `${err.message}; kfs repair ${index} may recover it`, { shard: index, cause: err })
+}
+
+// LevelDB drops a log record that fails its checksum while opening, and says so only in
+// the database's LOG file, which each open starts afresh.
+async function droppedOnRecovery (location) {
+  const log = await fs.readFile(path.join(location, 'LOG'), 'utf8').catch(() => '')
+  return log.split('\n').filter((line) => /: dropping \d+ bytes; /.test(line)).map((line) => line.replace(/^\S+ \S+ /, ''))
 }
 
 class Reservation {
@@ -210,25 +275,6 @@ class Reservation {
   release () {
     this.shard.reserved -= this.bytes
     this.bytes = 0
-  }
-}
-
-async function createShard (location, tmpDir) {
-  // rename() would replace an empty directory: whatever is in the way is not ours to take.
-  const inTheWay = await fs.stat(location).then(() => true, () => false)
-  if (inTheWay) throw new Error(`${location} exists but this store never created it`)
-  const staging = path.join(tmpDir, `${path.basename(location)}-${crypto.randomBytes(4).toString('hex')}`)
-  const db = await LevelDb.open(staging, { createIfMissing: true, errorIfExists: true })
-  try {
-    await db.put(format.ACCOUNT, JSON.stringify({ used: 0, files: 0 }), { sync: true })
-  } finally {
-    await db.close()
-  }
-  try {
-    await fs.rename(staging, location)
-  } catch (err) {
-    await fs.rm(staging, { recursive: true, force: true })
-    throw err
   }
 }
 

@@ -25,7 +25,7 @@ const os = require('node:os')
 const path = require('node:path')
 const crypto = require('node:crypto')
 const kfs = require('..')
-const { diskUsage } = require('../lib/disk-usage')
+const { diskUsage } = require('../lib/disk-space')
 const { Progress } = require('../lib/cli/progress')
 const { humanSize } = require('../lib/cli/format')
 

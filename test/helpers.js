@@ -110,7 +110,7 @@ async function collect (iterable) {
   return out
 }
 
-const { LevelDb, next, end } = require('../lib/leveldb')
+const { LevelDb } = require('../lib/leveldb')
 
 // Opens every shard's LevelDB directly and checks that each chunk record belongs to a
 // committed file version and that no pending records remain.
@@ -122,12 +122,12 @@ async function assertNoStrayChunks (base) {
       const it = db.iterator({ valueAsBuffer: false, keys: true, values: true })
       const versions = new Map()
       const chunks = []
-      for (let e = await next(it); e; e = await next(it)) {
+      for (let e = await it.next(); e; e = await it.next()) {
         if (e.key.startsWith('!m!')) versions.set(e.key.slice(3), JSON.parse(e.value))
         else if (e.key.startsWith('!p!')) throw new Error(`pending record left in ${dir}: ${e.key}`)
         else if (!e.key.startsWith('!')) chunks.push(e.key)
       }
-      await end(it)
+      await it.end()
       await db.close()
       for (const key of chunks) {
         const [file, version, index] = key.split(' ')
@@ -145,10 +145,10 @@ async function damageChunk (base, index) {
       const db = await LevelDb.open(path.join(store, dir))
       const it = db.iterator({ gt: '0', lt: 'g' })
       const ops = []
-      for (let e = await next(it); e; e = await next(it)) {
+      for (let e = await it.next(); e; e = await it.next()) {
         if (Number(e.key.split(' ')[2]) === index) ops.push({ type: 'put', key: e.key, value: Buffer.alloc(e.value.length, 0x55) })
       }
-      await end(it)
+      await it.end()
       await db.batch(ops)
       await db.close()
     }

@@ -3,7 +3,7 @@
 const { expect } = require('chai')
 const fs = require('node:fs')
 const path = require('node:path')
-const { LevelDb, next, end } = require('../lib/leveldb')
+const { LevelDb } = require('../lib/leveldb')
 const { useTmp, rejects, bytes, collect } = require('./helpers')
 
 const C = 1024
@@ -15,8 +15,8 @@ async function tamper (storeDir, fn) {
   try {
     const it = db.iterator({ gt: '0', lt: 'g', values: false })
     const keys = []
-    for (let e = await next(it); e; e = await next(it)) keys.push(e.key)
-    await end(it)
+    for (let e = await it.next(); e; e = await it.next()) keys.push(e.key)
+    await it.end()
     await fn(db, keys)
   } finally {
     await db.close()

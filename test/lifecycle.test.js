@@ -66,10 +66,10 @@ describe('lifecycle', () => {
       await store.open()
       const source = new (require('node:stream').PassThrough)()
       source.write('some bytes, and then nothing more') // a socket that went quiet
-      const put = store.put(source)
+      const put = rejects(store.put(source), 'ECLOSED') // handled from the start: it rejects during close()
       await new Promise((resolve) => setTimeout(resolve, 20))
       await store.close()
-      await rejects(put, 'ECLOSED')
+      await put
       expect(fs.readdirSync(path.join(store.location, 'tmp'))).to.deep.equal([])
     })
 

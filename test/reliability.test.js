@@ -44,9 +44,9 @@ describe('verify and repair', function () {
     const report = await store.verify({ onProgress: (p) => progress.push(p) })
     expect(report).to.deep.equal({ files: files.size, bytes: [...files.values()].reduce((n, d) => n + d.length, 0), problems: [] })
     expect(progress).to.have.length(files.size)
-    throws(() => store.verify({ shard: 256 }), 'EINVAL')
-    throws(() => store.verify({ onProgress: 5 }), 'EINVAL')
-    throws(() => store.repair(-1), 'EINVAL')
+    await rejects(store.verify({ shard: 256 }), 'EINVAL')
+    await rejects(store.verify({ onProgress: 5 }), 'EINVAL')
+    await rejects(store.repair(-1), 'EINVAL')
   })
 
   const damages = {

@@ -124,12 +124,13 @@ describe('store', () => {
   })
 
   describe('exists / stat / unlink', () => {
-    it('stat reports size, chunks, shard, mtime and the name of named keys', async () => {
+    it('stat reports size, chunks, shard, mtime, SHA-256 and the name of named keys', async () => {
       const store = t.open({ chunkSize: C })
       const before = Date.now()
       await store.writeFile('named', bytes(2 * C + 1))
       const stat = await store.stat('named')
-      expect(stat).to.have.keys('key', 'size', 'chunks', 'shard', 'mtime', 'name')
+      expect(stat).to.have.keys('key', 'size', 'chunks', 'shard', 'mtime', 'name', 'sha256')
+      expect(stat.sha256).to.equal(sha256(bytes(2 * C + 1)))
       expect(stat.size).to.equal(2 * C + 1)
       expect(stat.chunks).to.equal(3)
       expect(stat.shard).to.be.within(0, 255)

@@ -1,19 +1,23 @@
 'use strict'
 
 const crypto = require('node:crypto')
+const { shardName } = require('./routing')
 const errors = require('./errors')
 
-// Key layout inside one shard (doc/format.md). System records start with '!', which
+// The records inside one shard (doc/format.md). System records start with '!', which
 // sorts before every hex digit, so they never interleave with chunks.
+const ACCOUNT = '!a'
+const DAMAGE = '!d!'
 const META = '!m!'
 const PENDING = '!p!'
-const ACCOUNT = '!a'
-const FORMAT_VERSION = 1
 
 const metaKey = (key) => META + key
 const pendingKey = (version) => PENDING + version
-const metaRange = () => ({ gt: META, lt: META + '\xff' })
-const pendingRange = () => ({ gt: PENDING, lt: PENDING + '\xff' })
+const damageKey = (time, n = 0) => `${DAMAGE}${new Date(time).toISOString()}.${n}`
+const prefixRange = (prefix) => ({ gt: prefix, lt: prefix + '\xff' })
+const metaRange = () => prefixRange(META)
+const pendingRange = () => prefixRange(PENDING)
+const damageRange = () => prefixRange(DAMAGE)
 
 // A fresh version per write keeps an overwrite's chunks apart from the ones readers
 // may still be streaming; the commit batch then swaps metadata and deletes the old.
@@ -43,23 +47,36 @@ function encodeMeta (meta) {
   return JSON.stringify(record)
 }
 
-function decodeMeta (value, where) {
+// A metadata record that does not parse, or lacks what reading needs, is damage of
+// that file: ECORRUPT naming the shard and the key.
+function decodeMeta (value, shard, key) {
+  let meta
   try {
-    return JSON.parse(value)
+    meta = JSON.parse(value)
   } catch (err) {
-    throw errors.corrupt(where, 'it holds an unreadable metadata record', { cause: err })
+    throw badMeta(shard, key, err)
   }
+  const valid = meta && typeof meta.version === 'string' && Number.isSafeInteger(meta.size) && meta.size >= 0 &&
+    Number.isSafeInteger(meta.chunks) && meta.chunks >= 0 && typeof meta.sha256 === 'string'
+  if (!valid) throw badMeta(shard, key)
+  return { key, ...meta }
+}
+
+function badMeta (shard, key, cause) {
+  return errors.corrupt(`shard ${shardName(shard)}`, `the metadata record of ${key} is unreadable; kfs repair ${shard} drops it`, { shard, key, cause })
 }
 
 module.exports = {
-  FORMAT_VERSION,
   ACCOUNT,
+  DAMAGE,
   META,
   PENDING,
   metaKey,
   pendingKey,
+  damageKey,
   metaRange,
   pendingRange,
+  damageRange,
   newVersion,
   ChunkKeys,
   encodeMeta,

@@ -1,0 +1,53 @@
+'use strict'
+
+const { checkOptionNames } = require('./options')
+const { SHARD_COUNT } = require('./routing')
+const errors = require('./errors')
+
+// Checks of the arguments of the store's methods. Each returns the normalised value
+// or throws EINVAL (TypeError for a wrong type, RangeError for a value out of range).
+
+function toBuffer (data, name = 'data') {
+  if (Buffer.isBuffer(data)) return data
+  if (data instanceof Uint8Array) return Buffer.from(data.buffer, data.byteOffset, data.byteLength)
+  if (typeof data === 'string') return Buffer.from(data, 'utf8')
+  throw errors.invalidType(name, 'a Buffer, Uint8Array or string', data)
+}
+
+function isReadable (data) {
+  return data !== null && typeof data === 'object' && typeof data.pipe === 'function' && typeof data[Symbol.asyncIterator] === 'function'
+}
+
+function writeOptions (options = {}) {
+  checkOptionNames(options, ['sha256'])
+  if (options.sha256 === undefined) return undefined
+  if (typeof options.sha256 !== 'string' || !/^[0-9a-fA-F]{64}$/.test(options.sha256)) throw errors.invalidValue('sha256', 'must be 64 hex characters')
+  return options.sha256.toLowerCase()
+}
+
+function range (options = {}) {
+  const { start = 0, end } = checkOptionNames(options, ['start', 'end'])
+  for (const [name, value] of [['start', start], ['end', end]]) {
+    if (value === undefined) continue
+    if (typeof value !== 'number') throw errors.invalidType(name, 'a number', value)
+    if (!Number.isSafeInteger(value) || value < 0) throw errors.invalidValue(name, `must be a non-negative integer, got ${value}`)
+  }
+  if (end !== undefined && end < start) throw errors.invalidValue('end', `(${end}) must not be less than start (${start})`)
+  return { start, end }
+}
+
+// A shard number; `count` is the store's shard count once it is known.
+function shardIndex (index, count = SHARD_COUNT) {
+  if (typeof index !== 'number') throw errors.invalidType('shard', 'a number', index)
+  if (!Number.isInteger(index) || index < 0 || index >= count) throw errors.invalidValue('shard', `must be an integer from 0 to ${count - 1}, got ${index}`)
+  return index
+}
+
+function verifyOptions (options = {}, count) {
+  const { shard, onProgress } = checkOptionNames(options, ['shard', 'onProgress'])
+  if (shard !== undefined) shardIndex(shard, count)
+  if (onProgress !== undefined && typeof onProgress !== 'function') throw errors.invalidType('onProgress', 'a function', onProgress)
+  return { shard, onProgress }
+}
+
+module.exports = { toBuffer, isReadable, writeOptions, range, shardIndex, verifyOptions }

@@ -1,0 +1,94 @@
+'use strict'
+
+const fs = require('node:fs/promises')
+const path = require('node:path')
+
+const RESERVE_FILE = 'reserve'
+const PIECE = 1024 * 1024
+
+// Space kept back for a full disk. LevelDB writes even to open a database (a new
+// manifest, the log replayed into a table), to delete (a log record) and to compact,
+// so on a disk filled to the last block a store could neither read its closed shards
+// nor free space. kfs keeps a file of `size` bytes in the store and deletes it when the
+// disk fills up, which lets opens, unlinks and compaction go on; new writes are then
+// refused until there is twice that much free again, when the file is put back.
+class DiskReserve {
+  #file
+  #tmpDir
+  #size
+  #low = false
+
+  constructor (dir, tmpDir, size) {
+    this.#file = path.join(dir, RESERVE_FILE)
+    this.#tmpDir = tmpDir
+    this.#size = size
+  }
+
+  // Takes stock once tmp/ exists: a reserve missing (given up by an earlier process, or
+  // never made) is made only if the disk has room for it twice over.
+  async init () {
+    if (this.#size === 0) return
+    const existing = await fs.stat(this.#file).catch(() => undefined)
+    this.#low = !existing || existing.size < this.#size
+    await this.roomForWrites()
+  }
+
+  // True once the reserve was given up (or could not be made): the disk is full.
+  get low () {
+    return this.#low
+  }
+
+  // Resolves to true if there was a reserve to give up.
+  async release () {
+    if (this.#size === 0) return false
+    this.#low = true
+    return fs.rm(this.#file).then(() => true, () => false)
+  }
+
+  // Whether new data may be written: after a release, only once the disk has room for
+  // the reserve twice over, and the reserve is back.
+  async roomForWrites () {
+    if (!this.#low || this.#size === 0) return true
+    const { bavail, bsize } = await fs.statfs(this.#tmpDir)
+    if (bavail * bsize >= 2 * this.#size) await this.#ensure()
+    return !this.#low
+  }
+
+  async #ensure () {
+    if (this.#size === 0) return
+    // Written in tmp/ and renamed: a reserve is either whole or absent.
+    const tmp = path.join(this.#tmpDir, RESERVE_FILE)
+    const zeros = Buffer.alloc(Math.min(PIECE, this.#size))
+    try {
+      const handle = await fs.open(tmp, 'w')
+      try {
+        for (let done = 0; done < this.#size; done += zeros.length) {
+          await handle.write(zeros, 0, Math.min(zeros.length, this.#size - done))
+        }
+      } finally {
+        await handle.close()
+      }
+      await fs.rename(tmp, this.#file)
+      this.#low = false
+    } catch (err) {
+      await fs.rm(tmp, { force: true })
+      if (err.code !== 'ENOSPC' && err.code !== 'EDQUOT') throw err
+      this.#low = true
+    }
+  }
+}
+
+// Bytes of every file under dir (the sizes the files report, not blocks), leaving out a
+// store's disk reserve, which holds no data.
+async function diskUsage (dir, top = true) {
+  let total = 0
+  for (const entry of await fs.readdir(dir, { withFileTypes: true })) {
+    const full = path.join(dir, entry.name)
+    if (top && entry.name === RESERVE_FILE) continue
+    if (entry.isDirectory()) total += await diskUsage(full, false)
+    else if (entry.isFile()) total += (await fs.stat(full).catch(() => ({ size: 0 }))).size // gone meanwhile: LevelDB deletes files
+  }
+  return total
+}
+
+module.exports = { DiskReserve, diskUsage, RESERVE_FILE }

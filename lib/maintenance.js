@@ -1,0 +1,121 @@
+'use strict'
+
+const fs = require('node:fs')
+const { LevelDb } = require('./leveldb')
+const { Shard } = require('./shard')
+const { shardName } = require('./routing')
+const { checkFile, checkAccounting, rebuild } = require('./shard-check')
+const args = require('./args')
+const errors = require('./errors')
+
+// Store-wide maintenance over the shards of an open store: verify, repair, compact.
+// `ctx` is { shards, chunkSize, shardCount, op }: `op(fn)` runs fn as an operation the
+// store's close() waits for.
+
+// Reads every committed file whole and checks each shard's accounting and damage
+// notes. Resolves to { files, bytes, problems: [{ shard, key, kind, problem }] }, key
+// null for a problem of a whole shard. Holds a shard only while checking one file.
+async function verify (ctx, { shard, onProgress }) {
+  const { shards } = ctx
+  if (shard !== undefined) args.shardIndex(shard, ctx.shardCount)
+  const report = { files: 0, bytes: 0, problems: [] }
+  const problem = (index, key, kind, text) => report.problems.push({ shard: index, key, kind, problem: text })
+  for (const index of shards.indices().filter((i) => shard === undefined || i === shard)) {
+    try {
+      for (const note of await ctx.op(() => shards.inShard(index, (s) => s.damageNotes()))) {
+        problem(index, null, 'log', `when it was opened at ${note.at}, LevelDB dropped damaged records from its log (${note.dropped.join('; ')}): ` +
+          `the writes made just before may be lost${note.pending.length ? '' : '; no write was in flight'}. kfs repair ${index} clears this note`)
+        for (const key of note.pending) problem(index, key, 'write', `a write of it was in flight when its shard's log was damaged (${note.at}): that write, or the version it replaced, may be lost`)
+      }
+      for await (const page of shards.metaPages(index, ctx.op)) {
+        for (const meta of page) {
+          if (meta.error) {
+            problem(index, meta.key, 'metadata', meta.error.message)
+            continue
+          }
+          const damage = await ctx.op(() => shards.inShard(index, (s) => checkFile(s, meta.key, ctx.chunkSize)))
+          report.files++
+          report.bytes += meta.size
+          if (damage) problem(index, meta.key, 'file', damage)
+          if (onProgress) onProgress({ shard: index, files: report.files, bytes: report.bytes })
+        }
+      }
+      const accounting = await ctx.op(() => shards.inShard(index, checkAccounting))
+      if (accounting) problem(index, null, 'accounting', accounting)
+    } catch (err) {
+      if (!errors.isCorrupt(err) && !errors.isBusy(err)) throw err
+      problem(index, null, 'shard', err.message)
+    }
+  }
+  return report
+}
+
+// Runs LevelDB's repair on one shard, then keeps only the files that are whole and
+// rebuilds the shard's accounting. The shard is held exclusively meanwhile (EBUSY for
+// everything else that wants it); other shards keep serving. A crash midway leaves a
+// mark that makes the shard ECORRUPT until repair is run again, which finishes it.
+async function repair (ctx, index) {
+  const { shards } = ctx
+  args.shardIndex(index, ctx.shardCount)
+  const location = shards.locationOf(index)
+  const lost = !fs.existsSync(location)
+  if (lost && !shards.has(index)) throw errors.noShard(index)
+  const before = shards.knownFiles(index)
+  await shards.hold(index, 'is being repaired')
+  try {
+    await shards.usage.repairing(index)
+    // Nothing is left to repair from a shard whose directory is gone: an empty shard
+    // lets its keys be written again.
+    if (lost) await Shard.create(location, shards.tmpDir)
+    else await LevelDb.repair(location, index)
+    const db = await LevelDb.open(location, { shard: index })
+    let result
+    try {
+      const repaired = new Shard({ index, location, db, cap: shards.cap, chunkKeys: shards.chunkKeys, sync: true, account: { used: 0, files: 0 } })
+      result = await rebuild(repaired, ctx.chunkSize)
+    } finally {
+      await db.close()
+    }
+    await shards.usage.repaired(index, { used: result.used, files: result.files, diskBytes: 0 })
+    shards.markCleaned(index)
+    // Files that left no trace at all can only be counted, from the last known total.
+    const unaccounted = Math.max(0, (before ?? 0) - result.files - result.dropped.length)
+    return { shard: index, ...result, unaccounted, recreated: lost }
+  } finally {
+    shards.unhold(index)
+  }
+}
+
+// Compacts every shard, which drops abandoned writes and reclaims the space of removed
+// data. Shards with the most dead space go first: on a full disk, compacting them frees
+// the room that compacting the others needs. Damaged shards are skipped and named at
+// the end.
+async function compact (ctx) {
+  const { shards } = ctx
+  const order = []
+  for (const index of shards.indices()) {
+    const figures = await shards.figures(index).catch(() => ({ used: 0, diskBytes: 0 }))
+    order.push({ index, dead: figures.diskBytes - figures.used })
+  }
+  order.sort((a, b) => b.dead - a.dead || a.index - b.index)
+  const damaged = []
+  for (const { index } of order) {
+    try {
+      await ctx.op(() => shards.inShard(index, (shard) => shard.compact()))
+    } catch (err) {
+      if (!errors.isCorrupt(err)) throw err
+      damaged.push(err)
+    }
+  }
+  if (damaged.length) throw someCorrupt(damaged, 'compacted')
+}
+
+// One ECORRUPT for the damaged shards met by an operation that went on with the others.
+function someCorrupt (damaged, done) {
+  const shards = [...new Set(damaged.map((err) => err.shard))]
+  const names = shards.map(shardName).join(', ')
+  const reasons = damaged.map((err) => (err.cause && err.cause.message ? err.cause.message : err.message)).join('; ')
+  return errors.corrupt(`shard${shards.length > 1 ? 's' : ''} ${names}`, `${reasons}; the other shards were ${done}`, { shard: shards[0], shards, cause: damaged[0] })
+}
+
+module.exports = { verify, repair, compact, someCorrupt }

@@ -1,0 +1,170 @@
+'use strict'
+
+const path = require('node:path')
+const { Shard } = require('./shard')
+const { ShardPool } = require('./shard-pool')
+const { shardName } = require('./routing')
+const { shardDirName } = require('./store-dir')
+const errors = require('./errors')
+
+// Metadata records read per shard visit by list() and verify().
+const META_PAGE = 1000
+
+// The shards of an open store: which exist, opening (and creating) them through the
+// pool, their cached figures, exclusive holds for repair, and the disk reserve that
+// lets them open and free space on a full disk.
+class Shards {
+  #pool
+  #existing // indices of shards created, on disk or known to the usage cache
+  #cleaned = new Set() // shards whose abandoned writes were discarded since open
+
+  constructor ({ location, tmpDir, cap, chunkKeys, existing, usage, reserve, options }) {
+    this.location = location
+    this.tmpDir = tmpDir
+    this.cap = cap
+    this.chunkKeys = chunkKeys
+    this.usage = usage
+    this.reserve = reserve
+    this.sync = options.sync
+    this.#existing = new Set([...existing, ...usage.known])
+    this.#pool = new ShardPool({
+      maxOpen: options.maxOpenShards,
+      idleTimeout: options.idleTimeout,
+      waitTimeout: options.shardWaitTimeout,
+      open: (index) => this.#open(index),
+      close: (shard) => this.#close(shard)
+    })
+  }
+
+  locationOf (index) {
+    return path.join(this.location, shardDirName(index))
+  }
+
+  has (index) {
+    return this.#existing.has(index)
+  }
+
+  indices () {
+    return [...this.#existing].sort((a, b) => a - b)
+  }
+
+  acquire (index) {
+    return this.#pool.acquire(index)
+  }
+
+  release (shard) {
+    this.#pool.release(shard)
+  }
+
+  // Calls fn(shard) with the shard held. On a full disk, LevelDB needs room to reopen a
+  // shard or to delete: the reserve is given up once and fn tried again, on a shard
+  // reopened if the failure left its LevelDB refusing writes.
+  inShard (index, fn) {
+    return this.withRoom(async () => {
+      const shard = await this.acquire(index)
+      try {
+        return await fn(shard)
+      } finally {
+        this.release(shard)
+      }
+    })
+  }
+
+  async withRoom (fn) {
+    try {
+      return await fn()
+    } catch (err) {
+      if (!errors.isDiskFull(err) || !(await this.reserve.release())) throw err
+      return fn()
+    }
+  }
+
+  // New data may be written only while the reserve is in place.
+  async checkRoomForWrites () {
+    if (!(await this.reserve.roomForWrites())) {
+      throw errors.diskFull(this.location, 'kfs gave up its reserve so that files stay readable and removable; ' +
+        'writes resume once unlink() and compact(), or other programs, free twice the reserve', {})
+    }
+  }
+
+  // The shard's metadata records, a page at a time, holding the shard only while a
+  // page is read; `op` runs each visit as an operation close() waits for.
+  async * metaPages (index, op = (fn) => fn()) {
+    let after
+    for (;;) {
+      const page = await op(() => this.inShard(index, (shard) => shard.metaPage(after, META_PAGE)))
+      if (page.length) yield page
+      if (page.length < META_PAGE) return
+      after = page[page.length - 1].key
+    }
+  }
+
+  // Exact figures: live for an open shard, cached at close for the others. Only a
+  // shard whose cache a crash left untrusted is opened.
+  async figures (index) {
+    const open = this.#pool.peek(index)
+    return (open && (await open.figures())) || this.usage.get(index) || this.inShard(index, (shard) => shard.figures())
+  }
+
+  // Files the shard held as far as anyone knows, without opening it.
+  knownFiles (index) {
+    const open = this.#pool.peek(index)
+    return open ? open.files : (this.usage.get(index) || {}).files
+  }
+
+  hold (index, why) {
+    return this.#pool.hold(index, why)
+  }
+
+  unhold (index) {
+    this.#pool.unhold(index)
+  }
+
+  // A repaired shard needs no cleaning when it next opens.
+  markCleaned (index) {
+    this.#cleaned.add(index)
+    this.#existing.add(index)
+  }
+
+  async #open (index) {
+    if (this.usage.isRepairing(index)) {
+      throw errors.corrupt(`shard ${shardName(index)}`, `a repair of it was interrupted; run kfs repair ${index} to finish it`, { shard: index })
+    }
+    const location = this.locationOf(index)
+    if (!this.#existing.has(index)) {
+      await this.withRoom(() => Shard.create(location, this.tmpDir))
+      this.#existing.add(index) // from now on it exists: never created again
+    }
+    const shard = await this.withRoom(() => Shard.open({ index, location, cap: this.cap, chunkKeys: this.chunkKeys, sync: this.sync }))
+    try {
+      if (!this.#cleaned.has(index)) {
+        // Frees space; on a full disk it waits for the next open or compact().
+        await shard.discardAbandoned().then(() => this.#cleaned.add(index), (err) => {
+          if (!errors.isDiskFull(err)) throw err
+        })
+      }
+      await this.withRoom(() => this.usage.opened(index, { used: shard.used, files: shard.files, diskBytes: 0 }))
+    } catch (err) {
+      await shard.close().catch(() => {})
+      throw err
+    }
+    return shard
+  }
+
+  async #close (shard) {
+    const figures = await shard.figures()
+    await shard.close()
+    await this.usage.closed(shard.index, figures)
+  }
+
+  // From now on acquires fail with ECLOSED, so operations in flight drain.
+  shutdown () {
+    this.#pool.shutdown()
+  }
+
+  closeAll () {
+    return this.#pool.closeAll()
+  }
+}
+
+module.exports = { Shards }

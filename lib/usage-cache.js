@@ -1,0 +1,97 @@
+'use strict'
+
+const { shardName } = require('./routing')
+
+// Each shard's figures { used, files, diskBytes }, kept in the store's `state` LevelDB
+// so usage() need not open every shard. A shard is marked open while this process may
+// change it, and repairing while repair() works on it: a record still marked so at
+// startup means the last process died meanwhile, so its figures are not trusted.
+const USAGE = 'usage!'
+const REPAIR = 'repair!'
+const usageKey = (index) => USAGE + shardName(index)
+const repairKey = (index) => REPAIR + shardName(index)
+
+class UsageCache {
+  #state
+  #trusted // index -> figures of shards closed cleanly
+  #repairing
+
+  constructor (state, trusted, known, repairing) {
+    this.#state = state
+    this.#trusted = trusted
+    this.known = known // every shard ever opened: one whose directory is gone was lost
+    this.#repairing = repairing
+  }
+
+  static async load (state) {
+    const trusted = new Map()
+    const known = new Set()
+    const repairing = new Set()
+    const it = state.iterator({ gt: REPAIR, lt: USAGE + '\xff', keyAsBuffer: false, valueAsBuffer: false })
+    try {
+      for (let entry = await it.next(); entry; entry = await it.next()) {
+        if (entry.key.startsWith(REPAIR)) {
+          repairing.add(Number(entry.key.slice(REPAIR.length)))
+          continue
+        }
+        const index = Number(entry.key.slice(USAGE.length))
+        const record = JSON.parse(entry.value)
+        known.add(index)
+        if (!record.open) trusted.set(index, record)
+      }
+    } finally {
+      await it.end()
+    }
+    return new UsageCache(state, trusted, known, repairing)
+  }
+
+  // The figures cached when the shard last closed, unless it may have changed since.
+  get (index) {
+    return this.#trusted.get(index)
+  }
+
+  // Synced: after a power cut, figures that changed must never look trusted.
+  async opened (index, figures) {
+    this.#trusted.delete(index)
+    this.known.add(index)
+    await this.#state.put(usageKey(index), JSON.stringify({ ...figures, open: true }), { sync: true })
+  }
+
+  // If the record cannot be written (a full disk), it stays marked open: the figures
+  // are then read from the shard the next time they are needed.
+  async closed (index, figures) {
+    try {
+      await this.#state.put(usageKey(index), JSON.stringify({ ...figures, open: false }))
+      this.#trusted.set(index, figures)
+    } catch {
+      // stays marked open: untrusted, so read from the shard when next needed
+    }
+  }
+
+  isRepairing (index) {
+    return this.#repairing.has(index)
+  }
+
+  // A repair interrupted by a crash leaves its mark: the shard must be repaired again
+  // before it serves, because its chunks and accounting may be half rebuilt.
+  async repairing (index) {
+    this.#trusted.delete(index)
+    this.#repairing.add(index)
+    await this.#state.batch([
+      { type: 'put', key: repairKey(index), value: new Date().toISOString() },
+      { type: 'put', key: usageKey(index), value: JSON.stringify({ used: 0, files: 0, diskBytes: 0, open: true }) }
+    ], { sync: true })
+  }
+
+  async repaired (index, figures) {
+    await this.#state.batch([
+      { type: 'del', key: repairKey(index) },
+      { type: 'put', key: usageKey(index), value: JSON.stringify({ ...figures, open: false }) }
+    ], { sync: true })
+    this.#repairing.delete(index)
+    this.known.add(index)
+    this.#trusted.set(index, figures)
+  }
+}
+
+module.exports = { UsageCache }
