@@ -7,6 +7,7 @@ const fs = require('node:fs/promises')
 const path = require('node:path')
 const levelup = require('levelup')
 const leveldown = require('leveldown')
+const { shardName } = require('./routing')
 const errors = require('./errors')
 
 // Tuned for 128 KiB values (perf/throughput.js): no compression (stored files are
@@ -199,7 +200,7 @@ function classify (err, shard) {
   const cause = err.cause && err.cause.message ? err.cause : err
   const message = String(cause.message || cause)
   const system = Object.keys(SYSTEM_ERRORS).find((text) => message.includes(text))
-  const where = shard === undefined ? 'the store state' : `shard ${errors.shardName(shard)}`
+  const where = shard === undefined ? 'the store state' : `shard ${shardName(shard)}`
   if (system === 'No space left on device') return errors.diskFull(where, message, { shard, cause: err })
   if (system) return errors.system(where, { code: SYSTEM_ERRORS[system], message }, { shard, cause: err })
   if (/Corruption:|No such file or directory/.test(message)) {

@@ -1,0 +1,202 @@
+'use strict'
+
+// Damage is always named, never silent (issue "Correct under every fault", item 3).
+const { expect } = require('chai')
+const fs = require('node:fs')
+const path = require('node:path')
+const { spawn } = require('node:child_process')
+const kfs = require('..')
+const { LevelDb } = require('../lib/leveldb')
+const { Digester } = require('../lib/digester')
+const { ChunkWriter } = require('../lib/chunk-writer')
+const { useTmp, rejects, bytes, collect, keyInShard, REF } = require('./helpers')
+
+const C = 1024
+const ROOT = path.join(__dirname, '..')
+const shardDir = (store, shard) => path.join(store.location, `${String(shard).padStart(3, '0')}.s`)
+
+function run (script, args) {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ['-e', script, ...args], { cwd: ROOT })
+    let stderr = ''
+    child.stderr.on('data', (d) => (stderr += d))
+    child.on('error', reject)
+    child.on('exit', (code) => (code === 0 ? resolve() : reject(new Error(`child exited ${code}: ${stderr}`))))
+  })
+}
+
+async function rawDb (dir, fn) {
+  const db = await LevelDb.open(dir)
+  try {
+    return await fn(db)
+  } finally {
+    await db.close()
+  }
+}
+
+describe('damage is named', () => {
+  const t = useTmp()
+
+  it('a damaged table block met while reading is ECORRUPT naming the shard, and verify reports it', async () => {
+    const store = t.open({ chunkSize: C, referenceId: REF })
+    const data = bytes(64 * C)
+    await store.writeFile('f', data)
+    const { key, shard } = await store.stat('f')
+    await store.close()
+    const dir = shardDir(store, shard)
+    await rawDb(dir, (db) => db.compactRange('!', '\xff')) // the chunks in a table file
+    // Blocks hold about four 1 KiB chunks and start with a chunk's full key: make the
+    // key length of a block in the middle of the file unreadable.
+    const table = fs.readdirSync(dir).filter((f) => f.endsWith('.ldb'))
+      .map((f) => path.join(dir, f)).sort((a, b) => fs.statSync(b).size - fs.statSync(a).size)[0]
+    const buf = fs.readFileSync(table)
+    let at = -1
+    for (let n = 0; n < 6; n++) at = buf.indexOf(`${key} `, at + 1)
+    expect(at).to.be.above(0)
+    buf[at - 3] ^= 0x80
+    fs.writeFileSync(table, buf)
+
+    const again = t.open()
+    const err = await rejects(again.readFile('f'), 'ECORRUPT')
+    expect(err.shard).to.equal(shard)
+    expect(err.message).to.contain(`shard ${String(shard).padStart(3, '0')}`).and.to.contain(`kfs repair ${shard}`)
+    // A seek into the damaged block lands past it: the chunk is then missing.
+    expect((await rejects(collect(again.createReadStream('f', { start: 20 * C, end: 40 * C })), 'EINTEGRITY')).chunk).to.be.a('number')
+    const report = await again.verify()
+    expect(report.problems).to.have.length.above(0)
+    expect(report.problems[0]).to.include({ shard, key, kind: 'file' })
+    expect(report.problems[0].problem).to.contain('Corruption')
+  })
+
+  it('records that LevelDB drops from a damaged log are noted, and verify names the shard and what was lost', async function () {
+    this.timeout(20000)
+    const dir = path.join(t.dir, 'store')
+    const first = keyInShard(REF, 7, 'a')
+    const last = keyInShard(REF, 7, 'b')
+    // A process writes two files and dies without closing: the shard's log holds both.
+    await run(`
+      const store = require('./')(process.argv[1], { chunkSize: ${C}, referenceId: '${REF}' })
+      store.writeFile(process.argv[2], Buffer.alloc(${3 * C}, 1))
+        .then(() => store.writeFile(process.argv[3], Buffer.alloc(${3 * C}, 2)))
+        .then(() => process.exit(0))`, [dir, first, last])
+    const log = fs.readdirSync(path.join(dir, '007.s')).find((f) => f.endsWith('.log'))
+    const file = path.join(dir, '007.s', log)
+    const buf = fs.readFileSync(file)
+    for (let i = buf.length - 40; i < buf.length - 20; i++) buf[i] ^= 0xff // inside the last commit
+    fs.writeFileSync(file, buf)
+
+    const store = t.open()
+    expect(await store.exists(first)).to.equal(true)
+    expect(await store.exists(last)).to.equal(false) // its commit was dropped
+    const report = await store.verify()
+    const log7 = report.problems.find((p) => p.kind === 'log')
+    expect(log7, JSON.stringify(report)).to.include({ shard: 7, key: null })
+    expect(log7.problem).to.match(/dropping \d+ bytes/)
+    expect(report.problems.find((p) => p.kind === 'write')).to.include({ shard: 7, key: last })
+    // The note survives a restart until repair clears it.
+    await store.close()
+    const reopened = t.open()
+    expect((await reopened.verify()).problems.map((p) => p.kind)).to.include('log')
+    const repaired = await reopened.repair(7)
+    expect(repaired.notes).to.have.length(1)
+    expect((await reopened.verify()).problems).to.deep.equal([])
+  })
+
+  it('an unreadable metadata record is ECORRUPT naming shard and key, and does not hide the rest of its shard', async () => {
+    const store = t.open({ referenceId: REF })
+    const keys = [0, 1, 2].map((i) => keyInShard(REF, 3, `m${i}`)).sort()
+    for (const key of keys) await store.writeFile(key, key)
+    await store.close()
+    await rawDb(path.join(store.location, '003.s'), (db) => db.put('!m!' + keys[1], '{not json'))
+    const again = t.open()
+    const err = await rejects(again.stat(keys[1]), 'ECORRUPT')
+    expect(err).to.include({ shard: 3, key: keys[1] })
+    expect(err.message).to.contain('shard 003')
+    const listed = []
+    const listErr = await rejects(async () => { for await (const e of again.list()) listed.push(e.key) }, 'ECORRUPT')
+    expect(listed).to.deep.equal([keys[0], keys[2]])
+    expect(listErr.shards).to.deep.equal([3])
+    const report = await again.verify()
+    expect(report.problems.find((p) => p.kind === 'metadata')).to.include({ shard: 3, key: keys[1] })
+  })
+
+  it('a brief EMFILE right after a shard was created does not make it ECORRUPT', async () => {
+    const store = t.open({ referenceId: REF })
+    await store.open()
+    const realOpen = LevelDb.open
+    let failed = false
+    LevelDb.open = async function (location, options = {}) {
+      if (!failed && /\d{3}\.s$/.test(location)) { // the shard's first open, once created
+        failed = true
+        throw Object.assign(new Error(`${location}/LOCK: Too many open files`), { reason: 'system', code: 'EMFILE' })
+      }
+      return realOpen.call(this, location, options)
+    }
+    try {
+      await rejects(store.writeFile('a', 'x'), 'EMFILE')
+    } finally {
+      LevelDb.open = realOpen
+    }
+    expect(failed).to.equal(true)
+    await store.writeFile('a', 'x')
+    expect((await store.readFile('a')).toString()).to.equal('x')
+  })
+
+  describe('every error a user can meet has a documented code', () => {
+    it('the digest thread dying mid-read does not fail readFile: the copy is hashed inline', async () => {
+      const store = t.open()
+      const data = bytes(6 * 1024 * 1024 + 5, 'worker')
+      await store.writeFile('big', data)
+      const realUpdate = Digester.prototype.update
+      let killed = false
+      Digester.prototype.update = function (job, piece) {
+        if (!killed) {
+          killed = true
+          this.worker.terminate()
+        }
+        return realUpdate.call(this, job, piece)
+      }
+      try {
+        expect((await store.readFile('big')).equals(data)).to.equal(true)
+      } finally {
+        Digester.prototype.update = realUpdate
+      }
+      expect(killed).to.equal(true)
+      expect((await store.readFile('big')).equals(data)).to.equal(true) // a new thread starts
+    })
+
+    it('readFile of a file larger than the largest Buffer is EFBIG, not a RangeError without a code', async () => {
+      const store = t.open({ referenceId: REF })
+      const key = keyInShard(REF, 1, 'huge')
+      await store.writeFile(key, 'small')
+      await store.close()
+      await rawDb(path.join(store.location, '001.s'), async (db) => {
+        const meta = JSON.parse(await db.get('!m!' + key))
+        await db.put('!m!' + key, JSON.stringify({ ...meta, size: 2 ** 33, chunks: 2 ** 33 / (128 * 1024) }))
+      })
+      const err = await rejects(t.open().readFile(key), 'EFBIG')
+      expect(err).to.be.instanceOf(RangeError)
+      expect(err.message).to.contain('createReadStream')
+    })
+
+    it('a chunk writer used after it was aborted or committed fails with ECANCELED or EINVAL', async () => {
+      const store = t.open({ referenceId: REF })
+      await store.writeFile(keyInShard(REF, 2, 'w'), 'x') // the shard exists
+      const { Shard } = require('../lib/shard')
+      const { ChunkKeys } = require('../lib/records')
+      await store.close()
+      const shard = await Shard.open({ index: 2, location: path.join(store.location, '002.s'), cap: 1e9, chunkKeys: new ChunkKeys(1e9, C), sync: false })
+      try {
+        const aborted = new ChunkWriter({ shard, key: 'a'.repeat(40), chunkSize: C, release: () => {} })
+        await aborted.abort()
+        await rejects(aborted.write(Buffer.from('late')), 'ECANCELED')
+        const committed = new ChunkWriter({ shard, key: 'b'.repeat(40), chunkSize: C, release: () => {} })
+        await committed.write(Buffer.from('x'))
+        await committed.finish()
+        await rejects(committed.write(Buffer.from('late')), 'EINVAL')
+      } finally {
+        await shard.close()
+      }
+    })
+  })
+})
