@@ -43,24 +43,136 @@ const OPERATIONS = {
   list: (s) => collect(s.list()),
   usage: (s) => s.usage(),
   compact: (s) => s.compact(),
+  verify: (s) => s.verify(),
+  repair: async (s) => s.repair(await presentShard(s)),
   createReadStream: (s) => collect(s.createReadStream('present')),
   createWriteStream: (s) => pipeline(Readable.from(['v']), s.createWriteStream('k'))
+}
+
+const shards = new WeakMap() // store -> shard of 'present', learnt while it was open
+const presentShard = (s) => shards.get(s) ?? 0
+
+// A store holding 'present', brought into the given state.
+async function storeIn (t, state) {
+  const store = t.open()
+  await store.writeFile('present', 'x')
+  shards.set(store, (await store.stat('present')).shard)
+  if (state === 'closing') store.close() // not awaited: the operation runs while it closes
+  if (state === 'closed') await store.close()
+  return store
 }
 
 describe('lifecycle', () => {
   const t = useTmp()
 
-  describe('closed store', () => {
+  describe('every public method against an open, a closing and a closed store', () => {
     for (const [name, op] of Object.entries(OPERATIONS)) {
-      it(`${name} rejects with ECLOSED after close()`, async () => {
-        const store = t.open()
-        await store.writeFile('present', 'x')
-        await store.close()
-        const err = await rejects(op(store), 'ECLOSED')
-        expect(err.message).to.equal('the store is closed')
+      it(`${name} works on an open store`, async () => {
+        await op(await storeIn(t, 'open'))
       })
+
+      for (const state of ['closing', 'closed']) {
+        it(`${name} rejects with ECLOSED on a ${state} store`, async () => {
+          const store = await storeIn(t, state)
+          const err = await rejects(op(store), 'ECLOSED')
+          expect(err.message).to.equal('the store is closed')
+          await store.close()
+        })
+      }
+    }
+  })
+
+  describe('the promise contract', () => {
+    // Bad arguments to every method that returns a promise: a rejection, never a throw.
+    const BAD = {
+      writeFile: (s) => s.writeFile(5, 'v'),
+      'writeFile data': (s) => s.writeFile('k', 5),
+      readFile: (s) => s.readFile(''),
+      put: (s) => s.put(null),
+      'put object-mode numbers': (s) => s.put(Readable.from([1, 2])),
+      exists: (s) => s.exists({}),
+      stat: (s) => s.stat('x'.repeat(5000)),
+      unlink: (s) => s.unlink(undefined),
+      'verify(null)': (s) => s.verify(null),
+      "verify('x')": (s) => s.verify('x'),
+      'verify({ shard: 300 })': (s) => s.verify({ shard: 300 }),
+      'verify({ shard: 1.5 })': (s) => s.verify({ shard: 1.5 }),
+      'verify({ onProgress: 5 })': (s) => s.verify({ onProgress: 5 }),
+      'verify({ bogus: 1 })': (s) => s.verify({ bogus: 1 }),
+      'repair()': (s) => s.repair(),
+      'repair(300)': (s) => s.repair(300),
+      'repair(-1)': (s) => s.repair(-1),
+      "repair('1')": (s) => s.repair('1'),
+      'repair(1.5)': (s) => s.repair(1.5),
+      'repair(null)': (s) => s.repair(null)
+    }
+    for (const [name, call] of Object.entries(BAD)) {
+      for (const opened of [false, true]) {
+        it(`${name} rejects with EINVAL on a store ${opened ? 'open' : 'not yet open'}, never throwing`, async () => {
+          const store = t.open({ shardCount: 4 })
+          if (opened) await store.open()
+          let promise
+          expect(() => { promise = call(store) }).to.not.throw()
+          expect(promise).to.be.an.instanceOf(Promise)
+          await rejects(promise, 'EINVAL')
+        })
+      }
     }
 
+    it('checks a shard number against the store, not against the options, before it is open', async () => {
+      const first = t.open({ shardCount: 4 })
+      await first.open()
+      await first.close()
+      const again = t.open() // options say nothing: the store has 4 shards
+      await rejects(again.repair(4), 'EINVAL')
+      await rejects(again.verify({ shard: 4 }), 'EINVAL')
+      expect(fs.readdirSync(again.location).filter((e) => e.endsWith('.s'))).to.deep.equal([])
+    })
+  })
+
+  describe('close()', () => {
+    it('called from a write stream\'s finish handler or a read stream\'s end handler leaves those streams alone', async () => {
+      const errors = []
+      const store = t.open()
+      const ws = store.createWriteStream('k')
+      ws.on('error', (err) => errors.push(err)) // recorded, so a failure shows here, not as a crash
+      const closed = new Promise((resolve) => ws.on('finish', () => resolve(store.close())))
+      ws.end('data')
+      await closed
+      const other = t.open()
+      expect((await other.readFile('k')).toString()).to.equal('data')
+      const rs = other.createReadStream('k')
+      rs.on('error', (err) => errors.push(err))
+      const rsClosed = new Promise((resolve) => rs.on('close', resolve))
+      rs.resume()
+      await new Promise((resolve) => rs.on('end', () => resolve(other.close())))
+      await rsClosed
+      expect(errors).to.deep.equal([])
+    })
+
+    it('closes the digest thread and the state even when a shard fails to close', async () => {
+      const { Shard } = require('../lib/shard')
+      const store = t.open({ referenceId: REF })
+      for (const { key } of keysForShards(REF, 2)) await store.writeFile(key, 'x')
+      await store.readFile(keysForShards(REF, 1)[0].key)
+      const realClose = Shard.prototype.close
+      let failures = 0
+      Shard.prototype.close = async function () {
+        await realClose.call(this)
+        if (failures++ === 0) throw Object.assign(new Error('injected close failure'), { code: 'EIO' })
+      }
+      try {
+        await rejects(store.close(), 'EIO')
+      } finally {
+        Shard.prototype.close = realClose
+      }
+      expect(failures).to.equal(2) // the other shard was closed too
+      const again = t.open()
+      expect((await again.usage()).files).to.equal(2) // not EBUSY: the state was closed
+    })
+  })
+
+  describe('closed store', () => {
     it('close() ends a put() whose input never ends, leaving nothing behind', async () => {
       const store = t.open()
       await store.open()
