@@ -1,0 +1,90 @@
+'use strict'
+
+// Opening never writes before it has decided (issue "Correct under every fault", item 5).
+const { expect } = require('chai')
+const fs = require('node:fs')
+const path = require('node:path')
+const crypto = require('node:crypto')
+const kfs = require('..')
+const { useTmp, rejects } = require('./helpers')
+
+// Every file under dir with its content hash and mtime: any write shows.
+function snapshot (dir) {
+  const out = {}
+  for (const entry of fs.readdirSync(dir, { withFileTypes: true, recursive: true })) {
+    const full = path.join(entry.parentPath ?? entry.path, entry.name)
+    const stat = fs.statSync(full)
+    out[path.relative(dir, full)] = entry.isDirectory() ? 'dir' : `${crypto.createHash('sha256').update(fs.readFileSync(full)).digest('hex')} ${stat.mtimeMs}`
+  }
+  return out
+}
+
+describe('opening a store', () => {
+  const t = useTmp()
+
+  async function existingStore (options) {
+    const store = t.open(options)
+    await store.writeFile('a', 'kept')
+    await store.close()
+    return store.location
+  }
+
+  async function refusedUntouched (dir, options, code) {
+    const before = snapshot(dir)
+    await new Promise((resolve) => setTimeout(resolve, 20)) // a rewrite would change mtimes
+    const err = await rejects(kfs(dir, options).open(), code)
+    expect(snapshot(dir)).to.deep.equal(before)
+    return err
+  }
+
+  it('refuses a store made by a newer kfs with ENOTSUP, writing nothing', async () => {
+    const dir = await existingStore()
+    const file = path.join(dir, 'format.json')
+    fs.writeFileSync(file, JSON.stringify({ ...JSON.parse(fs.readFileSync(file, 'utf8')), format: 99 }))
+    const err = await refusedUntouched(dir, undefined, 'ENOTSUP')
+    expect(err.message).to.contain('newer kfs').and.to.contain('format 99')
+    expect(err).to.include({ found: 99 })
+  })
+
+  it('refuses a garbage format.json with ECORRUPT, writing nothing', async () => {
+    const dir = await existingStore()
+    fs.writeFileSync(path.join(dir, 'format.json'), '{ garbage')
+    await refusedUntouched(dir, undefined, 'ECORRUPT')
+  })
+
+  it('refuses options that contradict the store with EINVAL, writing nothing', async () => {
+    const dir = await existingStore({ chunkSize: 4096 })
+    const err = await refusedUntouched(dir, { chunkSize: 8192 }, 'EINVAL')
+    expect(err.message).to.contain('chunkSize')
+    await refusedUntouched(dir, { referenceId: 'ab'.repeat(20) }, 'EINVAL')
+    expect((await t.open().readFile('a')).toString()).to.equal('kept')
+  })
+
+  describe('create: false', () => {
+    it('fails with ENOENT naming a directory that does not exist, and does not create it', async () => {
+      const dir = path.join(t.dir, 'not-there')
+      const err = await rejects(kfs(dir, { create: false }).stat('x'), 'ENOENT')
+      expect(err.message).to.contain(dir)
+      expect(err.path).to.equal(dir)
+      expect(fs.existsSync(dir)).to.equal(false)
+    })
+
+    it('fails with ENOENT on an empty directory, leaving it empty', async () => {
+      const dir = path.join(t.dir, 'empty')
+      fs.mkdirSync(dir)
+      await rejects(kfs(dir, { create: false }).open(), 'ENOENT')
+      expect(fs.readdirSync(dir)).to.deep.equal([])
+    })
+
+    it('opens an existing store', async () => {
+      const dir = await existingStore()
+      const store = kfs(dir, { create: false })
+      t.stores.push(store)
+      expect((await store.readFile('a')).toString()).to.equal('kept')
+    })
+
+    it('must be a boolean', async () => {
+      expect(() => kfs(t.dir, { create: 'no' })).to.throw(TypeError).with.property('code', 'EINVAL')
+    })
+  })
+})
