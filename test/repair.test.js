@@ -1,0 +1,94 @@
+'use strict'
+
+// Repair is exclusive and crash-safe (issue "Correct under every fault", item 4).
+const { expect } = require('chai')
+const fs = require('node:fs')
+const path = require('node:path')
+const { spawn } = require('node:child_process')
+const { LevelDb } = require('../lib/leveldb')
+const { useTmp, rejects, bytes, collect, keyInShard, assertNoStrayChunks, REF } = require('./helpers')
+
+const C = 1024
+const ROOT = path.join(__dirname, '..')
+
+describe('repair', () => {
+  const t = useTmp()
+
+  it('holds the shard against an operation that was already waiting for a slot', async () => {
+    const store = t.open({ referenceId: REF, chunkSize: C, maxOpenShards: 1, shardWaitTimeout: 20000 })
+    const a = keyInShard(REF, 1, 'a')
+    const b = keyInShard(REF, 2, 'b')
+    await store.writeFile(a, bytes(64 * C))
+    await store.writeFile(b, bytes(8 * C))
+    const rs = store.createReadStream(a) // holds the only slot
+    await new Promise((resolve) => rs.once('readable', resolve))
+    const waiting = store.readFile(b) // waits for the slot
+    const outcome = waiting.then(() => 'read', (err) => err.code)
+    await new Promise((resolve) => setTimeout(resolve, 50))
+    const repairing = store.repair(2)
+    rs.destroy() // frees the slot while repair works on shard 2
+    const result = await repairing
+    expect(result).to.include({ shard: 2, files: 1 })
+    expect(await outcome).to.equal('EBUSY')
+    expect((await store.readFile(b)).equals(bytes(8 * C))).to.equal(true)
+  })
+
+  it('a crash during repair leaves a mark: the shard is ECORRUPT until repaired again, which finishes the job', async function () {
+    this.timeout(30000)
+    const dir = path.join(t.dir, 'store')
+    const keys = [0, 1, 2].map((i) => keyInShard(REF, 5, `k${i}`))
+    const store = t.open({ referenceId: REF, chunkSize: C })
+    for (const key of keys) await store.writeFile(key, bytes(4 * C, key))
+    await store.close()
+    // Damage one file (a chunk goes), so repair drops it.
+    const db = await LevelDb.open(path.join(dir, '005.s'))
+    await db.clear({ gt: `${keys[1]} `, lt: `${keys[1]} ~`, limit: 1 })
+    await db.close()
+
+    // A process repairs the shard and is killed right after it dropped the damaged
+    // file's metadata, before its chunks and the accounting were rewritten.
+    const script = `
+      const { LevelDb } = require('./lib/leveldb')
+      const batch = LevelDb.prototype.batch
+      let dropped = false
+      LevelDb.prototype.batch = async function (ops, options) {
+        if (dropped) process.kill(process.pid, 'SIGKILL')
+        const result = await batch.call(this, ops, options)
+        if (ops.some((op) => op.type === 'del' && op.key.startsWith('!m!'))) dropped = true
+        return result
+      }
+      require('./')(process.argv[1]).repair(5).then(() => process.exit(3))`
+    const signal = await new Promise((resolve) => {
+      spawn(process.execPath, ['-e', script, dir], { cwd: ROOT, stdio: 'inherit' }).on('exit', (code, sig) => resolve(sig || code))
+    })
+    expect(signal).to.equal('SIGKILL')
+
+    const again = t.open()
+    const err = await rejects(again.readFile(keys[0]), 'ECORRUPT')
+    expect(err.message).to.contain('repair of it was interrupted').and.to.contain('kfs repair 5')
+    expect((await again.verify()).problems.map((p) => p.kind)).to.deep.equal(['shard'])
+    const result = await again.repair(5)
+    expect(result.files).to.equal(2)
+    expect(result.dropped.map((d) => d.key)).to.deep.equal([keys[1]])
+    expect((await again.verify()).problems).to.deep.equal([])
+    const usage = await again.usage()
+    expect(usage).to.include({ files: 2, used: 8 * C })
+    await again.close()
+    const reopened = t.open() // the figures survive a restart
+    expect((await reopened.usage()).used).to.equal(8 * C)
+    expect(await collect(reopened.list())).to.have.length(2)
+    await reopened.close()
+    await assertNoStrayChunks(t.dir)
+  })
+
+  it('refuses a shard that was never created with ENOENT, creating nothing', async () => {
+    const store = t.open({ referenceId: REF })
+    await store.writeFile(keyInShard(REF, 1, 'x'), 'x')
+    const err = await rejects(store.repair(5), 'ENOENT')
+    expect(err.message).to.contain('shard 005')
+    expect(fs.existsSync(path.join(store.location, '005.s'))).to.equal(false)
+    await store.close()
+    await rejects(t.open().repair(6), 'ENOENT') // also before the store is open
+    expect(fs.readdirSync(store.location).filter((e) => e.endsWith('.s'))).to.deep.equal(['001.s'])
+  })
+})
