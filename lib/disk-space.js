@@ -5,13 +5,14 @@ const path = require('node:path')
 
 const RESERVE_FILE = 'reserve'
 const PIECE = 1024 * 1024
+const HEADROOM = 4 * 1024 * 1024
 
 // Space kept back for a full disk. LevelDB writes even to open a database (a new
 // manifest, the log replayed into a table), to delete (a log record) and to compact,
 // so on a disk filled to the last block a store could neither read its closed shards
 // nor free space. kfs keeps a file of `size` bytes in the store and deletes it when the
 // disk fills up, which lets opens, unlinks and compaction go on; new writes are then
-// refused until there is twice that much free again, when the file is put back.
+// refused until the disk has room for the file and HEADROOM more, when it is put back.
 class DiskReserve {
   #file
   #tmpDir
@@ -25,7 +26,7 @@ class DiskReserve {
   }
 
   // Takes stock once tmp/ exists: a reserve missing (given up by an earlier process, or
-  // never made) is made only if the disk has room for it twice over.
+  // never made) is made only if the disk has room for it and some more.
   async init () {
     if (this.#size === 0) return
     const existing = await fs.stat(this.#file).catch(() => undefined)
@@ -45,12 +46,11 @@ class DiskReserve {
     return fs.rm(this.#file).then(() => true, () => false)
   }
 
-  // Whether new data may be written: after a release, only once the disk has room for
-  // the reserve twice over, and the reserve is back.
+  // Whether new data may be written: after a release, only once the reserve is back.
   async roomForWrites () {
     if (!this.#low || this.#size === 0) return true
     const { bavail, bsize } = await fs.statfs(this.#tmpDir)
-    if (bavail * bsize >= 2 * this.#size) await this.#ensure()
+    if (bavail * bsize >= this.#size + HEADROOM) await this.#ensure()
     return !this.#low
   }
 

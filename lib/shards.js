@@ -83,7 +83,7 @@ class Shards {
   async checkRoomForWrites () {
     if (!(await this.reserve.roomForWrites())) {
       throw errors.diskFull(this.location, 'kfs gave up its reserve so that files stay readable and removable; ' +
-        'writes resume once unlink() and compact(), or other programs, free twice the reserve', {})
+        'writes resume once unlink() and compact(), or other programs, free space', {})
     }
   }
 
@@ -152,6 +152,9 @@ class Shards {
   }
 
   async #close (shard) {
+    // A write that failed (a full disk) may have left chunks its abort could not
+    // remove: the next open looks for them again.
+    if (shard.db.failed) this.#cleaned.delete(shard.index)
     const figures = await shard.figures()
     await shard.close()
     await this.usage.closed(shard.index, figures)

@@ -139,10 +139,11 @@ class Store {
   }
 
   async #openWriter ({ key, name }, { size, sha256, expectedSha256 } = {}) {
+    // Only once the reserve was given up: refused before a shard is created or opened.
+    if (this.#shards.reserve.low) await this.#shards.checkRoomForWrites()
     const shard = await this.#shards.acquire(this.#route(key))
     const release = () => this.#shards.release(shard)
     try {
-      await this.#shards.checkRoomForWrites()
       return new ChunkWriter({ shard, key, name, chunkSize: this.chunkSize, size, sha256, expectedSha256, release })
     } catch (err) {
       release()

@@ -1,0 +1,131 @@
+'use strict'
+
+// A full disk must not lock the store (issue "Correct under every fault", item 1).
+// Runs on a small ext4 filesystem the test makes and loop-mounts; needs root.
+const { expect } = require('chai')
+const fs = require('node:fs')
+const os = require('node:os')
+const path = require('node:path')
+const { execFileSync, spawnSync } = require('node:child_process')
+const kfs = require('..')
+const { rejects, bytes, sha256, collect } = require('./helpers')
+
+const MiB = 1024 * 1024
+const KFS = path.join(__dirname, '..', 'bin', 'kfs.js')
+
+// Makes and mounts an ext4 filesystem of `size` MiB with no blocks reserved for root,
+// so it fills for root too. Resolves to its mount point, or a reason it cannot.
+function mountSmallFs (size) {
+  if (typeof process.getuid !== 'function' || process.getuid() !== 0) return { skip: 'not running as root (mount needs it)' }
+  const base = fs.mkdtempSync(path.join(os.tmpdir(), 'kfs-fs-'))
+  const image = path.join(base, 'fs.img')
+  const mnt = path.join(base, 'mnt')
+  fs.mkdirSync(mnt)
+  try {
+    fs.writeFileSync(image, '')
+    fs.truncateSync(image, size * MiB)
+    execFileSync('mkfs.ext4', ['-q', '-F', '-m', '0', image], { stdio: 'pipe' })
+    execFileSync('mount', ['-o', 'loop', image, mnt], { stdio: 'pipe' })
+  } catch (err) {
+    fs.rmSync(base, { recursive: true, force: true })
+    return { skip: `cannot make a loop-mounted ext4 filesystem here: ${String(err.stderr || err.message).trim()}` }
+  }
+  return {
+    mnt,
+    cleanup () {
+      spawnSync('umount', [mnt])
+      fs.rmSync(base, { recursive: true, force: true })
+    }
+  }
+}
+
+function cli (dir, ...args) {
+  const r = spawnSync(process.execPath, [KFS, '-d', dir, ...args], { encoding: 'buffer', input: args[0] === 'put' ? Buffer.from('small file') : undefined })
+  return { code: r.status, stdout: r.stdout, stderr: r.stderr.toString() }
+}
+
+// Writes 1 MiB files until the disk is full; resolves to the files stored and the error.
+async function fill (store, stored, prefix) {
+  for (let i = 0; ; i++) {
+    const data = bytes(MiB, `${prefix}${i}`)
+    try {
+      await store.writeFile(`${prefix}${i}`, data)
+      stored.set(`${prefix}${i}`, sha256(data))
+    } catch (err) {
+      return err
+    }
+  }
+}
+
+describe('a full disk', function () {
+  this.timeout(120000)
+  let fsys
+  before(function () {
+    fsys = mountSmallFs(96)
+    if (fsys.skip) {
+      console.log(`      skipped: ${fsys.skip}`)
+      this.skip()
+    }
+  })
+  after(() => fsys && fsys.cleanup && fsys.cleanup())
+
+  it('fails the write with ENOSPC, then reads, lists, verifies, unlinks and compacts, and writes again', async () => {
+    const dir = path.join(fsys.mnt, 'store')
+    const store = kfs(dir, { maxOpenShards: 2, idleTimeout: 0 }) // shards close as soon as they are idle
+    const stored = new Map()
+    try {
+      const err = await fill(store, stored, 'a')
+      expect(err.code, err.stack).to.equal('ENOSPC')
+      expect(err.disk).to.equal(true)
+      expect(stored.size).to.be.above(20)
+      // Nothing partial: the file that failed is not there, the others are whole.
+      expect(await store.exists(`a${stored.size}`)).to.equal(false)
+      for (const [key, digest] of stored) expect(sha256(await store.readFile(key)), key).to.equal(digest)
+      expect((await collect(store.list())).length).to.equal(stored.size)
+      expect((await store.usage()).files).to.equal(stored.size)
+      expect((await store.stat('a0')).size).to.equal(MiB)
+      expect((await store.verify()).problems).to.deep.equal([])
+      // A shard never created: ENOSPC, not ECORRUPT.
+      await rejects(store.writeFile('never-created-shard-' + 'x'.repeat(30), 'x'), 'ENOSPC')
+      // Unlink half, compact, and the next write succeeds.
+      const keys = [...stored.keys()]
+      for (const key of keys.slice(0, keys.length / 2)) {
+        await store.unlink(key)
+        stored.delete(key)
+      }
+      await store.compact()
+      await store.writeFile('after', 'it fits again')
+      expect((await store.readFile('after')).toString()).to.equal('it fits again')
+    } finally {
+      await store.close()
+      fs.rmSync(dir, { recursive: true, force: true })
+    }
+  })
+
+  it('a new process can open the store on the full disk: get, list, stat, verify, unlink, compact, then put', async () => {
+    const dir = path.join(fsys.mnt, 'store2')
+    const store = kfs(dir, { maxOpenShards: 2, idleTimeout: 0 })
+    const stored = new Map()
+    const err = await fill(store, stored, 'b')
+    await store.close()
+    expect(err.code).to.equal('ENOSPC')
+    const { bavail, bsize } = fs.statfsSync(fsys.mnt)
+    expect(bavail * bsize).to.be.below(MiB) // full
+    const key = (name) => require('../lib/keys').coerceKey(name).key
+    const got = cli(dir, 'get', 'b3')
+    expect(got.stderr).to.equal('')
+    expect(sha256(got.stdout)).to.equal(stored.get('b3'))
+    expect(cli(dir, 'list').stdout.toString().trim().split('\n')).to.have.length(stored.size)
+    expect(cli(dir, 'stat', 'b4').code).to.equal(0)
+    expect(cli(dir, 'verify').code).to.equal(0)
+    for (const name of [...stored.keys()].slice(0, stored.size / 2)) {
+      const r = cli(dir, 'unlink', name)
+      expect(r.code, r.stderr).to.equal(0)
+      stored.delete(name)
+    }
+    expect(cli(dir, 'compact').code).to.equal(0)
+    const put = cli(dir, 'put')
+    expect(put.code, put.stderr).to.equal(0)
+    expect(cli(dir, 'exists', key('b1')).stdout.toString().trim()).to.equal(stored.has('b1') ? 'true' : 'false')
+  })
+})
