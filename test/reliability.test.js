@@ -3,7 +3,7 @@
 const { expect } = require('chai')
 const fs = require('node:fs')
 const path = require('node:path')
-const { useTmp, rejects, throws, bytes, keysForShards, collect, REF } = require('./helpers')
+const { useTmp, rejects, bytes, keysForShards, collect, REF } = require('./helpers')
 
 const C = 1024
 
