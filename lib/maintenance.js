@@ -68,7 +68,9 @@ async function repair (ctx, index) {
     // lets its keys be written again.
     if (lost) await Shard.create(location, shards.tmpDir)
     else await LevelDb.repair(location, index)
-    const db = await LevelDb.open(location, { shard: index })
+    const db = await LevelDb.open(location, { shard: index }).catch((err) => {
+      throw errors.corrupt(`shard ${shardName(index)}`, `LevelDB's repair could not make it readable: ${err.message}`, { shard: index, cause: err })
+    })
     let result
     try {
       const repaired = new Shard({ index, location, db, cap: shards.cap, chunkKeys: shards.chunkKeys, sync: true, account: { used: 0, files: 0 } })

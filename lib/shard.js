@@ -34,7 +34,7 @@ class Shard {
   static async create (location, tmpDir) {
     // rename() would replace an empty directory: whatever is in the way is not ours to take.
     const inTheWay = await fs.stat(location).then(() => true, () => false)
-    if (inTheWay) throw new Error(`${location} exists but this store never created it`)
+    if (inTheWay) throw errors.system(`shard ${path.basename(location)} could not be created`, { code: 'EEXIST', message: `${location} exists but this store never created it` })
     const staging = path.join(tmpDir, `${path.basename(location)}-${crypto.randomBytes(4).toString('hex')}`)
     try {
       // Made here, not by LevelDB, which ignores a failed mkdir and then reports the
@@ -109,14 +109,15 @@ class Shard {
 
   // Writes chunk records of an uncommitted version. The first batch of a version also
   // records it as pending, so that a crash before commit can be cleaned up on reopen
-  // without scanning the shard. With `sync`, every batch is synced: LevelDB does not
-  // sync a log when it moves on to a new one, so syncing only the commit would leave
-  // chunks written to an earlier log unsynced.
-  writeChunks (key, version, firstIndex, chunks) {
+  // without scanning the shard. A synced store cannot sync only the commit: LevelDB
+  // does not sync a log when it moves on to a new one, so chunks written to an earlier
+  // log would not be durable. The writer syncs each batch, or flushes before the
+  // commit (ChunkWriter).
+  writeChunks (key, version, firstIndex, chunks, { sync }) {
     const ops = []
     if (firstIndex === 0) ops.push({ type: 'put', key: records.pendingKey(version), value: key })
     chunks.forEach((value, i) => ops.push({ type: 'put', key: this.chunkKeys.key(key, version, firstIndex + i), value }))
-    return this.db.batch(ops, { sync: this.sync })
+    return this.db.batch(ops, { sync })
   }
 
   // Makes `meta` the visible version of its key in one atomic batch: metadata, the
