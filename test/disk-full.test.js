@@ -57,6 +57,22 @@ async function fill (store, stored, prefix) {
   }
 }
 
+// Takes every block that is left, so that even making a directory fails.
+function fillToTheLastBlock (file) {
+  const fd = fs.openSync(file, 'w')
+  try {
+    for (const size of [MiB, 64 * 1024, 1024]) {
+      try {
+        for (;;) fs.writeSync(fd, Buffer.alloc(size))
+      } catch (err) {
+        if (err.code !== 'ENOSPC') throw err
+      }
+    }
+  } finally {
+    fs.closeSync(fd)
+  }
+}
+
 describe('a full disk', function () {
   this.timeout(120000)
   let fsys
@@ -99,6 +115,37 @@ describe('a full disk', function () {
     } finally {
       await store.close()
       fs.rmSync(dir, { recursive: true, force: true })
+    }
+  })
+
+  it('creating a shard on a full disk is ENOSPC, not ECORRUPT, even with no reserve', async () => {
+    const dir = path.join(fsys.mnt, 'store3')
+    const store = kfs(dir, { diskReserve: 0, shardCount: 2 })
+    try {
+      const stored = new Map()
+      let err
+      for (let i = 0; ; i++) {
+        const key = require('./helpers').keyInShard(store.referenceId || (await store.open(), store.referenceId), 0, `f${i}`)
+        const data = bytes(MiB, key)
+        try {
+          await store.writeFile(key, data)
+          stored.set(key, data)
+        } catch (e) {
+          err = e
+          break
+        }
+      }
+      expect(err.code).to.equal('ENOSPC')
+      expect(fs.existsSync(path.join(dir, '001.s'))).to.equal(false)
+      fillToTheLastBlock(path.join(fsys.mnt, 'filler'))
+      const other = require('./helpers').keyInShard(store.referenceId, 1, 'new shard')
+      const created = await rejects(store.writeFile(other, 'x'), 'ENOSPC')
+      expect(created.message).to.not.contain('corrupt')
+      expect(fs.readdirSync(path.join(dir, 'tmp'))).to.deep.equal([]) // no half-made shard
+    } finally {
+      await store.close()
+      fs.rmSync(dir, { recursive: true, force: true })
+      fs.rmSync(path.join(fsys.mnt, 'filler'), { force: true })
     }
   })
 
