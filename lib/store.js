@@ -264,7 +264,12 @@ class Store {
       })
       const { file, size, sha256 } = spooled
       if (!(await this.#holds(sha256, size))) {
-        await this.#write({ key: sha256 }, fs.createReadStream(file, { highWaterMark: this.chunkSize }), { size, sha256 })
+        const input = fs.createReadStream(file, { highWaterMark: this.chunkSize })
+        try {
+          await this.#write({ key: sha256 }, input, { size, sha256 })
+        } finally {
+          input.destroy() // also when the write failed before reading it
+        }
       }
       return sha256
     } finally {
