@@ -84,11 +84,14 @@ describe('concurrency', () => {
   it('a paused listing holds no shard: other shards stay usable with maxOpenShards 1', async () => {
     const store = t.open({ maxOpenShards: 1, referenceId: REF })
     const [a, b] = keysForShards(REF, 2)
+    expect(b.shard).to.be.below(a.shard) // so b is behind the listing, whatever it does
     await store.writeFile(a.key, 'a')
     const listing = store.list()[Symbol.asyncIterator]()
-    await listing.next()
+    expect(await listing.next()).to.deep.equal({ done: false, value: { key: a.key, size: 1 } })
     await store.writeFile(b.key, 'b') // would wait forever if the listing held the slot
-    expect((await collect({ [Symbol.asyncIterator]: () => listing })).length).to.be.at.most(1)
+    // Listed shard by shard, in order: b's shard was passed before a's, so nothing is left.
+    expect(await collect({ [Symbol.asyncIterator]: () => listing })).to.deep.equal([])
+    expect((await store.readFile(b.key)).toString()).to.equal('b')
   })
 
   it('an operation waiting longer than shardWaitTimeout for a slot fails with EBUSY', async () => {
@@ -125,17 +128,38 @@ describe('concurrency', () => {
 
   it('serves hundreds of mixed operations in flight', async () => {
     const store = t.open({ chunkSize: C, maxOpenShards: 4 })
-    const expected = new Map()
+    // 50 names: each is both written (every third i) and read (the others) while
+    // writes to it are in flight; 60 would split them into names only written and
+    // names only read.
+    const versions = new Map() // name -> every version written to it
     const ops = []
     for (let i = 0; i < 300; i++) {
-      const name = `f${i % 60}`
-      const data = bytes((i * 37) % (6 * C), `d${i}`)
-      if (i % 3 === 0) ops.push(store.writeFile(name, data).then(() => expected.set(name, data)))
-      else ops.push(store.readFile(name).catch((err) => expect(err.code).to.equal('ENOENT')))
+      const name = `f${i % 50}`
+      if (i % 3 === 0) {
+        const data = bytes((i * 37) % (6 * C), `d${i}`)
+        versions.set(name, [...(versions.get(name) || []), data])
+        ops.push(store.writeFile(name, data))
+      } else {
+        // A read sees a whole version written to that name, or none yet.
+        ops.push(store.readFile(name).then(
+          (data) => expect((versions.get(name) || []).some((v) => v.equals(data)), `read ${name}`).to.equal(true),
+          (err) => expect(err.code, err.stack).to.equal('ENOENT')))
+      }
     }
     await Promise.all(ops)
+    expect(versions.size).to.equal(50)
     const listed = await collect(store.list())
-    expect(listed.length).to.equal(new Set([...expected.keys()]).size)
-    for (const entry of listed) expect(entry.size).to.be.a('number')
+    expect(listed.map((e) => e.name).sort()).to.deep.equal([...versions.keys()].sort())
+    let used = 0
+    for (const entry of listed) {
+      // Which write to a name commits last is a race; whichever did, the listing, the
+      // content and the accounting agree with it, and it is one that was written.
+      const data = await store.readFile(entry.name)
+      expect(versions.get(entry.name).some((v) => v.equals(data)), entry.name).to.equal(true)
+      expect(entry.size, entry.name).to.equal(data.length)
+      expect((await store.stat(entry.name)).size, entry.name).to.equal(data.length)
+      used += data.length
+    }
+    expect(await store.usage()).to.include({ used, files: 50 })
   })
 })

@@ -1,0 +1,259 @@
+// Type declarations for kfs's public API (index.js). The README is the reference for
+// behaviour; this file only states the shapes. test/types/usage.ts checks it with tsc,
+// and test/readme.test.js checks that every Store method is declared here.
+
+/// <reference types="node" />
+
+import type { Readable, Writable } from 'node:stream'
+
+/**
+ * Returns the store at `dir` at once. It opens (and, unless `create: false`, creates)
+ * the directory on its first operation. Throws EINVAL for a bad `dir` or option.
+ */
+declare function kfs (dir: string, options?: kfs.StoreOptions): kfs.Store
+
+declare namespace kfs {
+  /** The same function as the module itself: `const { kfs } = require('kfs')`. */
+  const kfs: (dir: string, options?: StoreOptions) => Store
+
+  /** Every code kfs raises on purpose. Codes are stable; messages may change. */
+  type ErrorCode =
+    | 'EINVAL'
+    | 'ENOENT'
+    | 'ENOSPC'
+    | 'EINTEGRITY'
+    | 'ECORRUPT'
+    | 'ENOTSUP'
+    | 'EFBIG'
+    | 'EBUSY'
+    | 'ECANCELED'
+    | 'ECLOSED'
+    | 'ENOTDIR'
+    | 'EEXIST'
+    | 'EMFILE'
+    | 'EACCES'
+    | 'EROFS'
+    | 'EIO'
+    | 'ENOMEM'
+    | 'EDQUOT'
+
+  /**
+   * An error raised by kfs: an `Error` (a `TypeError` or `RangeError` for EINVAL) with a
+   * `code`. Other operating-system errors pass through with their own codes, so `code`
+   * is any string, with the documented ones spelled out. The other fields are present
+   * only for the codes the README names them with.
+   */
+  interface KfsError extends Error {
+    // `string & {}` keeps ErrorCode's names for completion while accepting others.
+    code: ErrorCode | (string & {})
+    /** EINVAL: the argument at fault, such as `key` or `options.chunkSize`. */
+    argument?: string
+    /** ENOENT, EINTEGRITY, ECORRUPT (a metadata record), EFBIG: the file's key. */
+    key?: string
+    /** ENOENT (no store, `create: false`), ENOTDIR, ENOTSUP, EBUSY: the path concerned. */
+    path?: string
+    /** The shard concerned: ENOSPC, ECORRUPT, EBUSY, ENOENT of `repair`, OS errors. */
+    shard?: number
+    /** ECORRUPT from `list()` or `compact()`: every damaged shard met. */
+    shards?: number[]
+    /** ENOSPC: the bytes the write needed. */
+    needed?: number
+    /** ENOSPC: the bytes the shard had free. */
+    free?: number
+    /** ENOSPC: true when the disk, not a shard's cap, is full. */
+    disk?: boolean
+    /** EINTEGRITY: the index of a missing or wrong-sized chunk. */
+    chunk?: number
+    /** EINTEGRITY: the SHA-256 expected, in hex. */
+    expected?: string
+    /** EINTEGRITY: the SHA-256 found, in hex. ENOTSUP: the store's format version. */
+    found?: string | number
+    /** ENOTSUP: the newest format version this kfs reads. */
+    supported?: number
+    /** EFBIG: the file's size in bytes. */
+    size?: number
+  }
+
+  interface StoreOptions {
+    /** The store's ID, 40 hex characters; drives routing. Default: random. Persisted. */
+    referenceId?: string
+    /** Total capacity in bytes. Default 8 TiB. Persisted. */
+    maxTableSize?: number
+    /** Bytes per chunk, 1 to 64 MiB. Default 128 KiB. Persisted. */
+    chunkSize?: number
+    /** 1, 2, 4 … 256. Default 256. A benchmarking aid. Persisted. */
+    shardCount?: number
+    /** Resolve writes and unlinks only once durable on disk. Default false. */
+    sync?: boolean
+    /** When false, a directory holding no store is refused with ENOENT. Default true. */
+    create?: boolean
+    /** Bytes kept in reserve for a full disk; 0 turns it off. Default 16 MiB. */
+    diskReserve?: number
+    /** Shards open at once, 1 to 256. Default 16. */
+    maxOpenShards?: number
+    /** Milliseconds before an unused shard closes. Default 30000. */
+    idleTimeout?: number
+    /** Milliseconds an operation waits for a shard slot before EBUSY. Default 30000. */
+    shardWaitTimeout?: number
+  }
+
+  /** What `writeFile` and `put` accept; strings are stored as UTF-8. */
+  type Data = Buffer | Uint8Array | string
+
+  interface WriteStreamOptions {
+    /** 64 hex characters: the content must hash to it, or EINTEGRITY. */
+    sha256?: string
+  }
+
+  interface ReadStreamOptions {
+    /** First byte, inclusive. Default 0. */
+    start?: number
+    /** Last byte, inclusive; clamped to the end of the file. */
+    end?: number
+  }
+
+  interface FileStat {
+    key: string
+    size: number
+    chunks: number
+    shard: number
+    mtime: Date
+    /** The content's SHA-256 in hex. */
+    sha256: string
+    /** Present only for named keys. */
+    name?: string
+  }
+
+  interface ListEntry {
+    key: string
+    size: number
+    /** Present only for named keys. */
+    name?: string
+  }
+
+  interface ShardUsage {
+    index: number
+    used: number
+    free: number
+    files: number
+    /** LevelDB's approximate size on disk. */
+    diskBytes: number
+  }
+
+  interface Usage {
+    used: number
+    free: number
+    capacity: number
+    files: number
+    /** Only the shards created so far. */
+    shards: ShardUsage[]
+  }
+
+  interface VerifyProgress {
+    shard: number
+    files: number
+    bytes: number
+  }
+
+  interface VerifyOptions {
+    /** Only this shard. */
+    shard?: number
+    /** Called after each file checked. */
+    onProgress?: (progress: VerifyProgress) => void
+  }
+
+  /** What a verify problem is about; see the README for each. */
+  type VerifyProblemKind = 'file' | 'metadata' | 'accounting' | 'shard' | 'log' | 'write'
+
+  interface VerifyProblem {
+    shard: number
+    /** null for a problem of a whole shard. */
+    key: string | null
+    kind: VerifyProblemKind
+    problem: string
+  }
+
+  interface VerifyReport {
+    files: number
+    bytes: number
+    problems: VerifyProblem[]
+  }
+
+  interface DroppedFile {
+    key: string
+    problem: string
+  }
+
+  /** A damage note repair cleared: what LevelDB dropped from a damaged log. */
+  interface RepairNote {
+    /** When the shard was opened and the damage found, as an ISO date. */
+    at: string
+    dropped: string[]
+    /** Keys whose writes were in flight then. */
+    pending: string[]
+  }
+
+  interface RepairResult {
+    shard: number
+    /** Files kept. */
+    files: number
+    /** Bytes kept. */
+    used: number
+    dropped: DroppedFile[]
+    notes: RepairNote[]
+    /** Files that left no trace at all. */
+    unaccounted: number
+    /** True when the shard's directory was gone and an empty shard took its place. */
+    recreated: boolean
+  }
+
+  class Store {
+    constructor (dir: string, options?: StoreOptions)
+
+    /** The store's directory, absolute. */
+    readonly location: string
+    /** After open: the store's reference ID in hex. */
+    readonly referenceId: string | undefined
+    /** The persisted chunk size once open; the chosen one before. */
+    readonly chunkSize: number
+    /** After open: each shard's cap in bytes. */
+    readonly shardCapacity: number | undefined
+    /** The persisted shard count once open; the chosen one before. */
+    readonly shardCount: number
+
+    open (): Promise<void>
+    writeFile (key: string, data: Data): Promise<void>
+    readFile (key: string): Promise<Buffer>
+    createWriteStream (key: string, options?: WriteStreamOptions): Writable
+    createReadStream (key: string, options?: ReadStreamOptions): Readable
+    /** Stores the content under its SHA-256 and resolves to that key in hex. */
+    put (data: Data | Readable): Promise<string>
+    exists (key: string): Promise<boolean>
+    stat (key: string): Promise<FileStat>
+    unlink (key: string): Promise<void>
+    list (shard?: number): AsyncGenerator<ListEntry, void, undefined>
+    usage (): Promise<Usage>
+    compact (): Promise<void>
+    verify (options?: VerifyOptions): Promise<VerifyReport>
+    repair (shard: number): Promise<RepairResult>
+    close (): Promise<void>
+  }
+
+  /**
+   * Predicates on errors. The module also exports the factories kfs raises its errors
+   * with; they are internal and not declared here.
+   */
+  namespace errors {
+    function isNotFound (err: unknown): err is KfsError & { code: 'ENOENT' }
+    function isNoSpace (err: unknown): err is KfsError & { code: 'ENOSPC' }
+    /** ENOSPC from the filesystem filling up, rather than a shard's cap. */
+    function isDiskFull (err: unknown): err is KfsError & { code: 'ENOSPC' }
+    function isIntegrity (err: unknown): err is KfsError & { code: 'EINTEGRITY' }
+    function isCorrupt (err: unknown): err is KfsError & { code: 'ECORRUPT' }
+    function isBusy (err: unknown): err is KfsError & { code: 'EBUSY' }
+    function isClosed (err: unknown): err is KfsError & { code: 'ECLOSED' }
+    function isInvalid (err: unknown): err is KfsError & { code: 'EINVAL' }
+  }
+}
+
+export = kfs
