@@ -20,7 +20,9 @@ const SYNCED_BATCHES = 4
 class ChunkWriter {
   // sha256: the content's hash, known to the caller (put): not computed again.
   // expectedSha256: checked before the commit; a mismatch fails with EINTEGRITY.
-  constructor ({ shard, key, name, chunkSize, size, sha256, expectedSha256, release }) {
+  // mayWrite: throws if no more data may be written (the disk reserve was given up).
+  constructor ({ shard, key, name, chunkSize, size, sha256, expectedSha256, release, mayWrite = () => {} }) {
+    this.mayWrite = mayWrite
     this.shard = shard
     this.key = key
     this.name = name
@@ -119,6 +121,7 @@ class ChunkWriter {
     if (chunks.length === 0) return
     this.batch = []
     this.batchBytes = 0
+    this.mayWrite()
     const first = this.chunks
     this.chunks += chunks.length
     this.batches++

@@ -2,6 +2,7 @@
 
 const fs = require('node:fs/promises')
 const path = require('node:path')
+const crypto = require('node:crypto')
 
 const RESERVE_FILE = 'reserve'
 const PIECE = 1024 * 1024
@@ -18,6 +19,7 @@ class DiskReserve {
   #tmpDir
   #size
   #low = false
+  #ensuring
 
   constructor (dir, tmpDir, size) {
     this.#file = path.join(dir, RESERVE_FILE)
@@ -54,10 +56,16 @@ class DiskReserve {
     return !this.#low
   }
 
-  async #ensure () {
+  // One at a time: concurrent writes that find the reserve missing share one attempt.
+  #ensure () {
+    if (!this.#ensuring) this.#ensuring = this.#make().finally(() => { this.#ensuring = undefined })
+    return this.#ensuring
+  }
+
+  async #make () {
     if (this.#size === 0) return
     // Written in tmp/ and renamed: a reserve is either whole or absent.
-    const tmp = path.join(this.#tmpDir, RESERVE_FILE)
+    const tmp = path.join(this.#tmpDir, `${RESERVE_FILE}-${crypto.randomBytes(4).toString('hex')}`)
     const zeros = Buffer.alloc(Math.min(PIECE, this.#size))
     try {
       const handle = await fs.open(tmp, 'w')

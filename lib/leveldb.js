@@ -90,7 +90,12 @@ class LevelDb {
   // An iterator over a snapshot taken now. prefetch: entries fetched ahead of the
   // consumer, so the binding reads the next ones on its thread meanwhile.
   iterator ({ prefetch = 0, ...options } = {}) {
-    const binding = this.#db.db.iterator({ keyAsBuffer: false, valueAsBuffer: true, fillCache: false, ...options })
+    let binding
+    try {
+      binding = this.#db.db.iterator({ keyAsBuffer: false, valueAsBuffer: true, fillCache: false, ...options })
+    } catch (err) {
+      throw classify(err, this.shard)
+    }
     const iterator = new Iterator(binding, this.shard, prefetch, () => this.#iterators.delete(iterator))
     this.#iterators.add(iterator)
     return iterator

@@ -62,6 +62,17 @@ function decodeMeta (value, shard, key) {
   return { key, ...meta }
 }
 
+// A damage note that cannot be read is still damage to report.
+function decodeNote (value) {
+  try {
+    const note = JSON.parse(value)
+    if (note && Array.isArray(note.dropped) && Array.isArray(note.pending)) return note
+  } catch {
+    // reported below
+  }
+  return { at: 'an unknown time', dropped: [`an unreadable damage note: ${JSON.stringify(String(value).slice(0, 200))}`], pending: [] }
+}
+
 function badMeta (shard, key, cause) {
   return errors.corrupt(`shard ${shardName(shard)}`, `the metadata record of ${key} is unreadable; kfs repair ${shard} drops it`, { shard, key, cause })
 }
@@ -80,5 +91,6 @@ module.exports = {
   newVersion,
   ChunkKeys,
   encodeMeta,
-  decodeMeta
+  decodeMeta,
+  decodeNote
 }

@@ -23,6 +23,15 @@ async function checkFile (shard, key, chunkSize) {
   }
 }
 
+function parseAccount (value) {
+  try {
+    const account = JSON.parse(value)
+    return Number.isSafeInteger(account.used) && Number.isSafeInteger(account.files) ? account : null
+  } catch {
+    return null
+  }
+}
+
 async function * scan (db, range) {
   const it = db.iterator(range)
   try {
@@ -39,7 +48,7 @@ async function checkAccounting (shard) {
   let used = 0
   let files = 0
   for await (const entry of scan(shard.db, { gte: records.ACCOUNT, lt: records.META + '\xff', valueAsBuffer: false })) {
-    if (entry.key === records.ACCOUNT) account = JSON.parse(entry.value)
+    if (entry.key === records.ACCOUNT) account = parseAccount(entry.value)
     else if (entry.key.startsWith(records.META)) {
       files++
       try {
@@ -49,6 +58,7 @@ async function checkAccounting (shard) {
       }
     }
   }
+  if (account === null) return 'its accounting record is unreadable'
   if (!account) return 'its accounting record is missing'
   if (account.used !== used || account.files !== files) {
     return `its accounting says ${account.files} files of ${account.used} bytes, its metadata ${files} files of ${used} bytes`
@@ -86,7 +96,7 @@ async function rebuild (shard, chunkSize) {
     }
   }
   const notes = []
-  for await (const entry of scan(db, { ...records.damageRange(), valueAsBuffer: false })) notes.push(JSON.parse(entry.value))
+  for await (const entry of scan(db, { ...records.damageRange(), valueAsBuffer: false })) notes.push(records.decodeNote(entry.value))
   // Chunks of no kept version and pending records go, in a keys-only pass. Chunks of a
   // version neither kept nor pending belong to a file whose metadata was lost: its key
   // is all that is left to report.

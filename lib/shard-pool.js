@@ -25,7 +25,8 @@ class ShardPool {
 
   // Waits at most waitTimeout ms for a free slot, then fails with EBUSY: streams that
   // hold every slot while waiting for one another would otherwise wait forever.
-  async acquire (index) {
+  // `context` is handed to the open function when this call opens the shard.
+  async acquire (index, context) {
     let deadline
     for (;;) {
       if (this.closing) throw errors.closed()
@@ -56,7 +57,7 @@ class ShardPool {
         continue
       }
       const created = { refs: 1, shard: undefined, timer: undefined, closing: undefined }
-      created.ready = this.openShard(index).then(
+      created.ready = this.openShard(index, context).then(
         (shard) => (created.shard = shard),
         (err) => {
           this.entries.delete(index)
@@ -118,6 +119,7 @@ class ShardPool {
     try {
       for (let entry = this.entries.get(index); entry; entry = this.entries.get(index)) {
         await Promise.resolve(entry.ready).catch(() => {})
+        if (this.entries.get(index) !== entry) continue // its open failed: gone already
         if (entry.refs > 0) throw errors.shardBusy(index, 'is in use: finish or destroy its streams first')
         await this.#close(index).catch(() => {})
       }

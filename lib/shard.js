@@ -47,7 +47,7 @@ class Shard {
         await db.close()
       }
       await fs.rename(staging, location)
-      await syncDir(path.dirname(location))
+      await syncDir(path.dirname(location)) // a failure here leaves a shard that exists
     } catch (err) {
       await fs.rm(staging, { recursive: true, force: true })
       if (err.code) throw err
@@ -58,7 +58,8 @@ class Shard {
   // Opens the existing shard at `location`. A shard that LevelDB cannot open is
   // reported as damaged, never recreated. Records that LevelDB dropped from a damaged
   // log while opening are noted in the shard, for verify() to report.
-  static async open ({ index, location, cap, chunkKeys, sync }) {
+  // unnoted: dropped records an earlier open found and could not note.
+  static async open ({ index, location, cap, chunkKeys, sync, unnoted = [] }) {
     const name = shardName(index)
     let db
     try {
@@ -68,17 +69,19 @@ class Shard {
       if (err.reason === 'system') throw errors.system(`shard ${name} could not be opened`, err, { shard: index })
       throw damaged(index, err)
     }
+    let dropped = []
     try {
       const raw = await db.get(records.ACCOUNT)
       if (raw === undefined) throw new Error('its accounting record is missing')
       const shard = new Shard({ index, location, db, cap, chunkKeys, sync, account: JSON.parse(raw) })
-      const dropped = await droppedOnRecovery(location)
+      dropped = [...unnoted, ...(await droppedOnRecovery(location))]
       if (dropped.length) await shard.#noteDamage(dropped)
       return shard
     } catch (err) {
       await db.close().catch(() => {})
-      if (err.code === 'ECORRUPT' || err.code === 'ENOSPC' || err.syscall) throw err
-      throw damaged(index, err)
+      const failure = err.code ? err : damaged(index, err) // an OS error is not damage
+      if (dropped.length) failure.dropped = dropped
+      throw failure
     }
   }
 
@@ -216,7 +219,7 @@ class Shard {
   // [{ at, dropped: [lines of LevelDB's LOG], pending: [keys whose writes were cut] }].
   async damageNotes () {
     const notes = []
-    for await (const entry of this.#scan(records.damageRange())) notes.push({ id: entry.key, ...JSON.parse(entry.value) })
+    for await (const entry of this.#scan(records.damageRange())) notes.push({ id: entry.key, ...records.decodeNote(entry.value) })
     return notes
   }
 
@@ -234,9 +237,13 @@ class Shard {
     return { used: this.used, files: this.files, diskBytes }
   }
 
+  // LevelDB 1.20's CompactRange reports no error: a compaction that failed (a full
+  // disk) leaves the database refusing writes. A delete of a key that never exists
+  // finds that out, so the shard is reopened when it is next released.
   async compact () {
     await this.discardAbandoned()
     await this.db.compactRange('!', '\xff')
+    await this.db.batch([{ type: 'del', key: records.ACCOUNT + '~probe' }])
   }
 
   // Flushes the memtable first, so reopening replays no log: a closed shard then

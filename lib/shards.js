@@ -1,5 +1,6 @@
 'use strict'
 
+const fs = require('node:fs')
 const path = require('node:path')
 const { Shard } = require('./shard')
 const { ShardPool } = require('./shard-pool')
@@ -17,6 +18,7 @@ class Shards {
   #pool
   #existing // indices of shards created, on disk or known to the usage cache
   #cleaned = new Set() // shards whose abandoned writes were discarded since open
+  #unnoted = new Map() // index -> log records LevelDB dropped, not yet noted in the shard
 
   constructor ({ location, tmpDir, cap, chunkKeys, existing, usage, reserve, options }) {
     this.location = location
@@ -48,8 +50,10 @@ class Shards {
     return [...this.#existing].sort((a, b) => a - b)
   }
 
-  acquire (index) {
-    return this.#pool.acquire(index)
+  // A writer's acquire never gives up the reserve to open or create the shard: the
+  // reserve is for reading and freeing space, never for new data.
+  acquire (index, { write = false } = {}) {
+    return this.#pool.acquire(index, { write })
   }
 
   release (shard) {
@@ -81,10 +85,12 @@ class Shards {
 
   // New data may be written only while the reserve is in place.
   async checkRoomForWrites () {
-    if (!(await this.reserve.roomForWrites())) {
-      throw errors.diskFull(this.location, 'kfs gave up its reserve so that files stay readable and removable; ' +
-        'writes resume once unlink() and compact(), or other programs, free space', {})
-    }
+    if (!(await this.reserve.roomForWrites())) throw this.noRoomForWrites()
+  }
+
+  noRoomForWrites () {
+    return errors.diskFull(this.location, 'kfs gave up its reserve so that files stay readable and removable; ' +
+      'writes resume once unlink() and compact(), or other programs, free space', {})
   }
 
   // The shard's metadata records, a page at a time, holding the shard only while a
@@ -126,16 +132,31 @@ class Shards {
     this.#existing.add(index)
   }
 
-  async #open (index) {
+  async #open (index, { write } = {}) {
+    const room = write ? (fn) => fn() : (fn) => this.withRoom(fn)
     if (this.usage.isRepairing(index)) {
       throw errors.corrupt(`shard ${shardName(index)}`, `a repair of it was interrupted; run kfs repair ${index} to finish it`, { shard: index })
     }
     const location = this.locationOf(index)
     if (!this.#existing.has(index)) {
-      await this.withRoom(() => Shard.create(location, this.tmpDir))
-      this.#existing.add(index) // from now on it exists: never created again
+      try {
+        await room(() => Shard.create(location, this.tmpDir))
+      } finally {
+        // Renamed into place (even if syncing the directory then failed): it exists.
+        if (fs.existsSync(location)) this.#existing.add(index)
+      }
     }
-    const shard = await this.withRoom(() => Shard.open({ index, location, cap: this.cap, chunkKeys: this.chunkKeys, sync: this.sync }))
+    const shard = await room(async () => {
+      try {
+        return await Shard.open({ index, location, cap: this.cap, chunkKeys: this.chunkKeys, sync: this.sync, unnoted: this.#unnoted.get(index) })
+      } catch (err) {
+        // LevelDB reports dropped log records once, in the LOG of the open that dropped
+        // them: if noting them failed, they are kept here for the next try.
+        if (err.dropped) this.#unnoted.set(index, err.dropped)
+        throw err
+      }
+    })
+    this.#unnoted.delete(index)
     try {
       if (!this.#cleaned.has(index)) {
         // Frees space; on a full disk it waits for the next open or compact().
@@ -143,7 +164,7 @@ class Shards {
           if (!errors.isDiskFull(err)) throw err
         })
       }
-      await this.withRoom(() => this.usage.opened(index, { used: shard.used, files: shard.files, diskBytes: 0 }))
+      await room(() => this.usage.opened(index, { used: shard.used, files: shard.files, diskBytes: 0 }))
     } catch (err) {
       await shard.close().catch(() => {})
       throw err

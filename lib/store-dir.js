@@ -59,7 +59,7 @@ async function openStoreDir (dir, given, resolved) {
     await fs.mkdir(tmpDir)
     await reserve.init()
     const shards = new Set((await fs.readdir(dir)).map((e) => SHARD_DIR.exec(e)).filter(Boolean).map((m) => Number(m[1])))
-    return { format, state, tmpDir, shards, reserve }
+    return { format, state, tmpDir, shards, reserve, reopenState: () => openState(dir, reserve) }
   } catch (err) {
     await state.close().catch(() => {})
     throw err

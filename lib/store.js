@@ -39,7 +39,7 @@ class Store {
   #format // set by #open, with:
   #referenceId
   #shards
-  #state
+  #usage
   #digester = new Digester()
 
   constructor (dir, options) {
@@ -88,15 +88,15 @@ class Store {
     const opened = await storeDir.openStoreDir(this.location, this.#given, this.#options)
     let usage
     try {
-      usage = await UsageCache.load(opened.state)
+      usage = await UsageCache.load(opened.state, opened.reopenState)
     } catch (err) {
       await opened.state.close().catch(() => {})
-      throw errors.corrupt(`the store state at ${this.location}`, err.message, { cause: err })
+      throw err.code ? err : errors.corrupt(`the store state at ${this.location}`, err.message, { cause: err })
     }
     const { format } = opened
     this.#format = format
     this.#referenceId = Buffer.from(format.referenceId, 'hex')
-    this.#state = opened.state
+    this.#usage = usage
     this.#shards = new Shards({
       location: this.location,
       tmpDir: opened.tmpDir,
@@ -141,10 +141,15 @@ class Store {
   async #openWriter ({ key, name }, { size, sha256, expectedSha256 } = {}) {
     // Only once the reserve was given up: refused before a shard is created or opened.
     if (this.#shards.reserve.low) await this.#shards.checkRoomForWrites()
-    const shard = await this.#shards.acquire(this.#route(key))
+    const shard = await this.#shards.acquire(this.#route(key), { write: true })
     const release = () => this.#shards.release(shard)
     try {
-      return new ChunkWriter({ shard, key, name, chunkSize: this.chunkSize, size, sha256, expectedSha256, release })
+      // Asked before every batch: once the reserve is given up, writes in flight stop.
+      const mayWrite = () => {
+        if (this.#shards.reserve.low) throw this.#shards.noRoomForWrites()
+      }
+      mayWrite()
+      return new ChunkWriter({ shard, key, name, chunkSize: this.chunkSize, size, sha256, expectedSha256, release, mayWrite })
     } catch (err) {
       release()
       throw err
@@ -387,7 +392,7 @@ class Store {
     const streamsClosed = [...this.#streams].map((s) => new Promise((resolve) => s.once('close', resolve)))
     await Promise.all([drained, ...streamsClosed])
     const results = await Promise.allSettled([this.#shards.closeAll(), this.#digester.close()])
-    results.push(...(await Promise.allSettled([this.#state.close()])))
+    results.push(...(await Promise.allSettled([this.#usage.close()])))
     const failed = results.find((r) => r.status === 'rejected')
     if (failed) throw failed.reason
   }

@@ -13,17 +13,20 @@ const repairKey = (index) => REPAIR + shardName(index)
 
 class UsageCache {
   #state
+  #reopen
   #trusted // index -> figures of shards closed cleanly
   #repairing
 
-  constructor (state, trusted, known, repairing) {
+  // reopen: resolves to the state LevelDB opened again (see #write).
+  constructor (state, reopen, trusted, known, repairing) {
     this.#state = state
+    this.#reopen = reopen
     this.#trusted = trusted
     this.known = known // every shard ever opened: one whose directory is gone was lost
     this.#repairing = repairing
   }
 
-  static async load (state) {
+  static async load (state, reopen) {
     const trusted = new Map()
     const known = new Set()
     const repairing = new Set()
@@ -42,7 +45,7 @@ class UsageCache {
     } finally {
       await it.end()
     }
-    return new UsageCache(state, trusted, known, repairing)
+    return new UsageCache(state, reopen, trusted, known, repairing)
   }
 
   // The figures cached when the shard last closed, unless it may have changed since.
@@ -54,14 +57,31 @@ class UsageCache {
   async opened (index, figures) {
     this.#trusted.delete(index)
     this.known.add(index)
-    await this.#state.put(usageKey(index), JSON.stringify({ ...figures, open: true }), { sync: true })
+    await this.#write((state) => state.put(usageKey(index), JSON.stringify({ ...figures, open: true }), { sync: true }))
+  }
+
+  // LevelDB refuses every write after a background flush failed (a full disk) until the
+  // database is reopened; every shard open writes here, so the state is reopened once.
+  async #write (fn) {
+    try {
+      return await fn(this.#state)
+    } catch (err) {
+      if (!this.#state.failed) throw err
+      await this.#state.close().catch(() => {})
+      this.#state = await this.#reopen()
+      return fn(this.#state)
+    }
+  }
+
+  close () {
+    return this.#state.close()
   }
 
   // If the record cannot be written (a full disk), it stays marked open: the figures
   // are then read from the shard the next time they are needed.
   async closed (index, figures) {
     try {
-      await this.#state.put(usageKey(index), JSON.stringify({ ...figures, open: false }))
+      await this.#write((state) => state.put(usageKey(index), JSON.stringify({ ...figures, open: false })))
       this.#trusted.set(index, figures)
     } catch {
       // stays marked open: untrusted, so read from the shard when next needed
@@ -77,17 +97,17 @@ class UsageCache {
   async repairing (index) {
     this.#trusted.delete(index)
     this.#repairing.add(index)
-    await this.#state.batch([
+    await this.#write((state) => state.batch([
       { type: 'put', key: repairKey(index), value: new Date().toISOString() },
       { type: 'put', key: usageKey(index), value: JSON.stringify({ used: 0, files: 0, diskBytes: 0, open: true }) }
-    ], { sync: true })
+    ], { sync: true }))
   }
 
   async repaired (index, figures) {
-    await this.#state.batch([
+    await this.#write((state) => state.batch([
       { type: 'del', key: repairKey(index) },
       { type: 'put', key: usageKey(index), value: JSON.stringify({ ...figures, open: false }) }
-    ], { sync: true })
+    ], { sync: true }))
     this.#repairing.delete(index)
     this.known.add(index)
     this.#trusted.set(index, figures)

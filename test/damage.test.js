@@ -101,6 +101,84 @@ describe('damage is named', () => {
     expect((await reopened.verify()).problems).to.deep.equal([])
   })
 
+  it('a damage note that was not written the first time is kept and written on the next open', async function () {
+    this.timeout(20000)
+    const dir = path.join(t.dir, 'store')
+    await run(`
+      const store = require('./')(process.argv[1], { shardCount: 1 })
+      ;(async () => {
+        for (let i = 0; i < 20; i++) await store.writeFile('f' + i, Buffer.alloc(20000, i))
+        process.exit(0)
+      })()`, [dir])
+    const shard = path.join(dir, '000.s')
+    const log = fs.readdirSync(shard).filter((f) => f.endsWith('.log')).map((f) => path.join(shard, f)).sort((a, b) => fs.statSync(b).size - fs.statSync(a).size)[0]
+    const buf = fs.readFileSync(log)
+    buf[Math.floor(buf.length / 2)] ^= 0xff
+    fs.writeFileSync(log, buf)
+    const realPut = LevelDb.prototype.put
+    let failed = false
+    LevelDb.prototype.put = function (key, value, options) {
+      if (!failed && String(key).startsWith('!d!')) {
+        failed = true
+        return Promise.reject(Object.assign(new Error('injected'), { code: 'EIO' }))
+      }
+      return realPut.call(this, key, value, options)
+    }
+    const store = t.open()
+    try {
+      await rejects(store.exists('f1'), 'EIO') // the open that found the damage could not note it
+    } finally {
+      LevelDb.prototype.put = realPut
+    }
+    expect(failed).to.equal(true)
+    expect((await store.verify()).problems.map((p) => p.kind)).to.include('log')
+  })
+
+  it('an unreadable damage note or accounting record is reported, and repair clears it', async () => {
+    const store = t.open({ referenceId: REF })
+    await store.writeFile(keyInShard(REF, 4, 'n'), 'x')
+    await store.close()
+    const shard = path.join(store.location, '004.s')
+    await rawDb(shard, (db) => db.put('!d!2024-01-01T00:00:00.000Z.0', '{garbage'))
+    const again = t.open()
+    const report = await again.verify()
+    expect(report.problems.map((p) => p.kind)).to.deep.equal(['log'])
+    expect(report.problems[0].problem).to.contain('unreadable damage note')
+    await again.close()
+    await rawDb(shard, (db) => db.put('!a', 'not json'))
+    const third = t.open()
+    const err = await rejects(third.readFile(keyInShard(REF, 4, 'n')), 'ECORRUPT')
+    expect(err.shard).to.equal(4)
+    expect((await third.verify()).problems.map((p) => p.kind)).to.deep.equal(['shard'])
+    const repaired = await third.repair(4)
+    expect(repaired.files).to.equal(1)
+    expect(repaired.notes[0].dropped[0]).to.contain('unreadable damage note')
+    expect((await third.verify()).problems).to.deep.equal([])
+  })
+
+  it('an OS error while opening a shard keeps its code: EMFILE is not ECORRUPT', async () => {
+    const store = t.open({ referenceId: REF })
+    const key = keyInShard(REF, 6, 'e')
+    await store.writeFile(key, 'x')
+    await store.close()
+    const realGet = LevelDb.prototype.get
+    let failed = false
+    LevelDb.prototype.get = function (k) {
+      if (!failed && k === '!a') {
+        failed = true
+        return Promise.reject(Object.assign(new Error('IO error: 000005.ldb: Too many open files'), { code: 'EMFILE' }))
+      }
+      return realGet.call(this, k)
+    }
+    const again = t.open()
+    try {
+      await rejects(again.readFile(key), 'EMFILE')
+    } finally {
+      LevelDb.prototype.get = realGet
+    }
+    expect((await again.readFile(key)).toString()).to.equal('x')
+  })
+
   it('an unreadable metadata record is ECORRUPT naming shard and key, and does not hide the rest of its shard', async () => {
     const store = t.open({ referenceId: REF })
     const keys = [0, 1, 2].map((i) => keyInShard(REF, 3, `m${i}`)).sort()

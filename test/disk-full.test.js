@@ -149,6 +149,56 @@ describe('a full disk', function () {
     }
   })
 
+  it('a write never spends the reserve: a new shard on a full disk is ENOSPC, and the store still reads, unlinks and compacts', async () => {
+    const dir = path.join(fsys.mnt, 'store4')
+    const store = kfs(dir, { shardCount: 2, maxOpenShards: 2, idleTimeout: 0 })
+    try {
+      await store.open()
+      const { keyInShard } = require('./helpers')
+      const k0 = keyInShard(store.referenceId, 0, 'zero')
+      await store.writeFile(k0, bytes(MiB, 'zero'))
+      fillToTheLastBlock(path.join(fsys.mnt, 'filler'))
+      await rejects(store.writeFile(keyInShard(store.referenceId, 1, 'one'), bytes(8 * MiB)), 'ENOSPC')
+      expect(sha256(await store.readFile(k0))).to.equal(sha256(bytes(MiB, 'zero')))
+      await store.unlink(k0)
+      await store.compact()
+    } finally {
+      await store.close()
+      fs.rmSync(dir, { recursive: true, force: true })
+      fs.rmSync(path.join(fsys.mnt, 'filler'), { force: true })
+    }
+  })
+
+  it('a state database that failed on the full disk is reopened: once space is back, every shard opens', async () => {
+    const dir = path.join(fsys.mnt, 'store5')
+    const N = 64
+    const store = kfs(dir, { shardCount: N, maxOpenShards: 1, idleTimeout: 0, diskReserve: 0 })
+    const { keyInShard } = require('./helpers')
+    try {
+      await store.open()
+      const keys = []
+      for (let i = 0; i < N; i++) {
+        keys.push(keyInShard(store.referenceId, i, `k${i}`))
+        await store.writeFile(keys[i], `data${i}`)
+      }
+      // Enough room for the state's log to grow, not for its flush.
+      fs.writeFileSync(path.join(fsys.mnt, 'slack'), Buffer.alloc(80 * 1024))
+      fillToTheLastBlock(path.join(fsys.mnt, 'filler'))
+      fs.rmSync(path.join(fsys.mnt, 'slack'))
+      // Opening shards over and over writes the state until its flush fails.
+      for (let round = 0; round < 30; round++) {
+        for (const key of keys) await store.readFile(key).catch((err) => expect(err.code).to.equal('ENOSPC'))
+      }
+      fs.rmSync(path.join(fsys.mnt, 'filler'))
+      for (const [i, key] of keys.entries()) expect((await store.readFile(key)).toString()).to.equal(`data${i}`)
+      await store.writeFile('after', 'x')
+    } finally {
+      await store.close()
+      fs.rmSync(dir, { recursive: true, force: true })
+      fs.rmSync(path.join(fsys.mnt, 'filler'), { force: true })
+    }
+  })
+
   it('a new process can open the store on the full disk: get, list, stat, verify, unlink, compact, then put', async () => {
     const dir = path.join(fsys.mnt, 'store2')
     const store = kfs(dir, { maxOpenShards: 2, idleTimeout: 0 })

@@ -81,6 +81,19 @@ describe('repair', () => {
     await assertNoStrayChunks(t.dir)
   })
 
+  it('is not refused because another operation on the shard is failing at that moment', async () => {
+    const store = t.open({ shardCount: 1 })
+    await store.writeFile('a', 'hello')
+    await store.close()
+    fs.rmSync(path.join(store.location, '000.s', 'CURRENT'))
+    const again = t.open()
+    await again.open()
+    const [read, repaired] = await Promise.allSettled([again.readFile('a'), again.repair(0)])
+    expect(read.reason.code).to.equal('ECORRUPT')
+    expect(repaired.status, repaired.reason && repaired.reason.message).to.equal('fulfilled')
+    expect((await again.readFile('a')).toString()).to.equal('hello')
+  })
+
   it('refuses a shard that was never created with ENOENT, creating nothing', async () => {
     const store = t.open({ referenceId: REF })
     await store.writeFile(keyInShard(REF, 1, 'x'), 'x')

@@ -1,0 +1,52 @@
+'use strict'
+
+const { expect } = require('chai')
+const fs = require('node:fs')
+const path = require('node:path')
+const { DiskReserve, diskUsage } = require('../lib/disk-space')
+const { useTmp } = require('./helpers')
+
+describe('disk reserve', () => {
+  const t = useTmp()
+
+  async function reserve (size = 1024 * 1024) {
+    fs.mkdirSync(path.join(t.dir, 'tmp'))
+    const r = new DiskReserve(t.dir, path.join(t.dir, 'tmp'), size)
+    await r.init()
+    return r
+  }
+
+  it('is made when the store opens, given up on release, and put back once there is room', async () => {
+    const r = await reserve()
+    expect(fs.statSync(path.join(t.dir, 'reserve')).size).to.equal(1024 * 1024)
+    expect(r.low).to.equal(false)
+    expect(await r.release()).to.equal(true)
+    expect(r.low).to.equal(true)
+    expect(fs.existsSync(path.join(t.dir, 'reserve'))).to.equal(false)
+    expect(await r.release()).to.equal(false) // nothing left to give up
+    expect(await r.roomForWrites()).to.equal(true) // this disk has room: it is back
+    expect(fs.statSync(path.join(t.dir, 'reserve')).size).to.equal(1024 * 1024)
+  })
+
+  it('is put back once when several writes find it missing at the same time', async () => {
+    const r = await reserve()
+    await r.release()
+    const results = await Promise.allSettled([r.roomForWrites(), r.roomForWrites(), r.roomForWrites()])
+    expect(results.map((x) => x.status === 'fulfilled' && x.value)).to.deep.equal([true, true, true])
+    expect(fs.readdirSync(path.join(t.dir, 'tmp'))).to.deep.equal([])
+  })
+
+  it('size 0 turns it off', async () => {
+    const r = await reserve(0)
+    expect(fs.existsSync(path.join(t.dir, 'reserve'))).to.equal(false)
+    expect(r.low).to.equal(false)
+    expect(await r.release()).to.equal(false)
+    expect(await r.roomForWrites()).to.equal(true)
+  })
+
+  it('is left out of the disk usage kfs reports', async () => {
+    await reserve()
+    fs.writeFileSync(path.join(t.dir, 'tmp', 'data'), Buffer.alloc(10))
+    expect(await diskUsage(t.dir)).to.equal(10)
+  })
+})
