@@ -208,7 +208,8 @@ function classify (err, shard) {
   const where = shard === undefined ? 'the store state' : `shard ${shardName(shard)}`
   if (system === 'No space left on device') return errors.diskFull(where, message, { shard, cause: err })
   if (system) return errors.system(where, { code: SYSTEM_ERRORS[system], message }, { shard, cause: err })
-  if (/Corruption:|No such file or directory/.test(message)) {
+  // A table file that is missing, damaged or cut short (a read past its end is EINVAL).
+  if (/Corruption:|No such file or directory|\.(ldb|sst): Invalid argument/.test(message)) {
     const hint = shard === undefined ? '' : `; kfs repair ${shard} may recover it`
     return errors.corrupt(where, `${message}${hint}`, { shard, cause: err })
   }

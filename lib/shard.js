@@ -50,6 +50,7 @@ class Shard {
       await syncDir(path.dirname(location)) // a failure here leaves a shard that exists
     } catch (err) {
       await fs.rm(staging, { recursive: true, force: true })
+      if (err.code === 'ENOSPC' && !err.disk) throw errors.diskFull(`shard ${path.basename(location)} could not be created`, err.message, { cause: err })
       if (err.code) throw err
       throw errors.system(`shard ${path.basename(location)} could not be created`, { code: 'EIO', message: err.message }, { cause: err })
     }

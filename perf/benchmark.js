@@ -27,7 +27,7 @@ const crypto = require('node:crypto')
 const kfs = require('..')
 const { diskUsage } = require('../lib/disk-space')
 const { Progress } = require('../lib/cli/progress')
-const { humanSize } = require('../lib/cli/format')
+const { humanSize } = require('../lib/cli/text')
 
 const MiB = 1024 * 1024
 const ENGINES = { kfs: {}, vanilla: { shardCount: 1 } }

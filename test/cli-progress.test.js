@@ -2,7 +2,7 @@
 
 const { expect } = require('chai')
 const { Progress, MIN_BYTES } = require('../lib/cli/progress')
-const { humanSize, duration, describeError } = require('../lib/cli/format')
+const { humanSize, duration, describeError } = require('../lib/cli/text')
 
 // Records what is written, with the escape character shown as <ESC>.
 function fakeTerminal (isTTY = true) {

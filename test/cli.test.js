@@ -180,6 +180,7 @@ describe('kfs command line', function () {
 
   describe('errors', () => {
     it('a missing key: one line on stderr, exit 1, no stack trace', async () => {
+      await cli(['put'], { input: 'something' })
       const r = await cli(['get', 'ab'.repeat(20)])
       expect(r).to.include({ code: 1, stderr: `kfs: no file with key ${'ab'.repeat(20)}\n` })
       expect(r.stdout.length).to.equal(0)
@@ -188,6 +189,7 @@ describe('kfs command line', function () {
     })
 
     it('KFS_DEBUG=1 adds the stack trace', async () => {
+      await cli(['put'], { input: 'something' })
       const r = await cli(['get', 'nope'], { env: { KFS_DEBUG: '1' } })
       expect(r.code).to.equal(1)
       expect(r.stderr).to.match(/^kfs: no file with key/).and.to.contain('    at ')

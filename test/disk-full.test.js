@@ -92,7 +92,7 @@ describe('a full disk', function () {
     try {
       const err = await fill(store, stored, 'a')
       expect(err.code, err.stack).to.equal('ENOSPC')
-      expect(err.disk).to.equal(true)
+      expect(err.disk, err.stack).to.equal(true)
       expect(stored.size).to.be.above(20)
       // Nothing partial: the file that failed is not there, the others are whole.
       expect(await store.exists(`a${stored.size}`)).to.equal(false)

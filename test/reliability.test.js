@@ -84,7 +84,7 @@ describe('verify and repair', function () {
           const back = await store.readFile(key)
           expect(back.equals(data), 'never wrong bytes').to.equal(true)
         } catch (err) {
-          expect(err.code).to.be.oneOf(['EINTEGRITY', 'ECORRUPT'])
+          expect(err.code, err.stack).to.be.oneOf(['EINTEGRITY', 'ECORRUPT'])
           if (err.code === 'ECORRUPT') expect(err.message).to.match(/shard \d{3} is corrupt: .*kfs repair \d+/)
         }
       }

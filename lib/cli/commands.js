@@ -3,23 +3,30 @@
 const fs = require('node:fs')
 const path = require('node:path')
 const crypto = require('node:crypto')
-const { once } = require('node:events')
 const { pipeline } = require('node:stream/promises')
 const { Progress } = require('./progress')
-const { humanSize, table } = require('./format')
-const { diskUsage } = require('../disk-usage')
+const { Output } = require('./output')
+const { humanSize, table, escapeField } = require('./text')
+const { diskUsage } = require('../disk-space')
+const { syncDir } = require('../store-dir')
+const { shardName } = require('../routing')
+const args = require('../args')
 
-// Each command gets the open store, its arguments and `io` ({ stdin, stdout, stderr })
-// and resolves to the process exit code.
+// Each command gets the store, its arguments and `io` ({ stdin, stdout, stderr, and
+// `temps`, a Set of files to remove if the process is interrupted }) and resolves to
+// the process exit code.
 
 async function put (store, io, file, { key }) {
   const fromStdin = !file || file === '-'
   if (fromStdin) {
+    refuseDirectory(io.stdin, 'standard input')
     const progress = Progress.create({ stream: io.stderr, total: undefined, label: 'put' })
     const written = key === undefined ? store.put(metered(io.stdin, progress)) : writeTo(store, key, io.stdin, progress)
     return println(io.stdout, await finished(written, progress)).then(() => 0)
   }
-  const { size } = await fs.promises.stat(file)
+  const stats = await fs.promises.stat(file)
+  if (stats.isDirectory()) throw isDirectory(file)
+  const { size } = stats
   if (key !== undefined) {
     const progress = Progress.create({ stream: io.stderr, total: size, label: 'put' })
     return println(io.stdout, await finished(writeTo(store, key, fs.createReadStream(file), progress), progress)).then(() => 0)
@@ -30,7 +37,12 @@ async function put (store, io, file, { key }) {
   const hash = crypto.createHash('sha256')
   await finished(pipeline(metered(fs.createReadStream(file), hashing), hash), hashing)
   const sha256 = hash.digest('hex')
-  if (!(await store.exists(sha256))) {
+  // Stored already only if the same content is: other bytes may have been stored under
+  // this key with --key, and are then replaced.
+  const stored = await store.stat(sha256).catch((err) => {
+    if (err.code !== 'ENOENT') throw err
+  })
+  if (!stored || stored.sha256 !== sha256 || stored.size !== size) {
     const progress = Progress.create({ stream: io.stderr, total: size, label: 'put' })
     // The second read is checked against the first before anything is committed.
     const ws = store.createWriteStream(sha256, { sha256 })
@@ -41,6 +53,15 @@ async function put (store, io, file, { key }) {
   }
   await println(io.stdout, sha256)
   return 0
+}
+
+// Reading a directory as a stream gives no bytes: it would store an empty file.
+function refuseDirectory (stream, name) {
+  if (stream && typeof stream.fd === 'number' && fs.fstatSync(stream.fd).isDirectory()) throw isDirectory(name)
+}
+
+function isDirectory (name) {
+  return Object.assign(new Error(`${name} is a directory, not a file`), { code: 'EISDIR' })
 }
 
 async function writeTo (store, key, source, progress) {
@@ -67,34 +88,56 @@ async function finished (promise, progress) {
 }
 
 async function get (store, io, key, file, { start, end }) {
-  const rs = store.createReadStream(key, { start, end }) // checks the key and range at once
-  const stat = await store.stat(key).catch((err) => {
-    rs.on('error', () => {}) // the stream met the same error: this one is reported
-    rs.destroy()
-    throw err
-  }) // ENOENT before anything is created
+  args.range({ start, end }) // a reversed range is a usage error, whatever is stored
+  const stat = await store.stat(key) // ENOENT before anything is created
+  if (start !== undefined && start > stat.size) {
+    throw Object.assign(new RangeError(`--start (${start}) is beyond the end of the file (${stat.size} bytes)`), { code: 'EINVAL' })
+  }
   const last = Math.min(end ?? stat.size - 1, stat.size - 1)
   const total = Math.max(0, last - (start ?? 0) + 1)
   const progress = Progress.create({ stream: io.stderr, total, label: 'get' })
   const meter = progress ? [progress.meter()] : []
+  // Created here, consumed by pipeline() at once: its errors have a listener.
+  const rs = store.createReadStream(key, { start, end })
   try {
     if (!file || file === '-') {
       await pipeline(rs, ...meter, io.stdout, { end: false })
+      await write(io.stdout, '') // an error writing the output is reported, not lost
       return 0
     }
-    // Written beside the target and renamed into place: an error never leaves a
-    // truncated file, and an existing file is replaced only by a complete one.
-    const tmp = path.join(path.dirname(file), `.${path.basename(file)}.kfs-${crypto.randomBytes(4).toString('hex')}`)
-    try {
-      await pipeline(rs, ...meter, fs.createWriteStream(tmp, { flags: 'wx' }))
-      await fs.promises.rename(tmp, file)
-    } catch (err) {
-      await fs.promises.rm(tmp, { force: true })
-      throw err
-    }
+    await writeFileAtomically(file, io.temps, (out) => pipeline(rs, ...meter, out))
     return 0
   } finally {
     if (progress) progress.finish()
+  }
+}
+
+// Writes beside the target, syncs and renames into place: an error or a crash never
+// leaves a truncated file, and an existing file is replaced only by a complete one. An
+// interruption (Ctrl-C) removes the temporary file: it is in `temps` meanwhile.
+async function writeFileAtomically (file, temps, fill) {
+  const tmp = path.join(path.dirname(file), `.${path.basename(file)}.kfs-${crypto.randomBytes(4).toString('hex')}`)
+  if (temps) temps.add(tmp)
+  try {
+    await fill(fs.createWriteStream(tmp, { flags: 'wx' }))
+    const handle = await fs.promises.open(tmp, 'r+')
+    try {
+      await handle.sync()
+    } finally {
+      await handle.close()
+    }
+    await fs.promises.rename(tmp, file)
+    await syncDir(path.dirname(path.resolve(file)))
+  } catch (err) {
+    await fs.promises.rm(tmp, { force: true })
+    // The temporary file is ours: the user named the target.
+    if (err.path === tmp) {
+      err.path = file
+      err.message = err.message.split(tmp).join(file)
+    }
+    throw err
+  } finally {
+    if (temps) temps.delete(tmp)
   }
 }
 
@@ -114,8 +157,8 @@ async function stat (store, io, key, { human, json }) {
   if (key !== undefined) {
     const s = await store.stat(key)
     if (json) return println(io.stdout, JSON.stringify(s)).then(() => 0)
-    const rows = [['key', s.key], ['size', size(s.size)], ['chunks', s.chunks], ['shard', shardName(s.shard)], ['mtime', s.mtime.toISOString()]]
-    if (s.name !== undefined) rows.push(['name', s.name])
+    const rows = [['key', s.key], ['size', size(s.size)], ['chunks', s.chunks], ['shard', shardName(s.shard)], ['mtime', s.mtime.toISOString()], ['sha256', s.sha256]]
+    if (s.name !== undefined) rows.push(['name', escapeField(s.name)])
     await write(io.stdout, table(rows))
     return 0
   }
@@ -128,14 +171,29 @@ async function stat (store, io, key, { human, json }) {
   return 0
 }
 
+// Lines go out in pieces of about 64 KiB: a write per line would cost more than the
+// listing itself.
 async function list (store, io, shard, { json }) {
-  for await (const entry of store.list(shard)) {
-    await println(io.stdout, json ? JSON.stringify(entry) : `${entry.key}\t${entry.size}\t${entry.name ?? ''}`)
+  const out = new Output(io.stdout)
+  try {
+    let piece = ''
+    for await (const entry of store.list(shard)) {
+      piece += (json ? JSON.stringify(entry) : `${entry.key}\t${entry.size}\t${escapeField(entry.name ?? '')}`) + '\n'
+      if (piece.length >= 65536) {
+        await out.write(piece)
+        piece = ''
+      }
+    }
+    await out.write(piece)
+    await out.flush()
+  } finally {
+    out.close()
   }
   return 0
 }
 
 async function compact (store, io) {
+  await store.open()
   const before = await diskUsage(store.location)
   await store.compact()
   const after = await diskUsage(store.location)
@@ -170,18 +228,23 @@ async function repair (store, io, shard, { json }) {
   const result = await store.repair(shard)
   if (json) return println(io.stdout, JSON.stringify(result)).then(() => 0)
   for (const d of result.dropped) await println(io.stdout, `dropped ${d.key}: ${d.problem}`)
+  for (const n of result.notes) await println(io.stdout, `cleared a damage note of ${n.at}: ${n.dropped.join('; ')}`)
   const lost = result.unaccounted ? `; ${files(result.unaccounted)} more lost without a trace` : ''
   await println(io.stdout, `shard ${shardName(shard)} repaired${result.recreated ? ' (recreated empty: its directory was gone)' : ''}: ` +
     `${files(result.files)} kept (${humanSize(result.used)}), ${result.dropped.length} dropped${lost}`)
   return 0
 }
 
-const shardName = (index) => String(index).padStart(3, '0')
 const files = (n) => `${n} file${n === 1 ? '' : 's'}`
 
-// Writes with backpressure, so listing 100,000 files never queues them all in memory.
 async function write (stream, text) {
-  if (!stream.write(text)) await Promise.race([once(stream, 'drain'), once(stream, 'error').then(([err]) => { throw err })])
+  const out = new Output(stream)
+  try {
+    await out.write(text)
+    await out.flush()
+  } finally {
+    out.close()
+  }
 }
 
 function println (stream, line) {

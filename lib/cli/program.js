@@ -5,7 +5,7 @@ const path = require('node:path')
 const { Command, InvalidArgumentError, CommanderError } = require('commander')
 const kfs = require('../..')
 const commands = require('./commands')
-const { describeError } = require('./format')
+const { describeError } = require('./text')
 const { version } = require('../../package.json')
 
 const defaultDb = (env) => env.KFS_DB || path.join(os.homedir(), '.kfs', 'default')
@@ -93,7 +93,9 @@ function buildProgram (run, env) {
 async function main (argv, io = { stdin: process.stdin, stdout: process.stdout, stderr: process.stderr }, env = process.env) {
   let store
   const run = async (name, args) => {
-    store = kfs(program.opts().db || defaultDb(env))
+    // Only put creates a store: any other command on a path that holds none (a
+    // mistyped --db) fails with ENOENT rather than leaving an empty store there.
+    store = kfs(program.opts().db || defaultDb(env), { create: name === 'put' })
     io.exitCode = await commands[name](store, io, ...args)
   }
   const program = buildProgram(run, env)

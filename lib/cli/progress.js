@@ -1,7 +1,7 @@
 'use strict'
 
 const { Transform } = require('node:stream')
-const { humanSize, duration } = require('./format')
+const { humanSize, duration } = require('./text')
 
 const MIN_BYTES = 4 * 1024 * 1024 // smaller transfers finish before a bar is worth drawing
 const REDRAW_MS = 100

@@ -33,9 +33,19 @@ function table (rows) {
 function describeError (err) {
   if (err && err.syscall) {
     const reason = String(err.message).replace(/^E[A-Z]+: /, '').split(', ')[0]
-    return err.path ? `${err.path}: ${reason}` : reason
+    if (err.path) return `${err.path}: ${reason}`
+    return err.syscall === 'write' ? `cannot write the output: ${reason}` : reason
   }
   return err && err.message ? err.message : String(err)
 }
 
-module.exports = { humanSize, duration, table, describeError }
+// A name as one field of a tab-separated line: backslash, tab, newline, carriage return
+// and other control characters are escaped (\\, \t, \n, \r, \xHH), so a name can
+// neither end its line nor add a field.
+const ESCAPES = { '\\': '\\\\', '\t': '\\t', '\n': '\\n', '\r': '\\r' }
+function escapeField (text) {
+  // eslint-disable-next-line no-control-regex
+  return text.replace(/[\\\x00-\x1f\x7f]/g, (c) => ESCAPES[c] || `\\x${c.charCodeAt(0).toString(16).padStart(2, '0')}`)
+}
+
+module.exports = { humanSize, duration, table, describeError, escapeField }

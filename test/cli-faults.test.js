@@ -1,0 +1,179 @@
+'use strict'
+
+// The command line under faults and odd input (issue "Correct under every fault",
+// item 7, and the CLI part of item 5).
+const { expect } = require('chai')
+const fs = require('node:fs')
+const path = require('node:path')
+const { spawn, spawnSync } = require('node:child_process')
+const { EventEmitter } = require('node:events')
+const { Output } = require('../lib/cli/output')
+const { useTmp, bytes, sha256 } = require('./helpers')
+
+const BIN = path.join(__dirname, '..', 'bin', 'kfs.js')
+const hasStrace = spawnSync('strace', ['-V']).status === 0
+
+describe('kfs command line under faults', function () {
+  this.timeout(60000)
+  const t = useTmp()
+  let db
+
+  beforeEach(() => {
+    db = path.join(t.dir, 'db')
+  })
+
+  // Runs `kfs args...` on the test's store; `shell` runs it through bash instead, for
+  // redirections. Resolves to { code, signal, stdout, stderr }.
+  function cli (args, { input, stdin } = {}) {
+    return new Promise((resolve, reject) => {
+      const child = spawn(process.execPath, [BIN, '-d', db, ...args], { stdio: [stdin ?? 'pipe', 'pipe', 'pipe'] })
+      const out = []
+      let stderr = ''
+      child.stdout.on('data', (d) => out.push(d))
+      child.stderr.on('data', (d) => (stderr += d))
+      child.on('error', reject)
+      child.on('close', (code, signal) => resolve({ code, signal, stdout: Buffer.concat(out), stderr }))
+      if (child.stdin) {
+        child.stdin.on('error', () => {})
+        child.stdin.end(input)
+      }
+    })
+  }
+
+  function shell (command) {
+    const r = spawnSync('bash', ['-c', command], { env: { ...process.env, KFS: `${process.execPath} ${BIN} -d ${db}` }, encoding: 'utf8' })
+    return { code: r.status, stdout: r.stdout, stderr: r.stderr }
+  }
+
+  const oneLine = (stderr) => expect(stderr, stderr).to.match(/^kfs: [^\n]+\n$/)
+
+  it('get of a key whose shard exists but that is gone: one line, exit 1, no crash', async () => {
+    await cli(['put', '--key', 'a'], { input: 'x' })
+    await cli(['unlink', 'a'])
+    const r = await cli(['get', 'a'])
+    expect(r.code).to.equal(1)
+    oneLine(r.stderr)
+    expect(r.stderr).to.match(/^kfs: no file with key /)
+  })
+
+  it('get --start past the end of the file is a usage error: exit 2, one line', async () => {
+    await cli(['put', '--key', 'b'], { input: 'hello' })
+    const r = await cli(['get', 'b', '--start', '100'])
+    expect(r.code).to.equal(2)
+    oneLine(r.stderr)
+    expect(r.stderr).to.contain('beyond the end')
+  })
+
+  it('put FILE replaces other bytes stored under its SHA-256 key with --key', async () => {
+    const data = bytes(1000, 'true content')
+    const key = sha256(data)
+    await cli(['put', '--key', key], { input: 'impostor' })
+    const src = path.join(t.dir, 'in')
+    fs.writeFileSync(src, data)
+    const r = await cli(['put', src])
+    expect(r).to.include({ code: 0, stderr: '' })
+    expect(r.stdout.toString()).to.equal(key + '\n')
+    expect((await cli(['get', key])).stdout.equals(data)).to.equal(true)
+  })
+
+  for (const command of ['get K', 'list', 'put']) {
+    it(`${command} > /dev/full: one kfs: line and exit 1, no stack trace`, async () => {
+      await cli(['put', '--key', 'K'], { input: 'some bytes' })
+      const r = shell(`$KFS ${command} < /dev/null > /dev/full`)
+      expect(r.code, r.stderr).to.equal(1)
+      oneLine(r.stderr)
+      expect(r.stderr).to.contain('no space left on device')
+    })
+  }
+
+  it('Ctrl-C during get FILE leaves no hidden partial file and no target', async () => {
+    await cli(['put', '--key', 'big'], { input: bytes(64 * 1024 * 1024, 'big') })
+    const target = path.join(t.dir, 'out.bin')
+    const child = spawn(process.execPath, [BIN, '-d', db, 'get', 'big', target], { stdio: 'ignore' })
+    const exited = new Promise((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })))
+    const partial = () => fs.readdirSync(t.dir).filter((f) => f.startsWith('.out.bin.kfs-'))
+    for (let i = 0; i < 2000 && partial().length === 0; i++) await new Promise((resolve) => setTimeout(resolve, 2))
+    expect(partial(), 'the temporary file appeared').to.have.length(1)
+    child.kill('SIGINT')
+    expect(await exited).to.deep.equal({ code: 130, signal: null })
+    expect(partial()).to.deep.equal([])
+    expect(fs.existsSync(target)).to.equal(false)
+  })
+
+  it('put from a directory on stdin, or of a directory, fails instead of storing an empty file', async () => {
+    await cli(['put', '--key', 'x'], { input: 'x' }) // the store exists
+    const fromStdin = await cli(['put'], { stdin: fs.openSync('/', 'r') })
+    expect(fromStdin.code).to.equal(1)
+    oneLine(fromStdin.stderr)
+    expect(fromStdin.stderr).to.contain('directory')
+    const ofDir = await cli(['put', t.dir])
+    expect(ofDir.code).to.equal(1)
+    expect(ofDir.stderr).to.equal(`kfs: ${t.dir} is a directory, not a file\n`)
+    const empty = sha256(Buffer.alloc(0))
+    expect((await cli(['exists', empty])).stdout.toString()).to.equal('false\n')
+  })
+
+  it('list escapes tabs, newlines, backslashes and control characters in names', async () => {
+    const name = 'a\tb\nc\\d\re\x01f'
+    await cli(['put', '--key', name], { input: 'x' })
+    const lines = (await cli(['list'])).stdout.toString().split('\n').filter(Boolean)
+    expect(lines).to.have.length(1)
+    expect(lines[0].split('\t')).to.have.length(3)
+    expect(lines[0].split('\t')[2]).to.equal('a\\tb\\nc\\\\d\\re\\x01f')
+  })
+
+  it('an error writing to a bad target names the target, not the temporary file', async () => {
+    await cli(['put', '--key', 'k'], { input: 'x' })
+    const target = path.join(t.dir, 'no-such-dir', 'out')
+    const r = await cli(['get', 'k', target])
+    expect(r.code).to.equal(1)
+    expect(r.stderr).to.equal(`kfs: ${target}: no such file or directory\n`)
+  })
+
+  it('read-only commands on a path that holds no store fail with ENOENT naming it and create nothing', async () => {
+    const missing = path.join(t.dir, 'not-there')
+    for (const args of [['get', 'k'], ['stat'], ['list'], ['exists', 'k'], ['verify'], ['unlink', 'k'], ['compact'], ['repair', '1']]) {
+      const r = spawnSync(process.execPath, [BIN, '-d', missing, ...args], { encoding: 'utf8' })
+      expect(r.status, args.join(' ')).to.equal(1)
+      expect(r.stderr, args.join(' ')).to.equal(`kfs: there is no kfs store at ${missing}: it does not exist\n`)
+      expect(fs.existsSync(missing), args.join(' ')).to.equal(false)
+    }
+  })
+
+  it('get FILE syncs the file before renaming it into place, and its directory after', async function () {
+    if (!hasStrace) {
+      console.log('      skipped: strace is not installed (Debian package strace)')
+      return this.skip()
+    }
+    await cli(['put', '--key', 'k'], { input: 'durable' })
+    const target = path.join(t.dir, 'out')
+    const trace = path.join(t.dir, 'trace')
+    const r = spawnSync('strace', ['-f', '-y', '-qq', '-o', trace, '-e', 'trace=fsync,fdatasync,rename,renameat,renameat2', process.execPath, BIN, '-d', db, 'get', 'k', target])
+    expect(r.status).to.equal(0)
+    const lines = fs.readFileSync(trace, 'utf8').split('\n')
+    const renamed = lines.findIndex((l) => /rename\w*\(.*\.out\.kfs-[0-9a-f]+".*"[^"]*\/out"/.test(l))
+    expect(renamed, lines.join('\n')).to.be.above(-1)
+    expect(lines.slice(0, renamed).some((l) => /f(data)?sync\(\d+<[^>]*\.out\.kfs-[0-9a-f]+>/.test(l)), 'temporary file synced before the rename').to.equal(true)
+    expect(lines.slice(renamed).some((l) => new RegExp(`fsync\\(\\d+<${t.dir}>`).test(l)), 'directory synced after the rename').to.equal(true)
+    expect(fs.readFileSync(target, 'utf8')).to.equal('durable')
+  })
+
+  it('writing with backpressure leaves no listener behind', async () => {
+    const stream = new EventEmitter()
+    let calls = 0
+    stream.write = (text, callback) => {
+      calls++
+      if (callback) setImmediate(callback)
+      setImmediate(() => stream.emit('drain'))
+      return false // always backpressured, like a slow reader
+    }
+    const out = new Output(stream)
+    for (let i = 0; i < 100; i++) await out.write(`line ${i}\n`)
+    await out.flush()
+    expect(calls).to.equal(101)
+    expect(stream.listenerCount('error')).to.equal(1)
+    expect(stream.listenerCount('drain')).to.equal(0)
+    out.close()
+    expect(stream.listenerCount('error')).to.equal(0)
+  })
+})
