@@ -32,6 +32,7 @@ class LevelDb {
     this.location = location
     this.shard = shard
     this.failed = undefined // a write failed for a reason LevelDB keeps until reopened
+    this.written = false // anything written since it was opened
   }
 
   // Resolves to a LevelDb or rejects with a classified error carrying a `reason`:
@@ -68,14 +69,17 @@ class LevelDb {
   }
 
   batch (ops, { sync = false } = {}) {
+    this.written = true
     return this.#db.batch(ops, { sync }).catch((err) => this.#writeFailed(err))
   }
 
   put (key, value, { sync = false } = {}) {
+    this.written = true
     return this.#db.put(key, value, { sync }).catch((err) => this.#writeFailed(err))
   }
 
   clear (range) {
+    this.written = true
     return this.#db.clear(range).catch((err) => this.#writeFailed(err))
   }
 

@@ -248,9 +248,10 @@ class Shard {
   }
 
   // Flushes the memtable first, so reopening replays no log: a closed shard then
-  // reopens quickly, and on a full disk with a few kilobytes.
+  // reopens quickly, and on a full disk with a few kilobytes. A shard only read from
+  // has nothing to flush (and flushing would still write a manifest).
   async close () {
-    if (!this.db.failed) await this.db.flush().catch(() => {})
+    if (this.db.written && !this.db.failed) await this.db.flush().catch(() => {})
     await this.db.close()
   }
 }
