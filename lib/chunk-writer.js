@@ -93,7 +93,8 @@ class ChunkWriter {
         offset += this.chunkSize
         continue
       }
-      if (!this.partial) this.partial = Buffer.allocUnsafeSlow(this.chunkSize)
+      // A chunk starts here; a file known to end sooner gets a buffer of what is left.
+      if (!this.partial) this.partial = Buffer.allocUnsafeSlow(Math.min(this.chunkSize, this.#left(data.length - offset)))
       const take = Math.min(this.chunkSize - this.partialBytes, data.length - offset)
       data.copy(this.partial, this.partialBytes, offset, offset + take)
       this.partialBytes += take
@@ -101,6 +102,12 @@ class ChunkWriter {
       if (this.partialBytes === this.chunkSize) await this.#addChunk(this.#takePartial())
     }
     this.batch = this.batch.map((chunk) => (chunk.buffer === data.buffer ? Buffer.from(chunk) : chunk))
+  }
+
+  // Bytes still to come from here, if the size was announced; `pending` of them are
+  // in the write() in progress.
+  #left (pending) {
+    return this.expectedSize === undefined ? Infinity : this.expectedSize - this.size + pending
   }
 
   #takePartial () {
@@ -137,6 +144,16 @@ class ChunkWriter {
 
   async #finish () {
     if (this.partialBytes > 0) this.batch.push(this.#takePartial())
+    // A file that fits in one batch goes into the commit batch itself: one atomic write,
+    // no pending record.
+    let inline = []
+    if (this.chunks === 0) {
+      inline = this.batch
+      this.batch = []
+      if (inline.length) this.mayWrite()
+      this.chunks = inline.length
+      if (this.hash) for (const chunk of inline) this.hash.update(chunk)
+    }
     await this.#flush()
     while (this.inflight.length > 0) await this.inflight.shift()
     if (this.shard.sync && this.batches > SYNCED_BATCHES) await this.shard.db.flush()
@@ -156,7 +173,7 @@ class ChunkWriter {
       mtime: Date.now(),
       name: this.name
     }
-    await this.shard.commit(meta, this.reservation, () => this.aborting)
+    await this.shard.commit(meta, this.reservation, () => this.aborting, inline)
     this.state = 'committed'
     this.#release()
     return meta
@@ -168,7 +185,7 @@ class ChunkWriter {
     await Promise.allSettled(this.inflight)
     this.reservation.release()
     try {
-      if (this.chunks > 0) await this.shard.discard(this.key, this.version)
+      if (this.batches > 0) await this.shard.discard(this.key, this.version)
     } catch {
       // The pending record stays: compact(), or the next process to open the shard,
       // removes these chunks.

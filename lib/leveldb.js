@@ -5,7 +5,6 @@
 // README's table, naming the shard when the database is one.
 const fs = require('node:fs/promises')
 const path = require('node:path')
-const levelup = require('levelup')
 const leveldown = require('leveldown')
 const { shardName } = require('./routing')
 const errors = require('./errors')
@@ -24,6 +23,7 @@ const DEFAULTS = {
 
 class LevelDb {
   #db
+  #closed = false // the binding crashes on a call after close: every call checks this
   #iterators = new Set()
 
   // shard: the shard index this database is, named by the errors it raises.
@@ -47,8 +47,9 @@ class LevelDb {
         throw Object.assign(new Error(`${location}: no LevelDB database here (${err.code})`), { reason: 'missing', cause: err })
       }
     }
+    const db = leveldown(location)
     return new Promise((resolve, reject) => {
-      const db = levelup(leveldown(location), { ...DEFAULTS, ...options, createIfMissing, errorIfExists }, (err) => {
+      db.open({ ...DEFAULTS, ...options, createIfMissing, errorIfExists }, (err) => {
         if (err) reject(classifyOpenError(err))
         else resolve(new LevelDb(db, location, shard))
       })
@@ -59,44 +60,52 @@ class LevelDb {
     return new Promise((resolve, reject) => leveldown.repair(location, (err) => (err ? reject(classify(err, shard)) : resolve())))
   }
 
-  async get (key) {
-    try {
-      return await this.#db.get(key, { asBuffer: true, fillCache: false })
-    } catch (err) {
-      if (err.notFound) return undefined
-      throw classify(err, this.shard)
-    }
+  // Resolves to the value as a Buffer, or undefined if there is none.
+  get (key) {
+    if (this.#closed) return Promise.reject(errors.closed())
+    return new Promise((resolve, reject) => {
+      this.#db.get(key, { asBuffer: true, fillCache: false }, (err, value) => {
+        if (!err) resolve(value)
+        else if (/^NotFound\b/.test(err.message)) resolve(undefined)
+        else reject(classify(err, this.shard))
+      })
+    })
   }
 
   batch (ops, { sync = false } = {}) {
-    this.written = true
-    return this.#db.batch(ops, { sync }).catch((err) => this.#writeFailed(err))
+    return this.#write((done) => this.#db.batch(ops, { sync }, done))
   }
 
   put (key, value, { sync = false } = {}) {
-    this.written = true
-    return this.#db.put(key, value, { sync }).catch((err) => this.#writeFailed(err))
+    return this.#write((done) => this.#db.put(key, value, { sync }, done))
   }
 
   clear (range) {
-    this.written = true
-    return this.#db.clear(range).catch((err) => this.#writeFailed(err))
+    return this.#write((done) => this.#db.clear(range, done))
   }
 
-  // LevelDB keeps a failed background write (a full disk, say) and refuses every later
-  // write until the database is reopened: remember that the database needs it.
-  #writeFailed (err) {
-    const classified = classify(err, this.shard)
-    if (classified.code !== 'ECLOSED') this.failed = classified
-    throw classified
+  #write (fn) {
+    if (this.#closed) return Promise.reject(errors.closed())
+    this.written = true
+    return new Promise((resolve, reject) => {
+      fn((err) => {
+        if (!err) return resolve()
+        // LevelDB keeps a failed background write (a full disk, say) and refuses every
+        // later write until the database is reopened: remember that it needs that.
+        const classified = classify(err, this.shard)
+        if (classified.code !== 'ECLOSED') this.failed = classified
+        reject(classified)
+      })
+    })
   }
 
   // An iterator over a snapshot taken now. prefetch: entries fetched ahead of the
   // consumer, so the binding reads the next ones on its thread meanwhile.
   iterator ({ prefetch = 0, ...options } = {}) {
+    if (this.#closed) throw errors.closed()
     let binding
     try {
-      binding = this.#db.db.iterator({ keyAsBuffer: false, valueAsBuffer: true, fillCache: false, ...options })
+      binding = this.#db.iterator({ keyAsBuffer: false, valueAsBuffer: true, fillCache: false, ...options })
     } catch (err) {
       throw classify(err, this.shard)
     }
@@ -106,14 +115,16 @@ class LevelDb {
   }
 
   approximateSize (start, end) {
+    if (this.#closed) return Promise.reject(errors.closed())
     return new Promise((resolve, reject) => {
-      this.#db.db.approximateSize(start, end, (err, size) => (err ? reject(classify(err, this.shard)) : resolve(size)))
+      this.#db.approximateSize(start, end, (err, size) => (err ? reject(classify(err, this.shard)) : resolve(size)))
     })
   }
 
   compactRange (start, end) {
+    if (this.#closed) return Promise.reject(errors.closed())
     return new Promise((resolve, reject) => {
-      this.#db.db.compactRange(start, end, (err) => (err ? reject(classify(err, this.shard)) : resolve()))
+      this.#db.compactRange(start, end, (err) => (err ? reject(classify(err, this.shard)) : resolve()))
     })
   }
 
@@ -124,12 +135,10 @@ class LevelDb {
   }
 
   async close () {
+    if (this.#closed) return
+    this.#closed = true
     await Promise.all([...this.#iterators].map((it) => it.end()))
-    try {
-      await this.#db.close()
-    } catch (err) {
-      throw classify(err, this.shard)
-    }
+    await new Promise((resolve, reject) => this.#db.close((err) => (err ? reject(classify(err, this.shard)) : resolve())))
   }
 }
 

@@ -13,7 +13,7 @@ const DEFAULTS = Object.freeze({
   sync: false,
   create: true,
   diskReserve: 16 * MiB,
-  maxOpenShards: 16,
+  maxOpenShards: undefined, // every shard, as far as the descriptor limit allows
   idleTimeout: 30000,
   shardWaitTimeout: 30000
 })

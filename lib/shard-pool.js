@@ -4,7 +4,7 @@ const errors = require('./errors')
 
 // Keeps at most `maxOpen` shards open. Shards open on first use and close after
 // `idleTimeout` ms without users, or sooner when another shard needs the slot. When
-// every open shard is in use, acquire() waits for one to be released.
+// every slot is in use, callers queue and get slots in the order they asked.
 class ShardPool {
   constructor ({ maxOpen, idleTimeout, waitTimeout, open, close }) {
     this.maxOpen = maxOpen
@@ -12,8 +12,10 @@ class ShardPool {
     this.waitTimeout = waitTimeout
     this.openShard = open
     this.closeShard = close
-    this.entries = new Map() // index -> { ready, shard, refs, timer, closing }
-    this.waiters = []
+    this.entries = new Map() // index -> { ready, shard, refs, timer, closing }, least recently used first
+    this.queue = [] // callers waiting for a slot, first come first served
+    this.promised = 0 // slots handed to queued callers that have not taken them yet
+    this.evicting = 0 // idle shards being closed to make room
     this.held = new Map() // index -> why: shards held for exclusive work (repair)
   }
 
@@ -28,46 +30,82 @@ class ShardPool {
   // `context` is handed to the open function when this call opens the shard.
   async acquire (index, context) {
     let deadline
+    let turn = false // holds a slot promised by #pump
+    let front = false // had its turn once: waits again at the front
+    const giveBack = () => {
+      if (!turn) return
+      turn = false
+      this.promised--
+      this.#pump()
+    }
     for (;;) {
-      if (this.closing) throw errors.closed()
       // Checked on every pass: an operation that was waiting for a slot or for a close
       // must not open a shard that was taken for exclusive work meanwhile.
-      if (this.held.has(index)) throw errors.shardBusy(index, this.held.get(index))
+      const refused = this.closing ? errors.closed() : this.held.has(index) && errors.shardBusy(index, this.held.get(index))
+      if (refused) {
+        giveBack()
+        throw refused
+      }
       const entry = this.entries.get(index)
       if (entry && entry.closing) {
         await entry.closing
         continue
       }
       if (entry) {
-        entry.refs++
-        clearTimeout(entry.timer)
+        giveBack() // opened meanwhile: the slot goes to the next in line
+        return this.#use(entry)
+      }
+      if (turn || (this.queue.length === 0 && this.#hasRoom())) {
+        if (turn) this.promised--
+        turn = false
         try {
-          return await entry.ready
+          return await this.#use(this.#create(index, context))
         } catch (err) {
-          entry.refs--
-          throw err
+          // Out of descriptors with other shards open: fewer shards stay open from now
+          // on, and this call waits for one of them to close instead of failing.
+          if (err.code !== 'EMFILE' || this.entries.size === 0) throw err
+          this.maxOpen = Math.max(1, Math.min(this.maxOpen, this.entries.size))
+          front = true
+          continue
         }
       }
-      if (this.entries.size >= this.maxOpen) {
-        // Another caller may take the freed slot first: check everything again.
-        if (!(await this.#evictIdle())) {
-          deadline = deadline || Date.now() + this.waitTimeout
-          await this.#waitForSlot(index, deadline)
-        }
-        continue
-      }
-      const created = { refs: 1, shard: undefined, timer: undefined, closing: undefined }
-      created.ready = this.openShard(index, context).then(
-        (shard) => (created.shard = shard),
-        (err) => {
-          this.entries.delete(index)
-          this.#wake()
-          throw err
-        }
-      )
-      this.entries.set(index, created)
-      return created.ready
+      deadline = deadline || Date.now() + this.waitTimeout
+      turn = await this.#wait(index, deadline, front)
+      front = true
     }
+  }
+
+  #hasRoom () {
+    return this.entries.size + this.promised < this.maxOpen
+  }
+
+  async #use (entry) {
+    entry.refs++
+    clearTimeout(entry.timer)
+    try {
+      return await entry.ready
+    } catch (err) {
+      entry.refs--
+      throw err
+    }
+  }
+
+  #create (index, context) {
+    const created = { refs: 0, shard: undefined, timer: undefined, closing: undefined }
+    created.ready = this.openShard(index, context).then(
+      (shard) => {
+        created.shard = shard
+        this.#pump() // callers queued for this shard may go on
+        return shard
+      },
+      (err) => {
+        this.entries.delete(index)
+        this.#pump()
+        throw err
+      }
+    )
+    this.entries.set(index, created)
+    return created
   }
 
   release (shard) {
@@ -83,20 +121,30 @@ class ShardPool {
     this.entries.set(shard.index, entry)
     entry.timer = setTimeout(() => this.#close(shard.index).catch(() => {}), this.idleTimeout)
     entry.timer.unref() // an idle store must never keep the process alive
-    this.#wake()
+    this.#pump()
   }
 
-  async #evictIdle () {
-    let victim
-    for (const [index, entry] of this.entries) {
-      if (entry.refs === 0 && entry.shard && !entry.closing) {
-        victim = index
-        break
-      }
+  // Hands free slots to queued callers in order; when none is free, closes least
+  // recently used idle shards, one per caller still waiting.
+  #pump () {
+    // Callers whose shard was opened meanwhile need no slot.
+    for (const waiter of this.queue.filter((w) => this.entries.has(w.index))) {
+      this.queue.splice(this.queue.indexOf(waiter), 1)
+      waiter.resolve(false)
     }
-    if (victim === undefined) return false
-    await this.#close(victim).catch(() => {}) // its closing failed, but the slot is free
-    return true
+    while (this.queue.length > 0 && this.#hasRoom()) {
+      this.promised++
+      this.queue.shift().resolve(true)
+    }
+    for (const [index, entry] of this.entries) {
+      if (this.evicting >= this.queue.length) return
+      if (entry.refs > 0 || !entry.shard || entry.closing) continue
+      this.evicting++
+      this.#close(index).catch(() => {}).finally(() => { // its closing failed, but the slot is free
+        this.evicting--
+        this.#pump()
+      })
+    }
   }
 
   #close (index, force = false) {
@@ -106,7 +154,7 @@ class ShardPool {
     clearTimeout(entry.timer)
     entry.closing = this.closeShard(entry.shard).finally(() => {
       this.entries.delete(index)
-      this.#wake()
+      this.#pump()
     })
     return entry.closing
   }
@@ -131,33 +179,38 @@ class ShardPool {
 
   unhold (index) {
     this.held.delete(index)
-    this.#wake()
   }
 
-  #waitForSlot (index, deadline) {
+  // Resolves to true when a slot is promised to this caller, to false when its shard was
+  // opened by another. One that already had its turn keeps its place at the front.
+  #wait (index, deadline, front) {
     return new Promise((resolve, reject) => {
       // Not unref'd: an operation waiting here is work the process has to finish.
       const timer = setTimeout(() => {
-        this.waiters = this.waiters.filter((w) => w !== waiter)
+        this.queue = this.queue.filter((w) => w !== waiter)
         reject(errors.shardsBusy(index, this.maxOpen, this.waitTimeout))
       }, Math.max(0, deadline - Date.now()))
-      const waiter = () => {
-        clearTimeout(timer)
-        resolve()
+      const waiter = {
+        index,
+        resolve: (promised) => {
+          clearTimeout(timer)
+          resolve(promised)
+        },
+        reject: (err) => {
+          clearTimeout(timer)
+          reject(err)
+        }
       }
-      this.waiters.push(waiter)
+      if (front) this.queue.unshift(waiter)
+      else this.queue.push(waiter)
+      this.#pump()
     })
-  }
-
-  #wake () {
-    const waiters = this.waiters.splice(0)
-    for (const resolve of waiters) resolve()
   }
 
   // From now on acquires, and those waiting for a slot, fail with ECLOSED.
   shutdown () {
     this.closing = true
-    this.#wake()
+    for (const waiter of this.queue.splice(0)) waiter.reject(errors.closed())
   }
 
   // Closes every shard, even one still held.

@@ -126,14 +126,17 @@ class Shard {
 
   // Makes `meta` the visible version of its key in one atomic batch: metadata, the
   // removal of the previous version's chunks and of the pending record, and the new
-  // accounting. Consumes the reservation. `cancelled()` is asked once the commit's turn
-  // comes: a write destroyed while waiting for it is not committed.
-  commit (meta, reservation, cancelled = () => false) {
+  // accounting. `inline`: the file's chunks, when they were not written before (a file
+  // that fits in one batch has no pending record). Consumes the reservation.
+  // `cancelled()` is asked once the commit's turn comes: a write destroyed while
+  // waiting for it is not committed.
+  commit (meta, reservation, cancelled = () => false, inline = []) {
     return this.exclusive(async () => {
       if (cancelled()) throw errors.cancelled(meta.key)
       const old = await this.getMeta(meta.key)
-      const ops = [{ type: 'put', key: records.metaKey(meta.key), value: records.encodeMeta(meta) }]
-      if (meta.chunks > 0) ops.push({ type: 'del', key: records.pendingKey(meta.version) })
+      const ops = inline.map((value, i) => ({ type: 'put', key: this.chunkKeys.key(meta.key, meta.version, i), value }))
+      ops.push({ type: 'put', key: records.metaKey(meta.key), value: records.encodeMeta(meta) })
+      if (meta.chunks > inline.length) ops.push({ type: 'del', key: records.pendingKey(meta.version) })
       if (old) this.#deleteChunks(ops, meta.key, old)
       await this.#apply(ops, { used: this.used - (old ? old.size : 0) + meta.size, files: this.files + (old ? 0 : 1) })
       reservation.release()

@@ -4,6 +4,7 @@ const fs = require('node:fs')
 const path = require('node:path')
 const { Shard } = require('./shard')
 const { ShardPool } = require('./shard-pool')
+const { defaultOpenShards } = require('./descriptors')
 const { shardName } = require('./routing')
 const { shardDirName } = require('./store-dir')
 const errors = require('./errors')
@@ -20,7 +21,7 @@ class Shards {
   #cleaned = new Set() // shards whose abandoned writes were discarded since open
   #unnoted = new Map() // index -> log records LevelDB dropped, not yet noted in the shard
 
-  constructor ({ location, tmpDir, cap, chunkKeys, existing, usage, reserve, options }) {
+  constructor ({ location, tmpDir, cap, chunkKeys, shardCount, existing, usage, reserve, options }) {
     this.location = location
     this.tmpDir = tmpDir
     this.cap = cap
@@ -30,7 +31,7 @@ class Shards {
     this.sync = options.sync
     this.#existing = new Set([...existing, ...usage.known])
     this.#pool = new ShardPool({
-      maxOpen: options.maxOpenShards,
+      maxOpen: options.maxOpenShards || defaultOpenShards(shardCount),
       idleTimeout: options.idleTimeout,
       waitTimeout: options.shardWaitTimeout,
       open: (index) => this.#open(index),

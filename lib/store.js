@@ -102,6 +102,7 @@ class Store {
       tmpDir: opened.tmpDir,
       cap: format.shardCap,
       chunkKeys: new ChunkKeys(format.shardCap, format.chunkSize),
+      shardCount: format.shardCount,
       existing: opened.shards,
       usage,
       reserve: opened.reserve,

@@ -109,6 +109,21 @@ describe('concurrency', () => {
     await store.writeFile(b.key, 'b')
   })
 
+  it('operations waiting for a slot get one in the order they asked', async () => {
+    const store = t.open({ maxOpenShards: 1, referenceId: REF, chunkSize: C })
+    const [a, ...others] = keysForShards(REF, 6)
+    await store.writeFile(a.key, bytes(20 * C))
+    const rs = store.createReadStream(a.key) // holds the only slot
+    await new Promise((resolve) => rs.once('readable', resolve))
+    const done = []
+    const writes = others.map(({ key }, i) => store.writeFile(key, `file ${i}`).then(() => done.push(i)))
+    await new Promise((resolve) => setTimeout(resolve, 50))
+    expect(done).to.deep.equal([])
+    rs.destroy()
+    await Promise.all(writes)
+    expect(done).to.deep.equal([0, 1, 2, 3, 4])
+  })
+
   it('lists more files than one page holds, each once', async () => {
     const store = t.open({ shardCount: 1 })
     const names = Array.from({ length: 2345 }, (_, i) => `n${i}`)

@@ -73,10 +73,11 @@ describe('damage is named', () => {
     const first = keyInShard(REF, 7, 'a')
     const last = keyInShard(REF, 7, 'b')
     // A process writes two files and dies without closing: the shard's log holds both.
+    // The last is larger than one batch, so its chunks went ahead of its commit.
     await run(`
       const store = require('./')(process.argv[1], { chunkSize: ${C}, referenceId: '${REF}' })
       store.writeFile(process.argv[2], Buffer.alloc(${3 * C}, 1))
-        .then(() => store.writeFile(process.argv[3], Buffer.alloc(${3 * C}, 2)))
+        .then(() => store.writeFile(process.argv[3], Buffer.alloc(${2 * 1024 * 1024}, 2)))
         .then(() => process.exit(0))`, [dir, first, last])
     const log = fs.readdirSync(path.join(dir, '007.s')).find((f) => f.endsWith('.log'))
     const file = path.join(dir, '007.s', log)

@@ -1,0 +1,33 @@
+'use strict'
+
+const fs = require('node:fs')
+
+// File descriptors an open shard holds: LevelDB's LOCK, LOG, current log and MANIFEST
+// (4, measured with every shard of a store open), plus 2 for what LevelDB opens for a
+// while: the next log when the memtable fills, a table it is writing. Table files it
+// reads are memory-mapped (LevelDB 1.20, up to 1,000 per process) and hold none.
+const PER_SHARD = 6
+// Left to the rest of the process: Node, the app, its sockets and files.
+const KEPT_FREE = 64
+
+// The process's soft limit on open files, or undefined where the system does not say
+// (Node raises the soft limit to the hard one when it starts).
+function descriptorLimit () {
+  try {
+    const line = fs.readFileSync('/proc/self/limits', 'utf8').split('\n').find((l) => l.startsWith('Max open files'))
+    const soft = line && line.split(/\s{2,}/)[1]
+    return soft === 'unlimited' ? Infinity : Number(soft) || undefined
+  } catch {
+    return undefined
+  }
+}
+
+// How many shards may be open at once when the user set no cap: every shard, as far as
+// the descriptor limit allows while a quarter of it (at least KEPT_FREE) stays free.
+function defaultOpenShards (shardCount, limit = descriptorLimit()) {
+  if (limit === undefined || limit === Infinity) return shardCount
+  const spare = Math.max(KEPT_FREE, Math.floor(limit / 4))
+  return Math.max(1, Math.min(shardCount, Math.floor((limit - spare) / PER_SHARD)))
+}
+
+module.exports = { descriptorLimit, defaultOpenShards, PER_SHARD }
