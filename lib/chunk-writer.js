@@ -2,6 +2,7 @@
 
 const { contentHash } = require('./keys')
 const { newVersion } = require('./records')
+const { WriteBudget } = require('./write-budget')
 const errors = require('./errors')
 
 // Chunks go to LevelDB in batches of about BATCH_BYTES, with up to MAX_IN_FLIGHT
@@ -21,8 +22,13 @@ class ChunkWriter {
   // sha256: the content's hash, known to the caller (put): not computed again.
   // expectedSha256: checked before the commit; a mismatch fails with EINTEGRITY.
   // mayWrite: throws if no more data may be written (the disk reserve was given up).
-  constructor ({ shard, key, name, chunkSize, size, sha256, expectedSha256, release, mayWrite = () => {} }) {
+  // budget: the store's WriteBudget, taken for every whole chunk until LevelDB wrote it.
+  constructor ({ shard, key, name, chunkSize, size, sha256, expectedSha256, release, budget = new WriteBudget(), mayWrite = () => {} }) {
     this.mayWrite = mayWrite
+    this.budget = budget
+    // Others wait for memory: the chunks this writer holds go to LevelDB now, after the
+    // write in progress if any, rather than at its caller's next write.
+    this.sendHeld = () => this.#serial(() => this.#flush()).catch(() => {})
     this.shard = shard
     this.key = key
     this.name = name
@@ -118,6 +124,11 @@ class ChunkWriter {
   }
 
   async #addChunk (chunk) {
+    if (!this.budget.tryTake(chunk.length)) {
+      await this.#flush() // what this writer holds must not be waited for while it waits
+      await this.budget.take(chunk.length)
+    }
+    if (this.batch.length === 0) this.budget.hold(this.sendHeld)
     this.batch.push(chunk)
     this.batchBytes += chunk.length
     if (this.batchBytes >= BATCH_BYTES) await this.#flush()
@@ -126,9 +137,16 @@ class ChunkWriter {
   async #flush () {
     const chunks = this.batch
     if (chunks.length === 0) return
+    const bytes = this.batchBytes
+    this.budget.unhold(this.sendHeld)
     this.batch = []
     this.batchBytes = 0
-    this.mayWrite()
+    try {
+      this.mayWrite()
+    } catch (err) {
+      this.budget.give(bytes)
+      throw err
+    }
     const first = this.chunks
     this.chunks += chunks.length
     this.batches++
@@ -137,7 +155,7 @@ class ChunkWriter {
     // or a crash could leave chunks that no pending record points to.
     if (first === 0) await written
     else this.inflight.push(written)
-    written.catch(() => {}) // awaited below; avoid an unhandled rejection meanwhile
+    written.catch(() => {}).then(() => this.budget.give(bytes)) // awaited below; no unhandled rejection meanwhile
     if (this.hash) for (const chunk of chunks) this.hash.update(chunk)
     while (this.inflight.length >= MAX_IN_FLIGHT) await this.inflight.shift()
   }
@@ -149,7 +167,10 @@ class ChunkWriter {
     let inline = []
     if (this.chunks === 0) {
       inline = this.batch
+      this.inlineBytes = this.batchBytes // given back once committed or aborted
+      this.budget.unhold(this.sendHeld)
       this.batch = []
+      this.batchBytes = 0
       if (inline.length) this.mayWrite()
       this.chunks = inline.length
       if (this.hash) for (const chunk of inline) this.hash.update(chunk)
@@ -174,6 +195,7 @@ class ChunkWriter {
       name: this.name
     }
     await this.shard.commit(meta, this.reservation, () => this.aborting, inline)
+    this.#giveInline()
     this.state = 'committed'
     this.#release()
     return meta
@@ -183,6 +205,11 @@ class ChunkWriter {
     if (this.state !== 'writing') return
     this.state = 'aborted'
     await Promise.allSettled(this.inflight)
+    this.budget.unhold(this.sendHeld)
+    this.budget.give(this.batchBytes)
+    this.batch = []
+    this.batchBytes = 0
+    this.#giveInline()
     this.reservation.release()
     try {
       if (this.batches > 0) await this.shard.discard(this.key, this.version)
@@ -192,6 +219,11 @@ class ChunkWriter {
     }
     this.shard.writing.delete(this.version)
     this.#release()
+  }
+
+  #giveInline () {
+    this.budget.give(this.inlineBytes || 0)
+    this.inlineBytes = 0
   }
 
   #release () {

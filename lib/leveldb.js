@@ -38,6 +38,7 @@ class LevelDb {
   // Resolves to a LevelDb or rejects with a classified error carrying a `reason`:
   // 'missing', 'locked', 'system' (an OS error, with its code) or 'damaged'.
   static async open (location, { createIfMissing = false, errorIfExists = false, shard, ...options } = {}) {
+    const tuning = Object.fromEntries(Object.entries(options).filter(([, value]) => value !== undefined))
     // LevelDB creates the directory, LOCK and LOG before it finds no database there:
     // without createIfMissing, leave a place holding no database untouched.
     if (!createIfMissing) {
@@ -49,7 +50,7 @@ class LevelDb {
     }
     const db = leveldown(location)
     return new Promise((resolve, reject) => {
-      db.open({ ...DEFAULTS, ...options, createIfMissing, errorIfExists }, (err) => {
+      db.open({ ...DEFAULTS, ...tuning, createIfMissing, errorIfExists }, (err) => {
         if (err) reject(classifyOpenError(err))
         else resolve(new LevelDb(db, location, shard))
       })

@@ -60,11 +60,12 @@ class Shard {
   // reported as damaged, never recreated. Records that LevelDB dropped from a damaged
   // log while opening are noted in the shard, for verify() to report.
   // unnoted: dropped records an earlier open found and could not note.
-  static async open ({ index, location, cap, chunkKeys, sync, unnoted = [] }) {
+  // writeBufferSize: LevelDB's memtable size for this shard.
+  static async open ({ index, location, cap, chunkKeys, sync, writeBufferSize, unnoted = [] }) {
     const name = shardName(index)
     let db
     try {
-      db = await LevelDb.open(location, { shard: index })
+      db = await LevelDb.open(location, { shard: index, writeBufferSize })
     } catch (err) {
       if (err.reason === 'locked') throw errors.busy(location, err)
       if (err.reason === 'system') throw errors.system(`shard ${name} could not be opened`, err, { shard: index })

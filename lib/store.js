@@ -10,6 +10,7 @@ const { ChunkKeys } = require('./records')
 const { ChunkWriter } = require('./chunk-writer')
 const { ChunkReader, checkDigest } = require('./chunk-reader')
 const { Digester } = require('./digester')
+const { WriteBudget } = require('./write-budget')
 const { WriteStream, ReadStream } = require('./streams')
 const { UsageCache } = require('./usage-cache')
 const { Shards } = require('./shards')
@@ -41,6 +42,7 @@ class Store {
   #shards
   #usage
   #digester = new Digester()
+  #writeBudget = new WriteBudget()
 
   constructor (dir, options) {
     if (typeof dir !== 'string' || dir === '') throw errors.invalidType('dir', 'a non-empty string', dir)
@@ -150,7 +152,7 @@ class Store {
         if (this.#shards.reserve.low) throw this.#shards.noRoomForWrites()
       }
       mayWrite()
-      return new ChunkWriter({ shard, key, name, chunkSize: this.chunkSize, size, sha256, expectedSha256, release, mayWrite })
+      return new ChunkWriter({ shard, key, name, chunkSize: this.chunkSize, size, sha256, expectedSha256, release, mayWrite, budget: this.#writeBudget })
     } catch (err) {
       release()
       throw err

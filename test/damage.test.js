@@ -77,9 +77,9 @@ describe('damage is named', () => {
     await run(`
       const store = require('./')(process.argv[1], { chunkSize: ${C}, referenceId: '${REF}' })
       store.writeFile(process.argv[2], Buffer.alloc(${3 * C}, 1))
-        .then(() => store.writeFile(process.argv[3], Buffer.alloc(${2 * 1024 * 1024}, 2)))
+        .then(() => store.writeFile(process.argv[3], Buffer.alloc(${1.25 * 1024 * 1024}, 2)))
         .then(() => process.exit(0))`, [dir, first, last])
-    const log = fs.readdirSync(path.join(dir, '007.s')).find((f) => f.endsWith('.log'))
+    const log = fs.readdirSync(path.join(dir, '007.s')).filter((f) => f.endsWith('.log')).sort().pop() // the newest
     const file = path.join(dir, '007.s', log)
     const buf = fs.readFileSync(file)
     for (let i = buf.length - 40; i < buf.length - 20; i++) buf[i] ^= 0xff // inside the last commit
