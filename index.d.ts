@@ -89,7 +89,9 @@ declare namespace kfs {
     create?: boolean
     /** Bytes kept in reserve for a full disk; 0 turns it off. Default 16 MiB. */
     diskReserve?: number
-    /** Shards open at once, 1 to 256. Default 16. */
+    /** Reclaim the space of unlinked and overwritten files in the background. Default true. */
+    reclaim?: boolean
+    /** Shards open at once, 1 to 256. Default: every shard the descriptor limit allows. */
     maxOpenShards?: number
     /** Milliseconds before an unused shard closes. Default 30000. */
     idleTimeout?: number

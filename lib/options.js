@@ -13,6 +13,7 @@ const DEFAULTS = Object.freeze({
   sync: false,
   create: true,
   diskReserve: 16 * MiB,
+  reclaim: true,
   maxOpenShards: undefined, // every shard, as far as the descriptor limit allows
   idleTimeout: 30000,
   shardWaitTimeout: 30000
@@ -47,6 +48,7 @@ const CHECKS = {
   sync: boolean,
   create: boolean,
   diskReserve: integer(0, 1024 * 1024 * MiB),
+  reclaim: boolean,
   maxOpenShards: integer(1, 256),
   idleTimeout: integer(0, 2 ** 31 - 1),
   shardWaitTimeout: integer(0, 2 ** 31 - 1)

@@ -8,16 +8,19 @@ const errors = require('./errors')
 // sorts before every hex digit, so they never interleave with chunks.
 const ACCOUNT = '!a'
 const DAMAGE = '!d!'
+const DEAD = '!x!'
 const META = '!m!'
 const PENDING = '!p!'
 
 const metaKey = (key) => META + key
 const pendingKey = (version) => PENDING + version
 const damageKey = (time, n = 0) => `${DAMAGE}${new Date(time).toISOString()}.${n}`
+const deadKey = (key, version) => `${DEAD}${key} ${version}`
 const prefixRange = (prefix) => ({ gt: prefix, lt: prefix + '\xff' })
 const metaRange = () => prefixRange(META)
 const pendingRange = () => prefixRange(PENDING)
 const damageRange = () => prefixRange(DAMAGE)
+const deadRange = () => prefixRange(DEAD)
 
 // A fresh version per write keeps an overwrite's chunks apart from the ones readers
 // may still be streaming; the commit batch then swaps metadata and deletes the old.
@@ -80,14 +83,17 @@ function badMeta (shard, key, cause) {
 module.exports = {
   ACCOUNT,
   DAMAGE,
+  DEAD,
   META,
   PENDING,
   metaKey,
   pendingKey,
   damageKey,
+  deadKey,
   metaRange,
   pendingRange,
   damageRange,
+  deadRange,
   newVersion,
   ChunkKeys,
   encodeMeta,

@@ -105,10 +105,12 @@ async function rebuild (shard, chunkSize) {
   const reported = new Set(dropped.map((d) => d.key))
   let ops = []
   for await (const entry of scan(db, { gt: records.DAMAGE, values: false })) {
-    if (entry.key.startsWith(records.META)) continue
+    // Dead-version notes stay: the space they name is still to be reclaimed.
+    if (entry.key.startsWith(records.META) || entry.key.startsWith(records.DEAD)) continue
+    const system = entry.key.startsWith('!')
     const [key, version] = entry.key.split(' ')
-    const stray = entry.key.startsWith('!') || kept.get(key) !== version
-    if (stray && version !== undefined && !pending.has(version) && !reported.has(key)) {
+    const stray = system || kept.get(key) !== version
+    if (stray && !system && !pending.has(version) && !reported.has(key)) {
       reported.add(key)
       dropped.push({ key, problem: 'its metadata was lost; some of its chunks were found' })
     }

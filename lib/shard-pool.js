@@ -19,6 +19,11 @@ class ShardPool {
     this.held = new Map() // index -> why: shards held for exclusive work (repair)
   }
 
+  // The shards open and not closing.
+  * openShards () {
+    for (const entry of this.entries.values()) if (entry.shard && !entry.closing) yield entry.shard
+  }
+
   // The open shard, if any, without acquiring it.
   peek (index) {
     const entry = this.entries.get(index)

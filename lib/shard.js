@@ -9,6 +9,11 @@ const { syncDir } = require('./store-dir')
 const records = require('./records')
 const errors = require('./errors')
 
+// Removed versions of at least this size are noted for reclaim().
+const DEAD_NOTED = 64 * 1024
+// Up to this many dead ranges are compacted one by one; more, as one span.
+const SEPARATE_RANGES = 8
+
 // One S-bucket: a LevelDB holding chunks, metadata and its own exact accounting.
 // Accounting (`used`, `files`) changes only inside the same atomic batch that commits
 // or removes a file, so it is exact after any crash.
@@ -26,6 +31,8 @@ class Shard {
     this.reserved = 0
     this.writing = new Set() // versions being written by this process right now
     this.tail = Promise.resolve()
+    this.dead = 0 // bytes of removed versions whose space no compaction has reclaimed yet
+    this.onDead = () => {} // called when `dead` grew
   }
 
   // Builds an empty shard in `tmpDir` and renames it into place, so a crash
@@ -76,6 +83,7 @@ class Shard {
       const raw = await db.get(records.ACCOUNT)
       if (raw === undefined) throw new Error('its accounting record is missing')
       const shard = new Shard({ index, location, db, cap, chunkKeys, sync, account: JSON.parse(raw) })
+      shard.dead = (await shard.#deadVersions()).reduce((sum, d) => sum + d.bytes, 0)
       dropped = [...unnoted, ...(await droppedOnRecovery(location))]
       if (dropped.length) await shard.#noteDamage(dropped)
       return shard
@@ -140,6 +148,7 @@ class Shard {
       if (meta.chunks > inline.length) ops.push({ type: 'del', key: records.pendingKey(meta.version) })
       if (old) this.#deleteChunks(ops, meta.key, old)
       await this.#apply(ops, { used: this.used - (old ? old.size : 0) + meta.size, files: this.files + (old ? 0 : 1) })
+      if (old) this.#died(old)
       reservation.release()
       // Inside the exclusive section: discardAbandoned(), which runs there too, can
       // never see this version as pending and no longer being written.
@@ -154,6 +163,7 @@ class Shard {
       const ops = [{ type: 'del', key: records.metaKey(key) }]
       this.#deleteChunks(ops, key, old)
       await this.#apply(ops, { used: this.used - old.size, files: this.files - 1 })
+      this.#died(old)
     })
   }
 
@@ -165,8 +175,46 @@ class Shard {
     this.files = account.files
   }
 
+  // Deletes a version's chunks, and notes the version as dead: LevelDB keeps deleted
+  // data on disk until a compaction passes over it, and a shard sees too few writes for
+  // its own compactions to come soon. The note is kept until reclaim() compacted it.
+  // Small versions are not noted: their space is small and comes back with the shard's
+  // own compactions.
   #deleteChunks (ops, key, meta) {
     for (let i = 0; i < meta.chunks; i++) ops.push({ type: 'del', key: this.chunkKeys.key(key, meta.version, i) })
+    if (meta.size >= DEAD_NOTED) ops.push({ type: 'put', key: records.deadKey(key, meta.version), value: String(meta.size) })
+  }
+
+  #died (meta) {
+    if (meta.size < DEAD_NOTED) return
+    this.dead += meta.size
+    this.onDead(this)
+  }
+
+  async #deadVersions () {
+    const dead = []
+    for await (const entry of this.#scan(records.deadRange())) {
+      dead.push({ id: entry.key, prefix: entry.key.slice(records.DEAD.length), bytes: Number(entry.value) || 0 })
+    }
+    return dead
+  }
+
+  // Compacts the ranges of the dead versions noted so far, so LevelDB drops their data
+  // from disk, then removes the notes. Each range is compacted on its own, or, when
+  // there are many, the span from the first to the last. Resolves to the bytes
+  // reclaimed. A crash midway leaves the notes: the next reclaim() does it again.
+  async reclaim () {
+    const dead = await this.#deadVersions()
+    if (dead.length === 0) return 0
+    if (dead.length <= SEPARATE_RANGES) {
+      for (const { prefix } of dead) await this.db.compactRange(`${prefix} `, `${prefix} ~`)
+    } else {
+      await this.db.compactRange(`${dead[0].prefix} `, `${dead[dead.length - 1].prefix} ~`)
+    }
+    await this.db.batch(dead.map(({ id }) => ({ type: 'del', key: id })))
+    const bytes = dead.reduce((sum, d) => sum + d.bytes, 0)
+    this.dead = Math.max(0, this.dead - bytes)
+    return bytes
   }
 
   // Removes the chunks of an abandoned version and its pending record.
@@ -247,8 +295,11 @@ class Shard {
   // finds that out, so the shard is reopened when it is next released.
   async compact () {
     await this.discardAbandoned()
+    const dead = await this.#deadVersions()
     await this.db.compactRange('!', '\xff')
-    await this.db.batch([{ type: 'del', key: records.ACCOUNT + '~probe' }])
+    // Also the probe: a delete of a key that never exists.
+    await this.db.batch([...dead.map(({ id }) => ({ type: 'del', key: id })), { type: 'del', key: records.ACCOUNT + '~probe' }])
+    this.dead = Math.max(0, this.dead - dead.reduce((sum, d) => sum + d.bytes, 0))
   }
 
   // Flushes the memtable first, so reopening replays no log: a closed shard then

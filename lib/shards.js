@@ -37,6 +37,7 @@ class Shards {
     this.usage = usage
     this.reserve = reserve
     this.sync = options.sync
+    this.onDead = () => {} // called when a shard holds more dead bytes (Reclaimer)
     this.#existing = new Set([...existing, ...usage.known])
     const maxOpen = options.maxOpenShards || defaultOpenShards(shardCount)
     this.writeBufferSize = writeBufferSize(maxOpen)
@@ -129,6 +130,10 @@ class Shards {
     return open ? open.files : (this.usage.get(index) || {}).files
   }
 
+  openShards () {
+    return this.#pool.openShards()
+  }
+
   hold (index, why) {
     return this.#pool.hold(index, why)
   }
@@ -168,6 +173,8 @@ class Shards {
       }
     })
     this.#unnoted.delete(index)
+    shard.onDead = this.onDead
+    if (shard.dead > 0) this.onDead()
     try {
       if (!this.#cleaned.has(index)) {
         // Frees space; on a full disk it waits for the next open or compact().

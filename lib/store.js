@@ -14,6 +14,7 @@ const { WriteBudget } = require('./write-budget')
 const { WriteStream, ReadStream } = require('./streams')
 const { UsageCache } = require('./usage-cache')
 const { Shards } = require('./shards')
+const { Reclaimer } = require('./reclaimer')
 const { spool, remove } = require('./spool')
 const storeDir = require('./store-dir')
 const maintenance = require('./maintenance')
@@ -41,6 +42,7 @@ class Store {
   #referenceId
   #shards
   #usage
+  #reclaimer
   #digester = new Digester()
   #writeBudget = new WriteBudget()
 
@@ -110,6 +112,12 @@ class Store {
       reserve: opened.reserve,
       options: this.#options
     })
+    this.#reclaimer = new Reclaimer({
+      openShards: () => this.#shards.openShards(),
+      inShard: (index, fn) => this.#op(() => this.#shards.inShard(index, fn)),
+      enabled: this.#options.reclaim
+    })
+    this.#shards.onDead = () => this.#reclaimer.noteDead()
   }
 
   // Runs fn as a tracked operation: close() waits for it.
@@ -390,6 +398,7 @@ class Store {
     } catch {
       return // never opened: nothing to close
     }
+    await this.#reclaimer.stop()
     this.#shards.shutdown() // operations waiting for a shard fail now, so they drain
     const drained = this.#active === 0 ? Promise.resolve() : new Promise((resolve) => this.#drained.push(resolve))
     const streamsClosed = [...this.#streams].map((s) => new Promise((resolve) => s.once('close', resolve)))

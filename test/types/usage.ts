@@ -20,6 +20,7 @@ async function main (): Promise<void> {
     sync: false,
     create: false,
     diskReserve: 0,
+    reclaim: true,
     maxOpenShards: 16,
     idleTimeout: 30000,
     shardWaitTimeout: 30000
