@@ -1,6 +1,11 @@
 #!/usr/bin/env node
 'use strict'
 
+// Opening a shard is a few synced writes in LevelDB, run on libuv's threads: commands
+// that open every shard (list, verify) open them 16 at a time instead of 4 (256 shards
+// measured: 234 ms instead of 544). Read when the pool starts, so set before any I/O.
+process.env.UV_THREADPOOL_SIZE = process.env.UV_THREADPOOL_SIZE || '16'
+
 const fs = require('node:fs')
 const { main } = require('../lib/cli/program')
 

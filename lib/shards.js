@@ -106,15 +106,18 @@ class Shards {
   }
 
   // The shard's metadata records, a page at a time, holding the shard only while a
-  // page is read; `op` runs each visit as an operation close() waits for.
-  async * metaPages (index, op = (fn) => fn()) {
-    let after
-    for (;;) {
-      const page = await op(() => this.inShard(index, (shard) => shard.metaPage(after, META_PAGE)))
+  // page is read; `op` runs each visit as an operation close() waits for. `first`: the
+  // first page, fetched ahead by the caller (metaPage()).
+  async * metaPages (index, op = (fn) => fn(), first = this.metaPage(index, undefined, op)) {
+    for (let page = await first; ; page = await this.metaPage(index, page[page.length - 1].key, op)) {
       if (page.length) yield page
       if (page.length < META_PAGE) return
-      after = page[page.length - 1].key
     }
+  }
+
+  // One page of metadata records after the key `after` (from the first without it).
+  metaPage (index, after, op = (fn) => fn()) {
+    return op(() => this.inShard(index, (shard) => shard.metaPage(after, META_PAGE)))
   }
 
   // Exact figures: live for an open shard, cached at close for the others. Only a

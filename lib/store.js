@@ -21,6 +21,8 @@ const maintenance = require('./maintenance')
 const args = require('./args')
 const errors = require('./errors')
 
+// Shards whose first page of metadata list() fetches ahead of the one it yields from.
+const LIST_AHEAD = 16
 // Below this a whole-file read hashes inline: handing chunks to a thread costs more.
 const OFFLOAD_DIGEST_BYTES = 4 * 1024 * 1024
 
@@ -328,9 +330,24 @@ class Store {
     await this.#op(() => {})
     if (only !== undefined) args.shardIndex(only, this.shardCount)
     const damaged = []
-    for (const index of this.#shards.indices().filter((i) => only === undefined || i === only)) {
+    const op = (fn) => this.#op(fn)
+    const indices = this.#shards.indices().filter((i) => only === undefined || i === only)
+    // The first pages of the next shards are fetched ahead, so that opening them (a few
+    // milliseconds each) overlaps: they hold no shard once fetched.
+    const ahead = new Map()
+    const fetchAhead = (n) => {
+      if (n >= indices.length || ahead.has(n)) return
+      const page = this.#shards.metaPage(indices[n], undefined, op)
+      page.catch(() => {}) // met when its turn comes
+      ahead.set(n, page)
+    }
+    for (const [n, index] of indices.entries()) {
+      for (let m = n; m < n + LIST_AHEAD; m++) fetchAhead(m)
+      const first = ahead.get(n)
+      ahead.delete(n)
       try {
-        for await (const page of this.#shards.metaPages(index, (fn) => this.#op(fn))) {
+        for await (const page of this.#shards.metaPages(index, op, first)) {
+          if (this.#closed) throw errors.closed() // a page fetched ahead is not handed out after close()
           for (const meta of page) {
             if (meta.error) {
               damaged.push(meta.error)

@@ -16,6 +16,9 @@ class UsageCache {
   #reopen
   #trusted // index -> figures of shards closed cleanly
   #repairing
+  #marks = new Map() // index -> open mark waiting for the next batch
+  #nextBatch // the batch that will write the waiting marks
+  #lastBatch = Promise.resolve()
 
   // reopen: resolves to the state LevelDB opened again (see #write).
   constructor (state, reopen, trusted, known, repairing) {
@@ -53,11 +56,22 @@ class UsageCache {
     return this.#trusted.get(index)
   }
 
-  // Synced: after a power cut, figures that changed must never look trusted.
-  async opened (index, figures) {
+  // Synced: after a power cut, figures that changed must never look trusted. Marks of
+  // shards opened at the same time share one synced batch (list() opens many at once).
+  opened (index, figures) {
     this.#trusted.delete(index)
     this.known.add(index)
-    await this.#write((state) => state.put(usageKey(index), JSON.stringify({ ...figures, open: true }), { sync: true }))
+    this.#marks.set(index, JSON.stringify({ ...figures, open: true }))
+    if (!this.#nextBatch) {
+      this.#nextBatch = this.#lastBatch.catch(() => {}).then(() => {
+        const ops = [...this.#marks].map(([i, value]) => ({ type: 'put', key: usageKey(i), value }))
+        this.#marks.clear()
+        this.#nextBatch = undefined
+        return this.#write((state) => state.batch(ops, { sync: true }))
+      })
+      this.#lastBatch = this.#nextBatch
+    }
+    return this.#nextBatch
   }
 
   // LevelDB refuses every write after a background flush failed (a full disk) until the
