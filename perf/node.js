@@ -1,0 +1,355 @@
+'use strict'
+
+// A storage node's workload, measured side by side: kfs (defaults) against one raw
+// LevelDB (leveldown, one put per small file, a keys-only iterator for listing), the
+// vanilla engine (kfs with shardCount 1) and plain files, each case of each engine in
+// its own child process (LevelDB runs all compactions of a process on one thread).
+//
+//   npm run perf:node -- [--files N] [--big MiB] [--reclaim-files N] [--dir DIR] [--quick]
+//
+//   --files N          small files of 1 KiB stored one at a time, then listed (100000)
+//   --big MiB          file size for the many-clients and slow-clients cases (8)
+//   --reclaim-files N  files of 128 MiB written then unlinked (40)
+//   --quick            tiny sizes, for CI: proves the script runs, measures nothing
+//
+// Prints one Markdown table per case with the ratios the issue's targets are stated in.
+
+const fs = require('node:fs')
+const os = require('node:os')
+const path = require('node:path')
+const crypto = require('node:crypto')
+const { execFileSync, spawn } = require('node:child_process')
+const { once } = require('node:events')
+
+const MiB = 1024 * 1024
+const SELF = __filename
+const REF = '00112233445566778899aabbccddeeff00112233'
+
+// Keys that route to distinct shards of a store with reference ID REF.
+function keysForShards (count) {
+  const { shardFor } = require('../lib/routing')
+  const ref = Buffer.from(REF, 'hex')
+  const seen = new Map()
+  for (let i = 0; seen.size < count; i++) {
+    const k = crypto.createHash('sha256').update(`key ${i}`).digest('hex')
+    if (!seen.has(shardFor(ref, k))) seen.set(shardFor(ref, k), k)
+  }
+  return [...seen.values()].map((k) => ({ key: k }))
+}
+
+function parseArgs (argv) {
+  const args = { files: 100000, big: 8, reclaimFiles: 40, reclaimSize: 128, idleMs: 5000, dir: process.env.KFS_PERF_DIR || os.tmpdir(), quick: false }
+  const number = (i) => {
+    const n = Number(argv[i])
+    if (!(n > 0)) throw new Error(`${argv[i - 1]} takes a positive number, got ${argv[i]}`)
+    return n
+  }
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]
+    if (arg === '--files') args.files = number(++i)
+    else if (arg === '--big') args.big = number(++i)
+    else if (arg === '--reclaim-files') args.reclaimFiles = number(++i)
+    else if (arg === '--dir') args.dir = argv[++i]
+    else if (arg === '--quick') Object.assign(args, { files: 300, big: 1, reclaimFiles: 4, reclaimSize: 4, idleMs: 2500, quick: true })
+    else if (arg === '--child') args.child = JSON.parse(argv[++i])
+    else throw new Error(`unknown argument ${arg} (see the comment at the top of perf/node.js)`)
+  }
+  return args
+}
+
+const now = () => process.hrtime.bigint()
+const msSince = (start) => Number(now() - start) / 1e6
+const percentile = (sorted, p) => sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * p))]
+const key = () => crypto.randomBytes(20).toString('hex')
+
+function openKfs (dir, options = {}) {
+  return require('..')(dir, options)
+}
+
+function openRaw (dir) {
+  const leveldown = require('leveldown')
+  const db = leveldown(dir)
+  return new Promise((resolve, reject) => db.open({ compression: false }, (err) => (err ? reject(err) : resolve(db))))
+}
+
+const call = (fn) => new Promise((resolve, reject) => fn((err, value) => (err ? reject(err) : resolve(value))))
+
+function descriptors () {
+  try {
+    return fs.readdirSync('/proc/self/fd').length
+  } catch {
+    return undefined
+  }
+}
+
+function diskBytes (dir) {
+  return Number(execFileSync('du', ['-sb', dir], { encoding: 'utf8' }).split('\t')[0])
+}
+
+// The cases, each run in a child process: (engine, options) -> result object.
+const CASES = {
+  // Stores `files` files of 1 KiB one at a time, awaited, random keys; then lists them.
+  async small ({ engine, dir, files }) {
+    const value = crypto.randomBytes(1024)
+    const start = now()
+    if (engine === 'raw') {
+      const db = await openRaw(dir)
+      for (let i = 0; i < files; i++) await call((cb) => db.put(key(), value, cb))
+      const storeMs = msSince(start)
+      await call((cb) => db.close(cb))
+      return { storeMs }
+    }
+    if (engine === 'fs') {
+      for (let i = 0; i < 256; i++) fs.mkdirSync(path.join(dir, i.toString(16).padStart(2, '0')), { recursive: true })
+      for (let i = 0; i < files; i++) {
+        const k = key()
+        await fs.promises.writeFile(path.join(dir, k.slice(0, 2), k), value)
+      }
+      return { storeMs: msSince(start) }
+    }
+    const store = openKfs(dir)
+    await store.open()
+    const opened = now()
+    for (let i = 0; i < files; i++) await store.writeFile(key(), value)
+    const storeMs = msSince(opened)
+    await store.close()
+    return { storeMs, withOpenMs: msSince(start) }
+  },
+
+  // Lists what `small` stored, in a fresh process: shards are closed when it starts.
+  async list ({ engine, dir }) {
+    const start = now()
+    let count = 0
+    if (engine === 'raw') {
+      const db = await openRaw(dir)
+      const it = db.iterator({ values: false, keyAsBuffer: false })
+      for (;;) {
+        const k = await call((cb) => it.next(cb))
+        if (k === undefined) break
+        count++
+      }
+      await call((cb) => it.end(cb))
+      const ms = msSince(start)
+      await call((cb) => db.close(cb))
+      return { ms, count }
+    }
+    if (engine === 'fs') {
+      for (const sub of fs.readdirSync(dir)) count += fs.readdirSync(path.join(dir, sub)).length
+      return { ms: msSince(start), count }
+    }
+    const store = openKfs(dir)
+    for await (const entry of store.list()) if (entry) count++
+    const cold = msSince(start)
+    const again = now()
+    for await (const entry of store.list()) if (entry) count++
+    const warm = msSince(again)
+    await store.close()
+    return { ms: cold, warmMs: warm, count: count / 2 }
+  },
+
+  // 256 readers and 256 writers, one of each per shard, all open at once and each
+  // stalled for a while after its first chunk; counts failures, descriptors, RSS.
+  async slow ({ dir, big }) {
+    const store = openKfs(dir, { referenceId: REF })
+    const keys = keysForShards(256)
+    const block = crypto.randomBytes(MiB)
+    const size = big * MiB
+    for (const { key: k } of keys) await store.writeFile(k, Buffer.alloc(size, 1))
+    const base = process.memoryUsage().rss
+    let peakRss = base
+    let peakFds = 0
+    const tick = setInterval(() => {
+      peakRss = Math.max(peakRss, process.memoryUsage().rss)
+      peakFds = Math.max(peakFds, descriptors() || 0)
+    }, 20)
+    const failures = {}
+    const failed = (err) => (failures[err.code] = (failures[err.code] || 0) + 1)
+    const start = now()
+    const readers = keys.map(({ key: k }) => new Promise((resolve) => {
+      const rs = store.createReadStream(k)
+      rs.once('data', () => {
+        rs.pause()
+        setTimeout(() => rs.resume(), 500)
+      })
+      rs.on('data', () => {})
+      rs.on('end', resolve)
+      rs.on('error', (err) => resolve(failed(err)))
+    }))
+    const writers = keys.map(({ key: k }) => new Promise((resolve) => {
+      const ws = store.createWriteStream(`${k}-new`)
+      ws.on('error', (err) => resolve(failed(err)))
+      let sent = 0
+      const more = () => {
+        while (sent < size) {
+          sent += MiB
+          if (sent === MiB) return ws.write(block, () => setTimeout(more, 500)) // stalls after its first MiB
+          if (!ws.write(block)) return ws.once('drain', more)
+        }
+        ws.end(resolve)
+      }
+      more()
+    }))
+    await Promise.all([...readers, ...writers])
+    const ms = msSince(start)
+    clearInterval(tick)
+    await store.close()
+    return { ms, failures, peakFds, rssGrowthMiB: (peakRss - base) / MiB }
+  },
+
+  // `clients` concurrent writers of `big` MiB files, then as many readers of them, in a
+  // store in use: every shard exists and is open.
+  async clients ({ engine, dir, big, clients }) {
+    const store = openKfs(dir, engine === 'vanilla' ? { shardCount: 1, referenceId: REF } : { referenceId: REF })
+    const data = crypto.randomBytes(big * MiB)
+    for (const { key: k } of keysForShards(store.shardCount)) await store.writeFile(k, 'warm-up')
+    const keys = Array.from({ length: clients }, key)
+    let start = now()
+    await Promise.all(keys.map((k) => store.writeFile(k, data)))
+    const writeMiBs = (clients * big) / (msSince(start) / 1000)
+    start = now()
+    await Promise.all(keys.map((k) => store.readFile(k)))
+    const readMiBs = (clients * big) / (msSince(start) / 1000)
+    await store.close()
+    return { writeMiBs, readMiBs }
+  },
+
+  // Writes then unlinks `files` files one after the other; the directory's size is
+  // sampled after each unlink.
+  async reclaim ({ engine, dir, files, size, idleMs }) {
+    const options = engine === 'vanilla' ? { shardCount: 1 } : engine === 'kfs-no-reclaim' ? { reclaim: false } : {}
+    const store = openKfs(dir, options)
+    const data = crypto.randomBytes(size * MiB)
+    let writeMs = 0
+    const unlinks = []
+    let maxDisk = 0
+    for (let i = 0; i < files; i++) {
+      data.writeUInt32LE(i, 0)
+      let start = now()
+      await store.writeFile(`f${i}`, data)
+      writeMs += msSince(start)
+      start = now()
+      await store.unlink(`f${i}`)
+      unlinks.push(msSince(start))
+      maxDisk = Math.max(maxDisk, diskBytes(dir))
+    }
+    const endDisk = diskBytes(dir)
+    await new Promise((resolve) => setTimeout(resolve, idleMs))
+    const idleDisk = diskBytes(dir)
+    await store.close()
+    unlinks.sort((a, b) => a - b)
+    return { writeMiBs: (files * size) / (writeMs / 1000), unlinkP95: percentile(unlinks, 0.95), maxDisk, endDisk, idleDisk }
+  }
+}
+
+// Runs one case in a child process and returns its result.
+async function inChild (job) {
+  const child = spawn(process.execPath, [SELF, '--child', JSON.stringify(job)], { stdio: ['ignore', 'pipe', 'inherit'] })
+  let out = ''
+  child.stdout.on('data', (d) => (out += d))
+  const [code] = await once(child, 'exit')
+  if (code !== 0) throw new Error(`${job.name} (${job.engine}) failed with exit code ${code}`)
+  return JSON.parse(out)
+}
+
+// `kfs list > /dev/null`, end to end, as a user runs it.
+function cliList (dir) {
+  const start = now()
+  execFileSync(process.execPath, [path.join(__dirname, '..', 'bin', 'kfs.js'), 'list', '-d', dir], { stdio: ['ignore', fs.openSync('/dev/null', 'w'), 'inherit'] })
+  return msSince(start)
+}
+
+const fmt = (n, digits = 0) => (n === undefined ? '–' : Number(n).toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits }))
+
+async function main (args) {
+  const base = fs.mkdtempSync(path.join(args.dir, 'kfs-node-'))
+  const place = (name) => fs.mkdirSync(path.join(base, name), { recursive: true }) || path.join(base, name)
+  const print = (line = '') => process.stdout.write(line + '\n')
+  try {
+    print(`# perf/node.js: ${args.files} small files, ${args.big} MiB big files, ${args.reclaimFiles} x ${args.reclaimSize} MiB reclaimed${args.quick ? ' (--quick: measures nothing)' : ''}`)
+    print()
+    // 1-3. Small files and listing.
+    const small = {}
+    const list = {}
+    for (const engine of ['kfs', 'raw', 'fs']) {
+      const dir = place(`small-${engine}`)
+      small[engine] = await inChild({ name: 'small', engine, dir, files: args.files })
+      list[engine] = await inChild({ name: 'list', engine, dir })
+    }
+    const rate = (r) => args.files / (r.storeMs / 1000)
+    print('## Small files: 1 KiB each, one at a time (writeFile awaited)')
+    print()
+    print('| engine | files/s | files/s counting open | kfs / engine |')
+    print('|---|---|---|---|')
+    for (const engine of ['kfs', 'raw', 'fs']) {
+      print(`| ${engine === 'raw' ? 'one raw LevelDB (put)' : engine} | ${fmt(rate(small[engine]))} | ${fmt(small[engine].withOpenMs && args.files / (small[engine].withOpenMs / 1000))} | ${fmt(rate(small.kfs) / rate(small[engine]), 2)} |`)
+    }
+    print()
+    const cli = cliList(place('small-kfs'))
+    print(`## Listing ${args.files} files`)
+    print()
+    print('| engine | ms (a fresh process) | warm ms |')
+    print('|---|---|---|')
+    print(`| kfs list() | ${fmt(list.kfs.ms)} | ${fmt(list.kfs.warmMs)} |`)
+    print(`| one raw LevelDB, keys-only iterator | ${fmt(list.raw.ms)} | |`)
+    print(`| fs readdir of 256 directories | ${fmt(list.fs.ms)} | |`)
+    print(`| \`kfs list > /dev/null\`, the whole process | ${fmt(cli)} | |`)
+    print()
+    print(`list() / keys-only iterator: ${fmt(list.kfs.ms / list.raw.ms, 2)} (target at most 1.5); kfs list: ${fmt(cli)} ms (target under 1,000 at 100,000 files)`)
+    print()
+    // 1. Every shard at once.
+    const slow = await inChild({ name: 'slow', engine: 'kfs', dir: place('slow'), big: args.big })
+    print(`## 256 slow readers and 256 slow writers, one of each per shard, ${args.big} MiB each`)
+    print()
+    print(`${fmt(slow.ms)} ms; failures: ${JSON.stringify(slow.failures)}; peak descriptors ${fmt(slow.peakFds)} (target under 2,048); RSS growth ${fmt(slow.rssGrowthMiB)} MiB (target under 1,024)`)
+    print()
+    // 5. Many clients.
+    const clients = {}
+    for (const engine of ['kfs', 'vanilla']) {
+      for (const n of [1, 32]) clients[`${engine}${n}`] = await inChild({ name: 'clients', engine, dir: place(`clients-${engine}-${n}`), big: args.big, clients: n })
+    }
+    print(`## Many clients: concurrent ${args.big} MiB files`)
+    print()
+    print('| engine | clients | write MiB/s | read MiB/s |')
+    print('|---|---|---|---|')
+    for (const [name, r] of Object.entries(clients)) print(`| ${name.replace(/\d+$/, '')} | ${name.match(/\d+$/)[0]} | ${fmt(r.writeMiBs)} | ${fmt(r.readMiBs)} |`)
+    print()
+    print(`kfs 32 writers / 1: ${fmt(clients.kfs32.writeMiBs / clients.kfs1.writeMiBs, 2)} (target 1.5); kfs / vanilla at 32 writers: ${fmt(clients.kfs32.writeMiBs / clients.vanilla32.writeMiBs, 2)} (target 3); kfs 32 readers / 1: ${fmt(clients.kfs32.readMiBs / clients.kfs1.readMiBs, 2)} (target 1.5)`)
+    print()
+    // 6. Space comes back.
+    const reclaim = {}
+    for (const engine of ['kfs', 'kfs-no-reclaim', 'vanilla']) {
+      reclaim[engine] = await inChild({ name: 'reclaim', engine, dir: place(`reclaim-${engine}`), files: args.reclaimFiles, size: args.reclaimSize, idleMs: args.idleMs })
+    }
+    const gb = (b) => fmt(b / 1e9, 2)
+    print(`## Write then unlink ${args.reclaimFiles} files of ${args.reclaimSize} MiB`)
+    print()
+    print(`| engine | write MiB/s | unlink p95 ms | disk at most GB | at the end | ${args.idleMs / 1000} s later |`)
+    print('|---|---|---|---|---|---|')
+    for (const [engine, r] of Object.entries(reclaim)) print(`| ${engine} | ${fmt(r.writeMiBs)} | ${fmt(r.unlinkP95, 1)} | ${gb(r.maxDisk)} | ${gb(r.endDisk)} | ${gb(r.idleDisk)} |`)
+    print()
+    print(`kfs disk at the end / vanilla: ${fmt(reclaim.kfs.endDisk / Math.max(1, reclaim.vanilla.endDisk), 2)} (target at most 2); writes with / without reclaiming: ${fmt(reclaim.kfs.writeMiBs / reclaim['kfs-no-reclaim'].writeMiBs, 2)} (target at least 0.9); unlink p95 ${fmt(reclaim.kfs.unlinkP95, 1)} ms (target under 20)`)
+  } finally {
+    fs.rmSync(base, { recursive: true, force: true })
+  }
+}
+
+if (require.main === module) {
+  let args
+  try {
+    args = parseArgs(process.argv.slice(2))
+  } catch (err) {
+    process.stderr.write(`perf/node.js: ${err.message}\n`)
+    process.exit(2)
+  }
+  if (args.child) {
+    CASES[args.child.name](args.child).then((result) => process.stdout.write(JSON.stringify(result)), (err) => {
+      process.stderr.write(`${err.stack}\n`)
+      process.exit(1)
+    })
+  } else {
+    main(args).catch((err) => {
+      process.stderr.write(`perf/node.js: ${err.message}\n`)
+      process.exitCode = 1
+    })
+  }
+}
