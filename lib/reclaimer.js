@@ -8,24 +8,41 @@ const RECLAIM_AT = 256 * 1024 * 1024
 const RECLAIM_DOWN_TO = 64 * 1024 * 1024
 // After this long without a new removal, whatever is left is reclaimed.
 const IDLE_MS = 2000
+// Before each piece of work, reclaiming waits for writes in progress to end, but not
+// longer than this: under a steady load it goes on, a piece at a time.
+const YIELD_MS = 100
+const POLL_MS = 10
+// Dead bytes past which reclaiming no longer waits for writes.
+const RECLAIM_NOW = 1024 * 1024 * 1024
 
 // Gives the space of unlinked and overwritten files back in the background, one shard
 // at a time (LevelDB runs every compaction of a process on one thread anyway): the
-// shard with the most dead bytes first. Shards that are closed keep their notes and
-// are reclaimed once opened again. Failures (a full disk) are left for the next try.
+// shard with the most dead bytes first. The work comes in pieces (Shard.reclaimPlan),
+// and writes go first: a compaction holding LevelDB's background thread delays every
+// shard's memtable flushes, so a write into another shard would stall behind it. The
+// shard is held only while a piece is compacted. Shards that are closed keep their
+// notes and are reclaimed once opened again. Failures (a full disk) are left for the
+// next try.
 class Reclaimer {
   #openShards
   #inShard
+  #writing
   #enabled
+  #idleMs
+  #yieldMs
   #running
   #timer
   #stopped = false
 
-  // openShards(): the open Shard objects; inShard(index, fn): runs fn(shard) holding it.
-  constructor ({ openShards, inShard, enabled = true }) {
+  // openShards(): the open Shard objects; inShard(index, fn): runs fn(shard) holding it;
+  // writing(): whether the store has writes in progress. idleMs, yieldMs: for tests.
+  constructor ({ openShards, inShard, writing = () => false, enabled = true, idleMs = IDLE_MS, yieldMs = YIELD_MS }) {
     this.#openShards = openShards
     this.#inShard = inShard
+    this.#writing = writing
     this.#enabled = enabled
+    this.#idleMs = idleMs
+    this.#yieldMs = yieldMs
   }
 
   // Called whenever a shard's dead bytes grew.
@@ -36,7 +53,7 @@ class Reclaimer {
       return
     }
     clearTimeout(this.#timer)
-    this.#timer = setTimeout(() => this.#start(0), IDLE_MS)
+    this.#timer = setTimeout(() => this.#start(0), this.#idleMs)
     this.#timer.unref() // never keeps a process alive: notes left are reclaimed next time
   }
 
@@ -58,7 +75,20 @@ class Reclaimer {
       let most
       for (const shard of this.#openShards()) if (shard.dead > 0 && (!most || shard.dead > most.dead)) most = shard
       if (!most) return
-      await this.#inShard(most.index, (shard) => shard.reclaim())
+      const plan = await this.#inShard(most.index, (shard) => shard.reclaimPlan())
+      for (const piece of plan.pieces) {
+        await this.#writesFirst()
+        if (this.#stopped) return
+        await this.#inShard(most.index, (shard) => shard.compactPiece(piece))
+      }
+      await this.#inShard(most.index, (shard) => shard.forgetDead(plan))
+    }
+  }
+
+  async #writesFirst () {
+    const until = Date.now() + this.#yieldMs
+    while (this.#writing() && !this.#stopped && Date.now() < until && this.#deadBytes() < RECLAIM_NOW) {
+      await new Promise((resolve) => setTimeout(resolve, POLL_MS))
     }
   }
 

@@ -32,6 +32,7 @@ function newVersion () {
 // largest file a shard can hold, so one version's chunks are contiguous and sorted.
 class ChunkKeys {
   constructor (shardCap, chunkSize) {
+    this.chunkSize = chunkSize
     this.width = String(Math.max(1, Math.ceil(shardCap / chunkSize)) - 1).length
   }
 

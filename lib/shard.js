@@ -9,10 +9,10 @@ const { syncDir } = require('./store-dir')
 const records = require('./records')
 const errors = require('./errors')
 
-// Removed versions of at least this size are noted for reclaim().
+// Removed versions of at least this size are noted for the Reclaimer.
 const DEAD_NOTED = 64 * 1024
-// Up to this many dead ranges are compacted one by one; more, as one span.
-const SEPARATE_RANGES = 8
+// Removed versions are compacted away in key ranges holding about this much of them.
+const RECLAIM_PIECE = 32 * 1024 * 1024
 
 // One S-bucket: a LevelDB holding chunks, metadata and its own exact accounting.
 // Accounting (`used`, `files`) changes only inside the same atomic batch that commits
@@ -177,7 +177,7 @@ class Shard {
 
   // Deletes a version's chunks, and notes the version as dead: LevelDB keeps deleted
   // data on disk until a compaction passes over it, and a shard sees too few writes for
-  // its own compactions to come soon. The note is kept until reclaim() compacted it.
+  // its own compactions to come soon. The note is kept until its range was compacted (Reclaimer).
   // Small versions are not noted: their space is small and comes back with the shard's
   // own compactions.
   #deleteChunks (ops, key, meta) {
@@ -199,22 +199,44 @@ class Shard {
     return dead
   }
 
-  // Compacts the ranges of the dead versions noted so far, so LevelDB drops their data
-  // from disk, then removes the notes. Each range is compacted on its own, or, when
-  // there are many, the span from the first to the last. Resolves to the bytes
-  // reclaimed. A crash midway leaves the notes: the next reclaim() does it again.
-  async reclaim () {
+  // What reclaiming the dead versions noted so far takes: key ranges to compact, each
+  // holding about RECLAIM_PIECE bytes of them (a large version in several pieces, small
+  // neighbours together), so that no single compaction holds LevelDB's one background
+  // thread for long; then forgetDead(plan) removes the notes. A crash midway leaves the
+  // notes: the next plan does it again.
+  async reclaimPlan () {
     const dead = await this.#deadVersions()
-    if (dead.length === 0) return 0
-    if (dead.length <= SEPARATE_RANGES) {
-      for (const { prefix } of dead) await this.db.compactRange(`${prefix} `, `${prefix} ~`)
-    } else {
-      await this.db.compactRange(`${dead[0].prefix} `, `${dead[dead.length - 1].prefix} ~`)
+    const pieces = []
+    let group
+    for (const { prefix, bytes } of dead) {
+      if (bytes > RECLAIM_PIECE) {
+        if (group) pieces.push(group)
+        group = undefined
+        const [key, version] = prefix.split(' ')
+        const chunks = Math.ceil(bytes / this.chunkKeys.chunkSize)
+        const step = Math.max(1, Math.floor(RECLAIM_PIECE / this.chunkKeys.chunkSize))
+        for (let i = 0; i < chunks; i += step) {
+          pieces.push({ from: this.chunkKeys.key(key, version, i), to: this.chunkKeys.key(key, version, Math.min(chunks, i + step) - 1) })
+        }
+      } else if (group && group.bytes + bytes <= RECLAIM_PIECE) {
+        group.to = `${prefix} ~`
+        group.bytes += bytes
+      } else {
+        if (group) pieces.push(group)
+        group = { from: `${prefix} `, to: `${prefix} ~`, bytes }
+      }
     }
-    await this.db.batch(dead.map(({ id }) => ({ type: 'del', key: id })))
-    const bytes = dead.reduce((sum, d) => sum + d.bytes, 0)
-    this.dead = Math.max(0, this.dead - bytes)
-    return bytes
+    if (group) pieces.push(group)
+    return { pieces: pieces.map(({ from, to }) => ({ from, to })), ids: dead.map((d) => d.id), bytes: dead.reduce((sum, d) => sum + d.bytes, 0) }
+  }
+
+  compactPiece ({ from, to }) {
+    return this.db.compactRange(from, to)
+  }
+
+  async forgetDead ({ ids, bytes }) {
+    if (ids.length) await this.db.batch(ids.map((id) => ({ type: 'del', key: id })))
+    this.dead = ids.length ? Math.max(0, this.dead - bytes) : 0
   }
 
   // Removes the chunks of an abandoned version and its pending record.

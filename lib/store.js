@@ -47,6 +47,7 @@ class Store {
   #reclaimer
   #digester = new Digester()
   #writeBudget = new WriteBudget()
+  #writers = 0 // writes between acquiring their shard and releasing it
 
   constructor (dir, options) {
     if (typeof dir !== 'string' || dir === '') throw errors.invalidType('dir', 'a non-empty string', dir)
@@ -117,6 +118,7 @@ class Store {
     this.#reclaimer = new Reclaimer({
       openShards: () => this.#shards.openShards(),
       inShard: (index, fn) => this.#op(() => this.#shards.inShard(index, fn)),
+      writing: () => this.#writers > 0,
       enabled: this.#options.reclaim
     })
     this.#shards.onDead = () => this.#reclaimer.noteDead()
@@ -152,10 +154,21 @@ class Store {
   }
 
   async #openWriter ({ key, name }, { size, sha256, expectedSha256 } = {}) {
-    // Only once the reserve was given up: refused before a shard is created or opened.
-    if (this.#shards.reserve.low) await this.#shards.checkRoomForWrites()
-    const shard = await this.#shards.acquire(this.#route(key), { write: true })
-    const release = () => this.#shards.release(shard)
+    this.#writers++
+    let shard
+    try {
+      // Only once the reserve was given up: refused before a shard is created or opened.
+      if (this.#shards.reserve.low) await this.#shards.checkRoomForWrites()
+      shard = await this.#shards.acquire(this.#route(key), { write: true })
+    } catch (err) {
+      this.#writers--
+      throw err
+    }
+    // ChunkWriter calls it once.
+    const release = () => {
+      this.#writers--
+      this.#shards.release(shard)
+    }
     try {
       // Asked before every batch: once the reserve is given up, writes in flight stop.
       const mayWrite = () => {

@@ -206,23 +206,31 @@ describe('a full disk', function () {
     const err = await fill(store, stored, 'b')
     await store.close()
     expect(err.code).to.equal('ENOSPC')
-    const { bavail, bsize } = fs.statfsSync(fsys.mnt)
-    expect(bavail * bsize).to.be.below(MiB) // full
-    const key = (name) => require('../lib/keys').coerceKey(name).key
-    const got = cli(dir, 'get', 'b3')
-    expect(got.stderr).to.equal('')
-    expect(sha256(got.stdout)).to.equal(stored.get('b3'))
-    expect(cli(dir, 'list').stdout.toString().trim().split('\n')).to.have.length(stored.size)
-    expect(cli(dir, 'stat', 'b4').code).to.equal(0)
-    expect(cli(dir, 'verify').code).to.equal(0)
-    for (const name of [...stored.keys()].slice(0, stored.size / 2)) {
-      const r = cli(dir, 'unlink', name)
-      expect(r.code, r.stderr).to.equal(0)
-      stored.delete(name)
+    const filler = path.join(fsys.mnt, 'filler')
+    try {
+      // A shard open, rather than a write, may have met the full disk first and taken the
+      // store's reserve: then the disk is made full again.
+      if (fs.statfsSync(fsys.mnt).bavail * fs.statfsSync(fsys.mnt).bsize >= MiB) fillToTheLastBlock(filler)
+      const { bavail, bsize } = fs.statfsSync(fsys.mnt)
+      expect(bavail * bsize).to.be.below(MiB) // full
+      const key = (name) => require('../lib/keys').coerceKey(name).key
+      const got = cli(dir, 'get', 'b3')
+      expect(got.stderr).to.equal('')
+      expect(sha256(got.stdout)).to.equal(stored.get('b3'))
+      expect(cli(dir, 'list').stdout.toString().trim().split('\n')).to.have.length(stored.size)
+      expect(cli(dir, 'stat', 'b4').code).to.equal(0)
+      expect(cli(dir, 'verify').code).to.equal(0)
+      for (const name of [...stored.keys()].slice(0, stored.size / 2)) {
+        const r = cli(dir, 'unlink', name)
+        expect(r.code, r.stderr).to.equal(0)
+        stored.delete(name)
+      }
+      expect(cli(dir, 'compact').code).to.equal(0)
+      const put = cli(dir, 'put')
+      expect(put.code, put.stderr).to.equal(0)
+      expect(cli(dir, 'exists', key('b1')).stdout.toString().trim()).to.equal(stored.has('b1') ? 'true' : 'false')
+    } finally {
+      fs.rmSync(filler, { force: true })
     }
-    expect(cli(dir, 'compact').code).to.equal(0)
-    const put = cli(dir, 'put')
-    expect(put.code, put.stderr).to.equal(0)
-    expect(cli(dir, 'exists', key('b1')).stdout.toString().trim()).to.equal(stored.has('b1') ? 'true' : 'false')
   })
 })

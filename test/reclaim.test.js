@@ -5,6 +5,9 @@ const path = require('node:path')
 const { expect } = require('chai')
 const { diskUsage } = require('../lib/disk-space')
 const { useTmp, keyInShard, bytes, REF } = require('./helpers')
+const { Shard } = require('../lib/shard')
+const { ChunkKeys } = require('../lib/records')
+const { Reclaimer } = require('../lib/reclaimer')
 
 const MiB = 1024 * 1024
 const FILES = 6
@@ -96,5 +99,64 @@ describe('space comes back by itself', function () {
     const store = t.open({ referenceId: REF })
     for (const key of keys) expect(await store.exists(key)).to.equal(false)
     expect((await store.verify()).problems).to.deep.equal([])
+  })
+
+  it('reclaiming comes in pieces of at most 32 MiB of removed data, which together cover every removed chunk', async () => {
+    const C = 128 * 1024
+    const store = t.open({ referenceId: REF, reclaim: false })
+    const files = [['big', 80 * MiB], ['small a', 200 * 1024], ['small b', 300 * 1024]].map(([name, size]) => ({ key: keyInShard(REF, 3, name), size }))
+    for (const { key, size } of files) await store.writeFile(key, bytes(size, key))
+    for (const { key } of files) await store.unlink(key)
+    await store.close()
+    const shard = await Shard.open({ index: 3, location: path.join(store.location, '003.s'), cap: 1e12, chunkKeys: new ChunkKeys(1e12, C), sync: false })
+    try {
+      const plan = await shard.reclaimPlan()
+      expect(plan.bytes).to.equal(files.reduce((sum, f) => sum + f.size, 0))
+      expect(plan.ids).to.have.length(3)
+      const versions = new Map(plan.ids.map((id) => id.slice('!x!'.length).split(' ')))
+      const chunkKeys = files.flatMap(({ key, size }) => Array.from({ length: Math.ceil(size / C) }, (_, n) => shard.chunkKeys.key(key, versions.get(key), n)))
+      const covering = (k) => plan.pieces.filter(({ from, to }) => from <= k && k <= to)
+      for (const k of chunkKeys) expect(covering(k), k).to.have.length(1)
+      for (const piece of plan.pieces) expect(chunkKeys.filter((k) => piece.from <= k && k <= piece.to).length).to.be.at.most(32 * MiB / C)
+      expect(plan.pieces).to.have.length.within(3, 5) // the big file in 3, the small ones alone or together
+      const before = await diskUsage(shard.location)
+      for (const piece of plan.pieces) await shard.compactPiece(piece)
+      await shard.forgetDead(plan)
+      expect(await diskUsage(shard.location)).to.be.below(before - 70 * MiB)
+      expect(shard.dead).to.equal(0)
+      expect((await shard.reclaimPlan()).pieces).to.deep.equal([])
+    } finally {
+      await shard.close()
+    }
+  })
+
+  it('writes go first: a piece waits for writes in progress, but not for long', async () => {
+    const compacted = []
+    let writing = false
+    const shard = {
+      index: 7,
+      dead: 3,
+      reclaimPlan: async () => ({ pieces: [1, 2, 3], ids: ['x'], bytes: 3 }),
+      compactPiece: async (piece) => compacted.push({ piece, writing }),
+      forgetDead: async () => { shard.dead = 0 }
+    }
+    const reclaimer = new Reclaimer({ openShards: () => [shard], inShard: (index, fn) => fn(shard), writing: () => writing, idleMs: 100, yieldMs: 500 })
+    const until = async (condition) => {
+      const started = Date.now()
+      while (!condition() && Date.now() - started < 10000) await new Promise((resolve) => setTimeout(resolve, 10))
+    }
+    setTimeout(() => { writing = true }, 50)
+    setTimeout(() => { writing = false }, 350) // a write from 50 to 350 ms
+    reclaimer.noteDead() // due after 100 ms
+    await until(() => compacted.length === 3)
+    expect(compacted).to.deep.equal([1, 2, 3].map((piece) => ({ piece, writing: false })))
+    writing = true // a steady load from now on
+    shard.dead = 3
+    const started = Date.now()
+    reclaimer.noteDead()
+    await until(() => compacted.length === 6)
+    await reclaimer.stop()
+    expect(compacted.slice(3)).to.deep.equal([1, 2, 3].map((piece) => ({ piece, writing: true }))) // it went on
+    expect(Date.now() - started).to.be.within(100 + 3 * 500 - 50, 100 + 3 * 500 + 1500) // a piece every half second
   })
 })
