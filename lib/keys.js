@@ -22,4 +22,9 @@ function contentHash () {
   return crypto.createHash('sha256')
 }
 
-module.exports = { coerceKey, contentHash, MAX_NAME_BYTES }
+// The SHA-256 (hex) of bytes at hand, in one call.
+function sha256Of (buffer) {
+  return crypto.hash('sha256', buffer)
+}
+
+module.exports = { coerceKey, contentHash, sha256Of, MAX_NAME_BYTES }

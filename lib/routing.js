@@ -14,7 +14,7 @@ function shardFor (referenceId, key, shardCount = SHARD_COUNT) {
 // The key bytes are hashed before routing because callers' keys cluster: a storage
 // node's keys sit close to its own ID, which is also the store's reference ID.
 function routingByte (key) {
-  return crypto.createHash('sha256').update(Buffer.from(key, 'hex')).digest()[0]
+  return crypto.hash('sha256', Buffer.from(key, 'hex'), 'buffer')[0]
 }
 
 // "042": how a shard is named in messages and on disk.

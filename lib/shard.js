@@ -13,6 +13,9 @@ const errors = require('./errors')
 const DEAD_NOTED = 64 * 1024
 // Removed versions are compacted away in key ranges holding about this much of them.
 const RECLAIM_PIECE = 32 * 1024 * 1024
+// A shard holding at most this many files keeps their keys' fingerprints in memory
+// (about 30 bytes each: at most 60 MiB for 256 shards).
+const MAX_PRINTED = 8192
 
 // One S-bucket: a LevelDB holding chunks, metadata and its own exact accounting.
 // Accounting (`used`, `files`) changes only inside the same atomic batch that commits
@@ -33,6 +36,13 @@ class Shard {
     this.tail = Promise.resolve()
     this.dead = 0 // bytes of removed versions whose space no compaction has reclaimed yet
     this.onDead = () => {} // called when `dead` grew
+    // How many of the shard's keys share each fingerprint (a key's first 28 bits), or
+    // undefined. A commit of a key whose fingerprint is absent is known to create a
+    // file, and skips reading its metadata: a trip to LevelDB's thread, which is most
+    // of a small file's time. Made by the first commit (a shard opened to be read or
+    // listed has no use for it).
+    this.prints = undefined
+    this.printed = false
   }
 
   // Builds an empty shard in `tmpDir` and renames it into place, so a crash
@@ -120,6 +130,45 @@ class Shard {
     return raw === undefined ? undefined : records.decodeMeta(raw, this.index, key)
   }
 
+  // The fingerprints of every stored key, or undefined if a metadata record cannot be
+  // read (verify() reports that; commits then read metadata as before).
+  async #printKeys () {
+    const prints = new Map()
+    try {
+      for await (const entry of this.#scan(records.metaRange(), { values: false })) {
+        const print = fingerprint(entry.key.slice(records.META.length))
+        prints.set(print, (prints.get(print) || 0) + 1)
+      }
+    } catch {
+      return undefined
+    }
+    return prints
+  }
+
+  // The metadata of the version a commit replaces, without reading it when the key's
+  // fingerprint says the shard cannot hold it. Runs in the exclusive section, as every
+  // change to the shard's keys does, so the fingerprints made here miss none.
+  async #replaced (key) {
+    if (!this.printed && this.files <= MAX_PRINTED) {
+      this.printed = true
+      this.prints = await this.#printKeys()
+    }
+    return this.prints && !this.prints.has(fingerprint(key)) ? undefined : this.getMeta(key)
+  }
+
+  // Keeps `prints` exact after a commit created a file (+1) or an unlink removed one (-1).
+  #printed (key, change) {
+    if (!this.prints) return
+    if (this.files > MAX_PRINTED) {
+      this.prints = undefined
+      return
+    }
+    const print = fingerprint(key)
+    const count = (this.prints.get(print) || 0) + change
+    if (count > 0) this.prints.set(print, count)
+    else this.prints.delete(print)
+  }
+
   // Writes chunk records of an uncommitted version. The first batch of a version also
   // records it as pending, so that a crash before commit can be cleaned up on reopen
   // without scanning the shard. A synced store cannot sync only the commit: LevelDB
@@ -142,13 +191,14 @@ class Shard {
   commit (meta, reservation, cancelled = () => false, inline = []) {
     return this.exclusive(async () => {
       if (cancelled()) throw errors.cancelled(meta.key)
-      const old = await this.getMeta(meta.key)
+      const old = await this.#replaced(meta.key)
       const ops = inline.map((value, i) => ({ type: 'put', key: this.chunkKeys.key(meta.key, meta.version, i), value }))
       ops.push({ type: 'put', key: records.metaKey(meta.key), value: records.encodeMeta(meta) })
       if (meta.chunks > inline.length) ops.push({ type: 'del', key: records.pendingKey(meta.version) })
       if (old) this.#deleteChunks(ops, meta.key, old)
       await this.#apply(ops, { used: this.used - (old ? old.size : 0) + meta.size, files: this.files + (old ? 0 : 1) })
       if (old) this.#died(old)
+      else this.#printed(meta.key, 1)
       reservation.release()
       // Inside the exclusive section: discardAbandoned(), which runs there too, can
       // never see this version as pending and no longer being written.
@@ -164,6 +214,7 @@ class Shard {
       this.#deleteChunks(ops, key, old)
       await this.#apply(ops, { used: this.used - old.size, files: this.files - 1 })
       this.#died(old)
+      this.#printed(key, -1)
     })
   }
 
@@ -331,6 +382,11 @@ class Shard {
     if (this.db.written && !this.db.failed) await this.db.flush().catch(() => {})
     await this.db.close()
   }
+}
+
+// Keys are hex: their first 7 digits make a small integer (V8 keeps it unboxed).
+function fingerprint (key) {
+  return parseInt(key.slice(0, 7), 16)
 }
 
 function damaged (index, err) {

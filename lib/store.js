@@ -4,7 +4,7 @@ const fs = require('node:fs')
 const path = require('node:path')
 const { constants: { MAX_LENGTH } } = require('node:buffer')
 const { parseOptions } = require('./options')
-const { coerceKey, contentHash } = require('./keys')
+const { coerceKey, contentHash, sha256Of } = require('./keys')
 const { shardFor } = require('./routing')
 const { ChunkKeys } = require('./records')
 const { ChunkWriter } = require('./chunk-writer')
@@ -25,6 +25,8 @@ const errors = require('./errors')
 const LIST_AHEAD = 16
 // Below this a whole-file read hashes inline: handing chunks to a thread costs more.
 const OFFLOAD_DIGEST_BYTES = 4 * 1024 * 1024
+// writeFile hashes data up to this size in one call (larger, chunk by chunk as it goes).
+const ONE_CALL_HASH = 1024 * 1024
 
 // The public store. Every method that returns a promise checks its arguments inside
 // it, so bad input rejects (EINVAL) and never throws; list() and the stream factories
@@ -211,7 +213,9 @@ class Store {
   async writeFile (key, data) {
     const target = coerceKey(key)
     const buffer = args.toBuffer(data)
-    await this.#op(() => this.#write(target, [buffer], { size: buffer.length }))
+    // A small file is hashed in one call, cheaper than a hash object fed chunk by chunk.
+    const sha256 = buffer.length <= ONE_CALL_HASH ? sha256Of(buffer) : undefined
+    await this.#op(() => this.#write(target, [buffer], { size: buffer.length, sha256 }))
   }
 
   async readFile (key) {
