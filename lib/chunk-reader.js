@@ -1,13 +1,9 @@
 'use strict'
 
 const { contentHash } = require('./keys')
+const { readAheadShape, MAX_EACH } = require('./read-ahead')
 const errors = require('./errors')
 
-// Bytes the binding fetches per round trip: 8 chunks of 128 KiB (perf/throughput.js).
-const READ_AHEAD = 1024 * 1024
-// Entries taken off the iterator ahead of the consumer, so the binding fetches the
-// next batch on its thread while this one hashes and copies the current one.
-const QUEUE = 16
 // A reader retries when a commit replaced the version it was about to read; past this
 // many replacements in a row it gives up rather than spin.
 const MAX_ATTEMPTS = 100
@@ -27,7 +23,11 @@ class ChunkReader {
     this.length = Math.max(0, end - start + 1)
   }
 
-  static async open ({ shard, key, chunkSize, range = {}, release, verify }) {
+  // aheadBytes: what the reader may fetch ahead of its consumer (read-ahead.js). With
+  // the most, the binding fetches 1 MiB per trip and 2 MiB of chunks wait queued, so it
+  // fetches the next batch on its thread while this one is hashed and copied
+  // (perf/throughput.js).
+  static async open ({ shard, key, chunkSize, range = {}, release, verify, aheadBytes = MAX_EACH }) {
     const { chunkKeys } = shard
     for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
       const meta = await shard.getMeta(key)
@@ -40,7 +40,7 @@ class ChunkReader {
       const first = Math.floor(start / chunkSize)
       const last = Math.floor(end / chunkSize)
       const firstKey = chunkKeys.key(key, meta.version, first)
-      const iterator = shard.db.iterator({ gte: firstKey, lte: chunkKeys.key(key, meta.version, last), highWaterMark: READ_AHEAD, prefetch: QUEUE })
+      const iterator = shard.db.iterator({ gte: firstKey, lte: chunkKeys.key(key, meta.version, last), ...readAheadShape(aheadBytes, chunkSize) })
       let entry
       try {
         entry = await iterator.next()

@@ -11,6 +11,7 @@ const { ChunkWriter } = require('./chunk-writer')
 const { ChunkReader, checkDigest } = require('./chunk-reader')
 const { Digester } = require('./digester')
 const { WriteBudget } = require('./write-budget')
+const { ReadAhead } = require('./read-ahead')
 const { WriteStream, ReadStream } = require('./streams')
 const { UsageCache } = require('./usage-cache')
 const { Shards } = require('./shards')
@@ -49,6 +50,7 @@ class Store {
   #reclaimer
   #digester = new Digester()
   #writeBudget = new WriteBudget()
+  #readAhead = new ReadAhead()
   #writers = 0 // writes between acquiring their shard and releasing it
 
   constructor (dir, options) {
@@ -200,9 +202,14 @@ class Store {
     if (!this.#shards.has(index)) throw errors.notFound(key)
     return this.#shards.withRoom(async () => {
       const shard = await this.#shards.acquire(index)
-      const release = () => this.#shards.release(shard)
+      const share = this.#readAhead.take()
+      // ChunkReader calls it once.
+      const release = () => {
+        share.give()
+        this.#shards.release(shard)
+      }
       try {
-        return await ChunkReader.open({ shard, key, chunkSize: this.chunkSize, range, release, verify })
+        return await ChunkReader.open({ shard, key, chunkSize: this.chunkSize, range, release, verify, aheadBytes: share.bytes })
       } catch (err) {
         release()
         throw err

@@ -1,0 +1,29 @@
+'use strict'
+
+const { expect } = require('chai')
+const { ReadAhead, readAheadShape, MIN_EACH, MAX_EACH, READ_AHEAD_BUDGET } = require('../lib/read-ahead')
+
+describe('read-ahead shared among readers', () => {
+  it('one reader reads ahead the most; 256 readers together stay within the budget plus a minimum each', () => {
+    const readAhead = new ReadAhead()
+    const shares = Array.from({ length: 256 }, () => readAhead.take())
+    expect(shares[0].bytes).to.equal(MAX_EACH)
+    expect(shares[255].bytes).to.equal(MIN_EACH)
+    const total = shares.reduce((sum, s) => sum + s.bytes, 0)
+    expect(total).to.be.at.most(READ_AHEAD_BUDGET + 256 * MIN_EACH)
+    expect(total).to.be.below(256 * MAX_EACH / 3) // not every reader got the most
+    for (const share of shares) {
+      share.give()
+      share.give() // once only
+    }
+    const again = Array.from({ length: 256 }, () => readAhead.take())
+    expect(again.map((s) => s.bytes)).to.deep.equal(shares.map((s) => s.bytes))
+  })
+
+  it('a share becomes a binding fetch size and a queue of chunks', () => {
+    const C = 128 * 1024
+    expect(readAheadShape(MAX_EACH, C)).to.deep.equal({ highWaterMark: 1024 * 1024, prefetch: 16 })
+    expect(readAheadShape(MIN_EACH, C)).to.deep.equal({ highWaterMark: C, prefetch: 2 })
+    expect(readAheadShape(MIN_EACH, 1024 * 1024)).to.deep.equal({ highWaterMark: 1024 * 1024, prefetch: 1 })
+  })
+})
