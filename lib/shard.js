@@ -36,14 +36,15 @@ class Shard {
     this.tail = Promise.resolve()
     this.dead = 0 // bytes of removed versions whose space no compaction has reclaimed yet
     this.onDead = () => {} // called when `dead` grew
-    // How many of the shard's keys share each fingerprint (a key's first 28 bits), or
-    // undefined. A commit of a key whose fingerprint is absent is known to create a
-    // file, and skips reading its metadata: a trip to LevelDB's thread, which is most
-    // of a small file's time. Made by the first commit (a shard opened to be read or
-    // listed has no use for it).
-    this.prints = undefined
-    this.printed = false
   }
+
+  // How many of the shard's keys share each fingerprint (a key's first 28 bits), or
+  // undefined. A commit of a key whose fingerprint is absent is known to create a file,
+  // and skips reading its metadata: a trip to LevelDB's thread, which is most of a
+  // small file's time. Made by the first commit (a shard opened to be read or listed
+  // has no use for it).
+  #prints
+  #printsMade = false
 
   // Builds an empty shard in `tmpDir` and renames it into place, so a crash
   // mid-creation never leaves a half-made shard that would later look damaged. A
@@ -149,24 +150,24 @@ class Shard {
   // fingerprint says the shard cannot hold it. Runs in the exclusive section, as every
   // change to the shard's keys does, so the fingerprints made here miss none.
   async #replaced (key) {
-    if (!this.printed && this.files <= MAX_PRINTED) {
-      this.printed = true
-      this.prints = await this.#printKeys()
+    if (!this.#printsMade && this.files <= MAX_PRINTED) {
+      this.#printsMade = true
+      this.#prints = await this.#printKeys()
     }
-    return this.prints && !this.prints.has(fingerprint(key)) ? undefined : this.getMeta(key)
+    return this.#prints && !this.#prints.has(fingerprint(key)) ? undefined : this.getMeta(key)
   }
 
-  // Keeps `prints` exact after a commit created a file (+1) or an unlink removed one (-1).
+  // Keeps the fingerprints exact after a commit created a file (+1) or an unlink removed one (-1).
   #printed (key, change) {
-    if (!this.prints) return
+    if (!this.#prints) return
     if (this.files > MAX_PRINTED) {
-      this.prints = undefined
+      this.#prints = undefined
       return
     }
     const print = fingerprint(key)
-    const count = (this.prints.get(print) || 0) + change
-    if (count > 0) this.prints.set(print, count)
-    else this.prints.delete(print)
+    const count = (this.#prints.get(print) || 0) + change
+    if (count > 0) this.#prints.set(print, count)
+    else this.#prints.delete(print)
   }
 
   // Writes chunk records of an uncommitted version. The first batch of a version also
@@ -228,9 +229,9 @@ class Shard {
 
   // Deletes a version's chunks, and notes the version as dead: LevelDB keeps deleted
   // data on disk until a compaction passes over it, and a shard sees too few writes for
-  // its own compactions to come soon. The note is kept until its range was compacted (Reclaimer).
-  // Small versions are not noted: their space is small and comes back with the shard's
-  // own compactions.
+  // its own compactions to come soon. The note is kept until the Reclaimer compacted
+  // its range. Small versions are not noted: their space is small and comes back with
+  // the shard's own compactions.
   #deleteChunks (ops, key, meta) {
     for (let i = 0; i < meta.chunks; i++) ops.push({ type: 'del', key: this.chunkKeys.key(key, meta.version, i) })
     if (meta.size >= DEAD_NOTED) ops.push({ type: 'put', key: records.deadKey(key, meta.version), value: String(meta.size) })
