@@ -11,7 +11,11 @@ const errors = require('./errors')
 
 // Removed versions of at least this size are noted for the Reclaimer.
 const DEAD_NOTED = 64 * 1024
-// Removed versions are compacted away in key ranges holding about this much of them.
+// Removed versions are compacted away in key ranges holding about this much of them:
+// one table file (lib/leveldb.js maxFileSize). LevelDB compacts whole table files, so
+// smaller pieces rewrite the same files again: with 8 or 16 MiB pieces, reclaiming
+// fell behind a steady writer (0.96 GB left against 0.16 GB) and a write after a
+// 512 MiB unlink waited longer, not shorter (perf/node.js, perf/benchmark.js).
 const RECLAIM_PIECE = 32 * 1024 * 1024
 // A shard holding at most this many files keeps their keys' fingerprints in memory
 // (about 30 bytes each: at most 60 MiB for 256 shards).
