@@ -9,7 +9,9 @@ const RECLAIM_DOWN_TO = 64 * 1024 * 1024
 // After this long without a new removal, whatever is left is reclaimed.
 const IDLE_MS = 2000
 // Before each piece of work, reclaiming waits for writes in progress to end, but not
-// longer than this: under a steady load it goes on, a piece at a time.
+// longer than this: writes that outlast it are long ones, and the pieces then go on
+// alongside them until the store stops writing, so that reclaiming keeps pace with a
+// steady writer.
 const YIELD_MS = 100
 const POLL_MS = 10
 // Dead bytes past which reclaiming no longer waits for writes.
@@ -32,10 +34,12 @@ class Reclaimer {
   #yieldMs
   #running
   #timer
+  #outlasted // the writing() value whose writes outlasted a wait
   #stopped = false
 
   // openShards(): the open Shard objects; inShard(index, fn): runs fn(shard) holding it;
-  // writing(): whether the store has writes in progress. idleMs, yieldMs: for tests.
+  // writing(): falsy when the store has no write in progress, else a value that stays
+  // the same until it has none again. idleMs, yieldMs: for tests.
   constructor ({ openShards, inShard, writing = () => false, enabled = true, idleMs = IDLE_MS, yieldMs = YIELD_MS }) {
     this.#openShards = openShards
     this.#inShard = inShard
@@ -87,7 +91,12 @@ class Reclaimer {
 
   async #writesFirst () {
     const until = Date.now() + this.#yieldMs
-    while (this.#writing() && !this.#stopped && Date.now() < until && this.#deadBytes() < RECLAIM_NOW) {
+    for (let busy = this.#writing(); busy && busy !== this.#outlasted; busy = this.#writing()) {
+      if (this.#stopped || this.#deadBytes() >= RECLAIM_NOW) return
+      if (Date.now() >= until) {
+        this.#outlasted = busy
+        return
+      }
       await new Promise((resolve) => setTimeout(resolve, POLL_MS))
     }
   }

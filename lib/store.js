@@ -52,6 +52,7 @@ class Store {
   #writeBudget = new WriteBudget()
   #readAhead = new ReadAhead()
   #writers = 0 // writes between acquiring their shard and releasing it
+  #busyPeriod = 0 // counts the times #writers rose from 0
 
   constructor (dir, options) {
     if (typeof dir !== 'string' || dir === '') throw errors.invalidType('dir', 'a non-empty string', dir)
@@ -122,7 +123,7 @@ class Store {
     this.#reclaimer = new Reclaimer({
       openShards: () => this.#shards.openShards(),
       inShard: (index, fn) => this.#op(() => this.#shards.inShard(index, fn)),
-      writing: () => this.#writers > 0,
+      writing: () => (this.#writers > 0 ? this.#busyPeriod : 0),
       enabled: this.#options.reclaim
     })
     this.#shards.onDead = () => this.#reclaimer.noteDead()
@@ -158,7 +159,7 @@ class Store {
   }
 
   async #openWriter ({ key, name }, { size, sha256, expectedSha256 } = {}) {
-    this.#writers++
+    if (this.#writers++ === 0) this.#busyPeriod++
     let shard
     try {
       // Only once the reserve was given up: refused before a shard is created or opened.

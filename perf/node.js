@@ -1,9 +1,10 @@
 'use strict'
 
 // A storage node's workload, measured side by side: kfs (defaults) against one raw
-// LevelDB (leveldown, one put per small file, a keys-only iterator for listing), the
-// vanilla engine (kfs with shardCount 1) and plain files, each case of each engine in
-// its own child process (LevelDB runs all compactions of a process on one thread).
+// LevelDB (leveldown, one put per small file, a keys-only iterator for listing), 256
+// raw LevelDBs (what sharding alone costs small files), the vanilla engine (kfs with
+// shardCount 1) and plain files, each case of each engine in its own child process
+// (LevelDB runs all compactions of a process on one thread).
 //
 //   npm run perf:node -- [--files N] [--big MiB] [--reclaim-files N] [--dir DIR] [--quick]
 //
@@ -66,10 +67,10 @@ function openKfs (dir, options = {}) {
   return require('..')(dir, options)
 }
 
-function openRaw (dir) {
+function openRaw (dir, options = {}) {
   const leveldown = require('leveldown')
   const db = leveldown(dir)
-  return new Promise((resolve, reject) => db.open({ compression: false }, (err) => (err ? reject(err) : resolve(db))))
+  return new Promise((resolve, reject) => db.open({ compression: false, ...options }, (err) => (err ? reject(err) : resolve(db))))
 }
 
 const call = (fn) => new Promise((resolve, reject) => fn((err, value) => (err ? reject(err) : resolve(value))))
@@ -116,6 +117,21 @@ const CASES = {
       const storeMs = msSince(start)
       await call((cb) => db.close(cb))
       return { storeMs }
+    }
+    if (engine === 'raw256') {
+      // What sharding alone costs: 256 LevelDBs with kfs's shard settings, one put per
+      // file into the one its key picks, so successive puts land in different databases.
+      fs.mkdirSync(dir, { recursive: true })
+      const dbs = []
+      for (let i = 0; i < 256; i++) dbs.push(await openRaw(path.join(dir, String(i)), { writeBufferSize: 1.5 * MiB, maxOpenFiles: 64 }))
+      const opened = now()
+      for (let i = 0; i < files; i++) {
+        const k = key()
+        await call((cb) => dbs[parseInt(k.slice(0, 2), 16)].put(k, value, cb))
+      }
+      const storeMs = msSince(opened)
+      for (const db of dbs) await call((cb) => db.close(cb))
+      return { storeMs, withOpenMs: msSince(start) }
     }
     if (engine === 'fs') {
       for (let i = 0; i < 256; i++) fs.mkdirSync(path.join(dir, i.toString(16).padStart(2, '0')), { recursive: true })
@@ -217,19 +233,23 @@ const CASES = {
     return { ms, failures, peakFds, rssGrowthMiB: (peak.rss - base.anon - base.file) / MiB, anonGrowthMiB: (peak.anon - base.anon) / MiB, fileGrowthMiB: (peak.file - base.file) / MiB }
   },
 
-  // `clients` concurrent writers of `big` MiB files, then as many readers of them, in a
-  // store in use: every shard exists and is open.
-  async clients ({ engine, dir, big, clients }) {
+  // `clients` concurrent writers share the writing of `files` files of `big` MiB, each
+  // writing its share one after the other; then as many readers read them back. The
+  // same bytes for any number of clients, so that one client's figure is a sustained
+  // rate too, not one file that fits in LevelDB's memtables. In a store in use: every
+  // shard exists and is open.
+  async clients ({ engine, dir, big, clients, files }) {
     const store = openKfs(dir, engine === 'vanilla' ? { shardCount: 1, referenceId: REF } : { referenceId: REF })
     const data = crypto.randomBytes(big * MiB)
     for (const { key: k } of keysForShards(store.shardCount)) await store.writeFile(k, 'warm-up')
-    const keys = Array.from({ length: clients }, key)
+    const all = Array.from({ length: files }, key)
+    const shares = Array.from({ length: clients }, (_, c) => all.filter((_, i) => i % clients === c))
     let start = now()
-    await Promise.all(keys.map((k) => store.writeFile(k, data)))
-    const writeMiBs = (clients * big) / (msSince(start) / 1000)
+    await Promise.all(shares.map(async (keys) => { for (const k of keys) await store.writeFile(k, data) }))
+    const writeMiBs = (files * big) / (msSince(start) / 1000)
     start = now()
-    await Promise.all(keys.map((k) => store.readFile(k)))
-    const readMiBs = (clients * big) / (msSince(start) / 1000)
+    await Promise.all(shares.map(async (keys) => { for (const k of keys) await store.readFile(k) }))
+    const readMiBs = (files * big) / (msSince(start) / 1000)
     await store.close()
     return { writeMiBs, readMiBs }
   },
@@ -291,18 +311,19 @@ async function main (args) {
     // 1-3. Small files and listing.
     const small = {}
     const list = {}
-    for (const engine of ['kfs', 'raw', 'fs']) {
+    for (const engine of ['kfs', 'raw', 'raw256', 'fs']) {
       const dir = place(`small-${engine}`)
       small[engine] = await inChild({ name: 'small', engine, dir, files: args.files })
-      list[engine] = await inChild({ name: 'list', engine, dir })
+      if (engine !== 'raw256') list[engine] = await inChild({ name: 'list', engine, dir })
     }
+    const names = { raw: 'one raw LevelDB (put)', raw256: '256 raw LevelDBs, as kfs\'s shards (put)', kfs: 'kfs', fs: 'fs' }
     const rate = (r) => args.files / (r.storeMs / 1000)
     print('## Small files: 1 KiB each, one at a time (writeFile awaited)')
     print()
     print('| engine | files/s | files/s counting open | kfs / engine |')
     print('|---|---|---|---|')
-    for (const engine of ['kfs', 'raw', 'fs']) {
-      print(`| ${engine === 'raw' ? 'one raw LevelDB (put)' : engine} | ${fmt(rate(small[engine]))} | ${fmt(small[engine].withOpenMs && args.files / (small[engine].withOpenMs / 1000))} | ${fmt(rate(small.kfs) / rate(small[engine]), 2)} |`)
+    for (const engine of ['kfs', 'raw', 'raw256', 'fs']) {
+      print(`| ${names[engine]} | ${fmt(rate(small[engine]))} | ${fmt(small[engine].withOpenMs && args.files / (small[engine].withOpenMs / 1000))} | ${fmt(rate(small.kfs) / rate(small[engine]), 2)} |`)
     }
     print()
     const cli = cliList(place('small-kfs'))
@@ -326,9 +347,9 @@ async function main (args) {
     // 5. Many clients.
     const clients = {}
     for (const engine of ['kfs', 'vanilla']) {
-      for (const n of [1, 32]) clients[`${engine}${n}`] = await inChild({ name: 'clients', engine, dir: place(`clients-${engine}-${n}`), big: args.big, clients: n })
+      for (const n of [1, 32]) clients[`${engine}${n}`] = await inChild({ name: 'clients', engine, dir: place(`clients-${engine}-${n}`), big: args.big, clients: n, files: 32 })
     }
-    print(`## Many clients: concurrent ${args.big} MiB files`)
+    print(`## Many clients: 32 files of ${args.big} MiB, shared among the clients`)
     print()
     print('| engine | clients | write MiB/s | read MiB/s |')
     print('|---|---|---|---|')

@@ -130,14 +130,14 @@ describe('space comes back by itself', function () {
     }
   })
 
-  it('writes go first: a piece waits for writes in progress, but not for long', async () => {
+  it('writes go first: a piece waits for writes in progress, but not for long ones', async () => {
     const compacted = []
-    let writing = false
+    let writing = 0 // as the store's writing(): 0, or the same number while writes go on
     const shard = {
       index: 7,
       dead: 3,
       reclaimPlan: async () => ({ pieces: [1, 2, 3], ids: ['x'], bytes: 3 }),
-      compactPiece: async (piece) => compacted.push({ piece, writing }),
+      compactPiece: async (piece) => compacted.push({ piece, writing, at: Date.now() }),
       forgetDead: async () => { shard.dead = 0 }
     }
     const reclaimer = new Reclaimer({ openShards: () => [shard], inShard: (index, fn) => fn(shard), writing: () => writing, idleMs: 100, yieldMs: 500 })
@@ -145,18 +145,32 @@ describe('space comes back by itself', function () {
       const started = Date.now()
       while (!condition() && Date.now() - started < 10000) await new Promise((resolve) => setTimeout(resolve, 10))
     }
-    setTimeout(() => { writing = true }, 50)
-    setTimeout(() => { writing = false }, 350) // a write from 50 to 350 ms
-    reclaimer.noteDead() // due after 100 ms
-    await until(() => compacted.length === 3)
-    expect(compacted).to.deep.equal([1, 2, 3].map((piece) => ({ piece, writing: false })))
-    writing = true // a steady load from now on
-    shard.dead = 3
-    const started = Date.now()
-    reclaimer.noteDead()
-    await until(() => compacted.length === 6)
+    // Reclaims the three pieces again while `writing` is as given; returns when each was
+    // compacted, in ms since it was asked.
+    const reclaim = async () => {
+      const from = compacted.length
+      shard.dead = 3
+      const started = Date.now()
+      reclaimer.noteDead() // due after 100 ms
+      await until(() => compacted.length === from + 3)
+      expect(compacted.slice(from).map(({ piece }) => piece)).to.deep.equal([1, 2, 3])
+      return compacted.slice(from).map(({ at }) => at - started)
+    }
+    setTimeout(() => { writing = 1 }, 50)
+    setTimeout(() => { writing = 0 }, 350) // a write from 50 to 350 ms
+    const short = await reclaim()
+    expect(compacted.map((c) => c.writing)).to.deep.equal([0, 0, 0]) // it waited for it
+    expect(short[0]).to.be.within(340, 1000)
+    writing = 2 // a long write from now on: one wait, then the pieces go on alongside it
+    const long = await reclaim()
+    expect(compacted.slice(3).map((c) => c.writing)).to.deep.equal([2, 2, 2])
+    expect(long[0]).to.be.within(100 + 500 - 50, 100 + 500 + 1000)
+    expect(long[2] - long[0]).to.be.below(300)
+    const still = await reclaim() // the same writes: no more waiting for them
+    expect(still[0]).to.be.below(400)
+    writing = 3 // other writes: waited for again
+    const other = await reclaim()
+    expect(other[0]).to.be.within(100 + 500 - 50, 100 + 500 + 1000)
     await reclaimer.stop()
-    expect(compacted.slice(3)).to.deep.equal([1, 2, 3].map((piece) => ({ piece, writing: true }))) // it went on
-    expect(Date.now() - started).to.be.within(100 + 3 * 500 - 50, 100 + 3 * 500 + 1500) // a piece every half second
   })
 })
