@@ -241,4 +241,4 @@ function classifyOpenError (err) {
   return Object.assign(new Error(message), { reason, code: reason === 'system' ? classify(cause).code : undefined, cause })
 }
 
-module.exports = { LevelDb, classify }
+module.exports = { LevelDb, classify, DEFAULTS }

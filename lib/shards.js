@@ -212,4 +212,4 @@ class Shards {
   }
 }
 
-module.exports = { Shards }
+module.exports = { Shards, writeBufferSize }

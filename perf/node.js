@@ -121,9 +121,10 @@ const CASES = {
     if (engine === 'raw256') {
       // What sharding alone costs: 256 LevelDBs with kfs's shard settings, one put per
       // file into the one its key picks, so successive puts land in different databases.
+      const options = { ...require('../lib/leveldb').DEFAULTS, writeBufferSize: require('../lib/shards').writeBufferSize(256) }
       fs.mkdirSync(dir, { recursive: true })
       const dbs = []
-      for (let i = 0; i < 256; i++) dbs.push(await openRaw(path.join(dir, String(i)), { writeBufferSize: 1.5 * MiB, maxOpenFiles: 64 }))
+      for (let i = 0; i < 256; i++) dbs.push(await openRaw(path.join(dir, String(i)), options))
       const opened = now()
       for (let i = 0; i < files; i++) {
         const k = key()
