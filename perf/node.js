@@ -19,8 +19,7 @@ const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
 const crypto = require('node:crypto')
-const { execFileSync, spawn } = require('node:child_process')
-const { once } = require('node:events')
+const { inChild: runChild, runScript, cliList, now, msSince } = require('./child')
 
 const MiB = 1024 * 1024
 const SELF = __filename
@@ -58,8 +57,6 @@ function parseArgs (argv) {
   return args
 }
 
-const now = () => process.hrtime.bigint()
-const msSince = (start) => Number(now() - start) / 1e6
 const percentile = (sorted, p) => sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * p))]
 const key = () => crypto.randomBytes(20).toString('hex')
 
@@ -283,22 +280,7 @@ const CASES = {
   }
 }
 
-// Runs one case in a child process and returns its result.
-async function inChild (job) {
-  const child = spawn(process.execPath, [SELF, '--child', JSON.stringify(job)], { stdio: ['ignore', 'pipe', 'inherit'] })
-  let out = ''
-  child.stdout.on('data', (d) => (out += d))
-  const [code] = await once(child, 'exit')
-  if (code !== 0) throw new Error(`${job.name} (${job.engine}) failed with exit code ${code}`)
-  return JSON.parse(out)
-}
-
-// `kfs list > /dev/null`, end to end, as a user runs it.
-function cliList (dir) {
-  const start = now()
-  execFileSync(process.execPath, [path.join(__dirname, '..', 'bin', 'kfs.js'), 'list', '-d', dir], { stdio: ['ignore', fs.openSync('/dev/null', 'w'), 'inherit'] })
-  return msSince(start)
-}
+const inChild = (job) => runChild(SELF, job)
 
 const fmt = (n, digits = 0) => (n === undefined ? '–' : Number(n).toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits }))
 
@@ -380,23 +362,4 @@ async function main (args) {
   }
 }
 
-if (require.main === module) {
-  let args
-  try {
-    args = parseArgs(process.argv.slice(2))
-  } catch (err) {
-    process.stderr.write(`perf/node.js: ${err.message}\n`)
-    process.exit(2)
-  }
-  if (args.child) {
-    CASES[args.child.name](args.child).then((result) => process.stdout.write(JSON.stringify(result)), (err) => {
-      process.stderr.write(`${err.stack}\n`)
-      process.exit(1)
-    })
-  } else {
-    main(args).catch((err) => {
-      process.stderr.write(`perf/node.js: ${err.message}\n`)
-      process.exitCode = 1
-    })
-  }
-}
+if (require.main === module) runScript('perf/node.js', { parseArgs, cases: CASES, main })

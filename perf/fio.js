@@ -1,0 +1,423 @@
+'use strict'
+
+// fio-style throughput tables: the jobs of two published reports, run on kfs, on vanilla
+// (kfs with shardCount 1) and on plain files in the same directory, each engine in its
+// own child process, one cell at a time, engines side by side.
+//
+//   npm run benchmark:fio -- [options]
+//
+//   --engines list     kfs,vanilla,fs (default all three)
+//   --large SIZE       sequential part: one file of SIZE, one job (10G, like CubeFS)
+//   --files N          sequential part: N files, N jobs (32)
+//   --file-size SIZE   ... each of SIZE (1G)
+//   --sizes a,b,...    by-size part: file sizes (256K,1M,2M,5M,10M,50M,100M,200M,1G, like GCSFuse)
+//   --jobs J           by-size part: concurrent jobs (40)
+//   --bs SIZE          block size of every read and write (1M)
+//   --time S           by-size part: seconds per cell (10; GCSFuse ran 60)
+//   --set SIZE         by-size part: at most this much data per cell (4G); beyond it
+//                      jobs share files, job j reading file j mod files
+//   --dir DIR          where the engines' data lives ($KFS_PERF_DIR, else the temp dir)
+//   --out DIR          fio.csv, fio.md and SVG charts go here (benchmark-fio)
+//   --quick            tiny sizes, for CI: proves the script runs, measures nothing
+//
+// Sizes take K, M, G (powers of 1024) or bytes. What each engine does per operation:
+// a write is one block written to a kfs write stream (awaited) or one fs write() at the
+// end of an open file; a sequential read is the next block of one kfs read stream over
+// the whole file (its SHA-256 checked at the end) or one fs read() at the next offset;
+// a random read is a kfs range read of one block (createReadStream with start and end)
+// or one fs read() at a block-aligned random offset. Latency is measured per block.
+
+const fs = require('node:fs')
+const os = require('node:os')
+const path = require('node:path')
+const crypto = require('node:crypto')
+const async = require('async')
+const { inChild, runScript, now, msSince } = require('./child')
+const { barChart } = require('./svg')
+
+const SELF = __filename
+const KiB = 1024
+const MiB = 1024 * KiB
+const GiB = 1024 * MiB
+const ENGINES = ['kfs', 'vanilla', 'fs']
+const HEADER = 'engine,part,test,file_size_bytes,files,jobs,block_bytes,seconds,bytes,ops,mib_per_s,gib_per_s,iops,avg_ms,p99_ms'
+
+class UsageError extends Error {}
+
+function parseSize (text, option) {
+  const match = /^(\d+(?:\.\d+)?)([KMG]?)$/i.exec(String(text).trim())
+  const bytes = match && Math.round(Number(match[1]) * ({ '': 1, K: KiB, M: MiB, G: GiB })[match[2].toUpperCase()])
+  if (!(bytes > 0)) throw new UsageError(`${option} takes a size such as 256K, 1M or 10G, got ${JSON.stringify(text)}`)
+  return bytes
+}
+
+function parseCount (text, option) {
+  const n = Number(text)
+  if (!Number.isSafeInteger(n) || n < 1) throw new UsageError(`${option} takes a positive integer, got ${JSON.stringify(text)}`)
+  return n
+}
+
+function parseArgs (argv) {
+  const args = {
+    engines: ENGINES,
+    large: 10 * GiB,
+    files: 32,
+    fileSize: GiB,
+    sizes: [256 * KiB, MiB, 2 * MiB, 5 * MiB, 10 * MiB, 50 * MiB, 100 * MiB, 200 * MiB, GiB],
+    jobs: 40,
+    bs: MiB,
+    time: 10,
+    set: 4 * GiB,
+    dir: process.env.KFS_PERF_DIR || os.tmpdir(),
+    out: 'benchmark-fio',
+    quick: false
+  }
+  const value = (i) => {
+    if (i >= argv.length) throw new UsageError(`${argv[i - 1]} needs a value`)
+    return argv[i]
+  }
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]
+    if (arg === '--engines') args.engines = value(++i).split(',')
+    else if (arg === '--large') args.large = parseSize(value(++i), arg)
+    else if (arg === '--files') args.files = parseCount(value(++i), arg)
+    else if (arg === '--file-size') args.fileSize = parseSize(value(++i), arg)
+    else if (arg === '--sizes') args.sizes = value(++i).split(',').map((s) => parseSize(s, arg))
+    else if (arg === '--jobs') args.jobs = parseCount(value(++i), arg)
+    else if (arg === '--bs') args.bs = parseSize(value(++i), arg)
+    else if (arg === '--time') args.time = Number(value(++i))
+    else if (arg === '--set') args.set = parseSize(value(++i), arg)
+    else if (arg === '--dir') args.dir = value(++i)
+    else if (arg === '--out') args.out = value(++i)
+    else if (arg === '--quick') Object.assign(args, { large: 8 * MiB, files: 4, fileSize: 2 * MiB, sizes: [256 * KiB, MiB, 3 * MiB], jobs: 4, time: 0.3, set: 8 * MiB, quick: true })
+    else if (arg === '--child') args.child = JSON.parse(value(++i))
+    else throw new UsageError(`unknown argument ${arg} (see the comment at the top of perf/fio.js)`)
+  }
+  if (!(args.time > 0)) throw new UsageError('--time takes a positive number of seconds')
+  for (const engine of args.engines) if (!ENGINES.includes(engine)) throw new UsageError(`unknown engine ${engine} (known: ${ENGINES.join(', ')})`)
+  return args
+}
+
+// One engine's files in `dir`: write(name, size, bs, onBlock), and readers that
+// call onBlock(bytes, ms) per block until stop() says so.
+function openEngine (engine, dir) {
+  if (engine === 'fs') return plainFiles(dir)
+  const store = require('..')(dir, engine === 'vanilla' ? { shardCount: 1 } : {})
+  return {
+    async write (name, size, block, onBlock) {
+      const stream = store.createWriteStream(name)
+      const failed = new Promise((resolve, reject) => stream.once('error', reject))
+      failed.catch(() => {}) // met below, by the write or end that fails
+      for (let offset = 0; offset < size; offset += block.length) {
+        const part = block.subarray(0, Math.min(block.length, size - offset))
+        const start = now()
+        await Promise.race([failed, new Promise((resolve, reject) => stream.write(part, (err) => (err ? reject(err) : resolve())))])
+        onBlock(part.length, msSince(start))
+      }
+      await Promise.race([failed, new Promise((resolve, reject) => stream.end((err) => (err ? reject(err) : resolve())))])
+    },
+    // Reads the file from start to end once, in blocks of bs.
+    async readSequential (name, size, bs, onBlock, stop) {
+      let pending = 0
+      let start = now()
+      for await (const piece of store.createReadStream(name)) {
+        pending += piece.length
+        while (pending >= bs) {
+          pending -= bs
+          onBlock(bs, msSince(start))
+          start = now()
+          if (stop()) return
+        }
+      }
+      if (pending > 0) onBlock(pending, msSince(start))
+    },
+    async readRange (name, offset, length, onBlock) {
+      const start = now()
+      let got = 0
+      for await (const piece of store.createReadStream(name, { start: offset, end: offset + length - 1 })) got += piece.length
+      if (got !== length) throw new Error(`${name}: a range read of ${length} bytes returned ${got}`)
+      onBlock(length, msSince(start))
+    },
+    close: () => store.close()
+  }
+}
+
+// Plain files, read through handles kept open per file and job, as fio keeps its files
+// open; each job reads into a buffer of its own.
+function plainFiles (dir) {
+  fs.mkdirSync(dir, { recursive: true })
+  const where = (name) => path.join(dir, name)
+  const handles = new Map()
+  const buffers = new Map()
+  const handleFor = async (name, job) => {
+    const id = `${name} ${job}`
+    if (!handles.has(id)) handles.set(id, fs.promises.open(where(name), 'r'))
+    return handles.get(id)
+  }
+  const bufferFor = (size, job) => {
+    const id = `${size} ${job}`
+    if (!buffers.has(id)) buffers.set(id, Buffer.allocUnsafe(size))
+    return buffers.get(id)
+  }
+  const read = async (name, offset, length, onBlock, job) => {
+    const handle = await handleFor(name, job)
+    const start = now()
+    const { bytesRead } = await handle.read(bufferFor(length, job), 0, length, offset)
+    if (bytesRead !== length) throw new Error(`${name}: a read of ${length} bytes returned ${bytesRead}`)
+    onBlock(length, msSince(start))
+  }
+  return {
+    async write (name, size, block, onBlock) {
+      const handle = await fs.promises.open(where(name), 'w')
+      try {
+        for (let offset = 0; offset < size; offset += block.length) {
+          const length = Math.min(block.length, size - offset)
+          const start = now()
+          await handle.write(block, 0, length)
+          onBlock(length, msSince(start))
+        }
+      } finally {
+        await handle.close()
+      }
+    },
+    async readSequential (name, size, bs, onBlock, stop, job = 0) {
+      for (let offset = 0; offset < size && !stop(); offset += bs) await read(name, offset, Math.min(bs, size - offset), onBlock, job)
+    },
+    readRange: (name, offset, length, onBlock, job = 0) => read(name, offset, length, onBlock, job),
+    async close () {
+      for (const handle of handles.values()) await (await handle).close()
+    }
+  }
+}
+
+// Latencies and bytes of one cell, and what they come to.
+class Cell {
+  constructor () {
+    this.bytes = 0
+    this.latencies = []
+    this.start = now()
+  }
+
+  onBlock = (bytes, ms) => {
+    this.bytes += bytes
+    this.latencies.push(ms)
+  }
+
+  result () {
+    const seconds = msSince(this.start) / 1000
+    const sorted = this.latencies.sort((a, b) => a - b)
+    const ops = sorted.length
+    return {
+      seconds,
+      bytes: this.bytes,
+      ops,
+      mibPerS: this.bytes / MiB / seconds,
+      iops: ops / seconds,
+      avgMs: ops ? sorted.reduce((sum, ms) => sum + ms, 0) / ops : 0,
+      p99Ms: ops ? sorted[Math.min(ops - 1, Math.floor(ops * 0.99))] : 0
+    }
+  }
+}
+
+const fileName = (size, i) => `f-${size}-${i}`
+
+// Writes `count` files of `size` with `jobs` at once, one file per job at a time.
+async function writeFiles (engine, count, size, bs, jobs) {
+  const cell = new Cell()
+  const block = crypto.randomBytes(bs) // the content does not matter: nothing compresses it
+  await async.eachLimit(Array.from({ length: count }, (_, i) => i), jobs, async (i) => {
+    await engine.write(fileName(size, i), size, block, cell.onBlock)
+  })
+  return cell.result()
+}
+
+const CASES = {
+  // The sequential part: `files` files of `size` written by as many jobs, then read.
+  async sequential ({ engine: name, dir, files, size, bs }) {
+    const engine = openEngine(name, dir)
+    try {
+      const write = await writeFiles(engine, files, size, bs, files)
+      const cell = new Cell()
+      await async.times(files, async (i) => engine.readSequential(fileName(size, i), size, bs, cell.onBlock, () => false, i))
+      return { write, read: cell.result() }
+    } finally {
+      await engine.close()
+      fs.rmSync(dir, { recursive: true, force: true })
+    }
+  },
+
+  // The by-size part: `files` files of `size`, then `jobs` jobs reading them for `time`
+  // seconds, sequentially (each job from the start of its file again and again), then
+  // at random block-aligned offsets.
+  async bySize ({ engine: name, dir, files, size, jobs, bs, time }) {
+    const engine = openEngine(name, dir)
+    try {
+      await writeFiles(engine, files, size, bs, jobs)
+      const timed = async (job) => {
+        const cell = new Cell()
+        const deadline = Date.now() + time * 1000
+        const stop = () => Date.now() >= deadline
+        await async.times(jobs, async (j) => {
+          while (!stop()) await job(fileName(size, j % files), cell, stop, j)
+        })
+        return cell.result()
+      }
+      const blocks = Math.ceil(size / bs)
+      const seq = await timed((file, cell, stop, j) => engine.readSequential(file, size, bs, cell.onBlock, stop, j))
+      const rand = await timed((file, cell, stop, j) => {
+        const offset = crypto.randomInt(blocks) * bs
+        return engine.readRange(file, offset, Math.min(bs, size - offset), cell.onBlock, j)
+      })
+      return { seq, rand }
+    } finally {
+      await engine.close()
+      fs.rmSync(dir, { recursive: true, force: true })
+    }
+  }
+}
+
+// The files one cell holds at once in the by-size part.
+const filesFor = (args, size) => Math.max(1, Math.min(args.jobs, Math.floor(args.set / size)))
+
+// Bytes the engines hold at most at once (one cell of one engine at a time), with room
+// for LevelDB's logs and tables written before their compaction.
+function diskNeeded (args) {
+  const largest = Math.max(args.large, args.files * args.fileSize, ...args.sizes.map((s) => filesFor(args, s) * s))
+  return Math.ceil(largest * 1.25) + GiB
+}
+
+function row (engine, part, test, size, files, jobs, bs, r) {
+  return { engine, part, test, size, files, jobs, bs, ...r, gibPerS: r.mibPerS / 1024 }
+}
+
+function toCsv (rows) {
+  const line = (r) => [r.engine, r.part, r.test, r.size, r.files, r.jobs, r.bs, r.seconds.toFixed(6), r.bytes, r.ops,
+    r.mibPerS.toFixed(1), r.gibPerS.toFixed(3), r.iops.toFixed(1), r.avgMs.toFixed(3), r.p99Ms.toFixed(3)].join(',')
+  return [HEADER, ...rows.map(line)].join('\n') + '\n'
+}
+
+const human = (bytes) => (bytes >= GiB && bytes % GiB === 0 ? `${bytes / GiB} GiB` : bytes >= MiB && bytes % MiB === 0 ? `${bytes / MiB} MiB` : `${bytes / KiB} KiB`)
+const fmt = (n, digits = 0) => (Number.isFinite(n) ? n.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits }) : '–')
+const ratio = (a, b) => (a && b ? fmt(a.mibPerS / b.mibPerS, 2) : '–')
+
+// Published figures of other systems on other hardware, beside ours in the report.
+const PUBLISHED = require('./published')
+
+function report (args, rows) {
+  const engines = args.engines
+  const find = (engine, part, test, size) => rows.find((r) => r.engine === engine && r.part === part && r.test === test && r.size === size)
+  const lines = []
+  const add = (line = '') => lines.push(line)
+  add('# fio-style throughput: kfs, vanilla and plain files')
+  add()
+  add(`Measured with \`node perf/fio.js ${process.argv.slice(2).join(' ')}\` on ${os.cpus().length} cores and ${fmt(os.totalmem() / GiB)} GiB of RAM, ${new Date().toISOString().slice(0, 10)}; each engine in its own process, one cell at a time. Blocks of ${human(args.bs)}.${args.quick ? ' **--quick: tiny sizes, measures nothing.**' : ''}`)
+  add()
+  add(`## Sequential write and read (like CubeFS's fio runs)`)
+  add()
+  const seqCells = [[args.large, 1], [args.fileSize, args.files]]
+  for (const test of ['seq-write', 'seq-read']) {
+    add(`| ${test === 'seq-write' ? 'write' : 'read'} | ${engines.map((e) => `${e} MiB/s | ${e} IOPS | ${e} avg ms | ${e} p99 ms`).join(' | ')} | kfs / fs | kfs / vanilla |`)
+    add(`|---|${engines.map(() => '---|---|---|---').join('|')}|---|---|`)
+    for (const [size, jobs] of seqCells) {
+      const cells = engines.map((e) => find(e, 'sequential', test, size))
+      const k = find('kfs', 'sequential', test, size)
+      add(`| ${jobs} file${jobs > 1 ? 's' : ''} of ${human(size)}, ${jobs} job${jobs > 1 ? 's' : ''} | ${cells.map((c) => (c ? `${fmt(c.mibPerS)} | ${fmt(c.iops)} | ${fmt(c.avgMs, 2)} | ${fmt(c.p99Ms, 2)}` : '– | – | – | –')).join(' | ')} | ${ratio(k, find('fs', 'sequential', test, size))} | ${ratio(k, find('vanilla', 'sequential', test, size))} |`)
+    }
+    add()
+  }
+  add(`Published, other systems on other hardware: ${PUBLISHED.cubefs.text}`)
+  add()
+  add(`## Reads by file size, ${args.jobs} jobs, ${fmt(args.time, 1)} s per cell (like GCSFuse's fio runs)`)
+  add()
+  add(`Each cell holds ${args.jobs} files, or as many as fit in ${human(args.set)} (then jobs share them): ${args.sizes.map((s) => `${human(s)}: ${filesFor(args, s)}`).join(', ')}.`)
+  add()
+  for (const test of ['seq-read', 'rand-read']) {
+    add(`### ${test === 'seq-read' ? 'Sequential' : 'Random'} reads`)
+    add()
+    add(`| file size | ${engines.map((e) => `${e} GiB/s | ${e} MiB/s | ${e} IOPS | ${e} avg ms | ${e} p99 ms`).join(' | ')} | kfs / fs | kfs / vanilla |`)
+    add(`|---|${engines.map(() => '---|---|---|---|---').join('|')}|---|---|`)
+    for (const size of args.sizes) {
+      const cells = engines.map((e) => find(e, 'by-size', test, size))
+      const k = find('kfs', 'by-size', test, size)
+      add(`| ${human(size)} | ${cells.map((c) => (c ? `${fmt(c.gibPerS, 2)} | ${fmt(c.mibPerS)} | ${fmt(c.iops)} | ${fmt(c.avgMs, 2)} | ${fmt(c.p99Ms, 2)}` : '– | – | – | – | –')).join(' | ')} | ${ratio(k, find('fs', 'by-size', test, size))} | ${ratio(k, find('vanilla', 'by-size', test, size))} |`)
+    }
+    add()
+  }
+  add('### Random against sequential reads of the same files')
+  add()
+  add(`| file size | ${engines.map((e) => `${e} random / sequential`).join(' | ')} |`)
+  add(`|---|${engines.map(() => '---').join('|')}|`)
+  for (const size of args.sizes) {
+    add(`| ${human(size)} | ${engines.map((e) => ratio(find(e, 'by-size', 'rand-read', size), find(e, 'by-size', 'seq-read', size))).join(' | ')} |`)
+  }
+  add()
+  add(`Published, other systems on other hardware: ${PUBLISHED.gcsfuse.text}`)
+  add()
+  add('![Sequential reads by file size](fio-seq-read.svg)')
+  add('![Random reads by file size](fio-rand-read.svg)')
+  add()
+  return lines.join('\n')
+}
+
+// Bandwidth by file size per engine, with GCSFuse's published figures for the sizes it
+// measured (KiB keys), marked as such.
+function charts (args, rows) {
+  const out = {}
+  for (const test of ['seq-read', 'rand-read']) {
+    const series = args.engines.map((e) => ({ name: e, values: args.sizes.map((s) => (rows.find((r) => r.engine === e && r.part === 'by-size' && r.test === test && r.size === s) || {}).mibPerS) }))
+    const published = args.sizes.map((s) => PUBLISHED.gcsfuse.bySize[test][s / KiB] * 1024)
+    if (published.some(Number.isFinite)) series.push({ name: 'GCSFuse (published)', values: published })
+    out[`fio-${test}.svg`] = barChart({
+      title: `${test === 'seq-read' ? 'Sequential' : 'Random'} reads, ${args.jobs} jobs, ${human(args.bs)} blocks`,
+      xLabel: 'file size (GCSFuse: other hardware, reading from Cloud Storage)',
+      yLabel: 'MiB/s',
+      groups: args.sizes.map(human),
+      series
+    })
+  }
+  return out
+}
+
+async function main (args) {
+  fs.mkdirSync(args.dir, { recursive: true })
+  const needed = diskNeeded(args)
+  const { bavail, bsize } = fs.statfsSync(args.dir)
+  if (bavail * bsize < needed) throw new Error(`${args.dir} has ${fmt(bavail * bsize / GiB, 1)} GiB free; this run needs about ${fmt(needed / GiB, 1)} GiB (use --dir, or smaller --large, --files, --file-size or --set)`)
+  const base = fs.mkdtempSync(path.join(args.dir, 'kfs-fio-'))
+  const rows = []
+  const progress = (text) => process.stderr.write(`perf/fio.js: ${text}\n`)
+  try {
+    let n = 0
+    const place = () => path.join(base, String(n++))
+    for (const [size, files] of [[args.large, 1], [args.fileSize, args.files]]) {
+      for (const engine of args.engines) {
+        progress(`${engine}: ${files} x ${human(size)}, sequential write and read`)
+        const r = await inChild(SELF, { name: 'sequential', engine, dir: place(), files, size, bs: args.bs })
+        rows.push(row(engine, 'sequential', 'seq-write', size, files, files, args.bs, r.write))
+        rows.push(row(engine, 'sequential', 'seq-read', size, files, files, args.bs, r.read))
+      }
+    }
+    for (const size of args.sizes) {
+      for (const engine of args.engines) {
+        const files = filesFor(args, size)
+        progress(`${engine}: ${files} x ${human(size)}, ${args.jobs} jobs reading`)
+        const r = await inChild(SELF, { name: 'bySize', engine, dir: place(), files, size, jobs: args.jobs, bs: args.bs, time: args.time })
+        rows.push(row(engine, 'by-size', 'seq-read', size, files, args.jobs, args.bs, r.seq))
+        rows.push(row(engine, 'by-size', 'rand-read', size, files, args.jobs, args.bs, r.rand))
+      }
+    }
+  } finally {
+    fs.rmSync(base, { recursive: true, force: true })
+  }
+  const markdown = report(args, rows)
+  fs.mkdirSync(args.out, { recursive: true })
+  fs.writeFileSync(path.join(args.out, 'fio.csv'), toCsv(rows))
+  fs.writeFileSync(path.join(args.out, 'fio.md'), markdown)
+  for (const [file, svg] of Object.entries(charts(args, rows))) fs.writeFileSync(path.join(args.out, file), svg)
+  process.stdout.write(markdown + '\n')
+  progress(`wrote fio.csv, fio.md and charts to ${args.out}`)
+}
+
+if (require.main === module) runScript('perf/fio.js', { parseArgs, cases: CASES, main })
+
+module.exports = { parseSize, charts, HEADER }

@@ -1,0 +1,261 @@
+'use strict'
+
+// `ls`-style listing timings, like LeoFS's: kfs and vanilla (kfs with shardCount 1),
+// each engine in its own child process.
+//
+//   npm run benchmark:ls -- [--runs N] [--dir DIR] [--out DIR] [--quick]
+//
+//   --runs N    timings of each listing (5)
+//   --dir DIR   where the stores live ($KFS_PERF_DIR, else the temp dir)
+//   --out DIR   ls.csv, ls.md and an SVG chart go here (benchmark-ls)
+//   --quick     tiny stores, for CI: proves the script runs, measures nothing
+//
+// The cases, with files of 1 KiB:
+// - a store grown to 500, 1,000, 2,000, 5,000, 10,000, 20,000 and 100,000 files, listed
+//   whole at each size (how time grows with what is listed);
+// - at 11,000 files, one shard listed (for vanilla, its one shard is the whole store);
+// - a store whose shard S holds 10,000 files, its shard S listed alone, then again once
+//   the other shards hold 100,000 more (vanilla: all files are in its one shard).
+// Each listing is timed twice: the library's list() on a store object just made (its
+// shards closed, the page cache warm, nothing left to write back), and
+// `kfs list > /dev/null` as a process.
+
+const fs = require('node:fs')
+const os = require('node:os')
+const path = require('node:path')
+const crypto = require('node:crypto')
+const { execFileSync } = require('node:child_process')
+const async = require('async')
+const { inChild, runScript, cliList, now, msSince } = require('./child')
+const { lineChart } = require('./svg')
+const { shardFor } = require('../lib/routing')
+const PUBLISHED = require('./published')
+
+const SELF = __filename
+const ENGINES = { kfs: {}, vanilla: { shardCount: 1 } }
+const HEADER = 'engine,case,store_files,listed,shard,run,list_ms,cli_ms'
+const REF = '00112233445566778899aabbccddeeff00112233' // so that keys can be picked for a shard
+const WRITERS = 16 // files stored at once while a store is built (not timed)
+
+class UsageError extends Error {}
+
+function parseArgs (argv) {
+  const args = {
+    runs: 5,
+    steps: [500, 1000, 2000, 5000, 10000, 11000, 20000, 100000],
+    oneShardAt: 11000,
+    shardFiles: 10000,
+    others: 100000,
+    dir: process.env.KFS_PERF_DIR || os.tmpdir(),
+    out: 'benchmark-ls',
+    quick: false
+  }
+  const value = (i) => {
+    if (i >= argv.length) throw new UsageError(`${argv[i - 1]} needs a value`)
+    return argv[i]
+  }
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]
+    if (arg === '--runs') {
+      args.runs = Number(value(++i))
+      if (!Number.isSafeInteger(args.runs) || args.runs < 1) throw new UsageError(`--runs takes a positive integer, got ${argv[i]}`)
+    } else if (arg === '--dir') args.dir = value(++i)
+    else if (arg === '--out') args.out = value(++i)
+    else if (arg === '--quick') Object.assign(args, { runs: 2, steps: [50, 100, 110, 200], oneShardAt: 110, shardFiles: 40, others: 200, quick: true })
+    else if (arg === '--child') args.child = JSON.parse(value(++i))
+    else throw new UsageError(`unknown argument ${arg} (see the comment at the top of perf/ls.js)`)
+  }
+  return args
+}
+
+const randomKey = () => crypto.randomBytes(20).toString('hex')
+
+// `count` keys that route to `shard` (or, with avoid, to any other shard).
+function keysFor (count, shard, shardCount, { avoid = false } = {}) {
+  const ref = Buffer.from(REF, 'hex')
+  const keys = []
+  while (keys.length < count) {
+    const key = randomKey()
+    if ((shardFor(ref, key, shardCount) === shard) !== avoid) keys.push(key)
+  }
+  return keys
+}
+
+const CASES = {
+  // One engine's cases; returns rows without the engine name.
+  async listings ({ engine, dir, runs, steps, oneShardAt, shardFiles, others }) {
+    const kfs = require('..')
+    const options = { referenceId: REF, ...ENGINES[engine] }
+    const value = crypto.randomBytes(1024)
+    const rows = []
+    const add = async (store, keys) => {
+      await async.eachLimit(keys, WRITERS, async (key) => store.writeFile(key, value))
+    }
+    // Times `runs` listings of the store at `location`, whole or one shard, once the
+    // system wrote out what building the store left in the page cache.
+    const time = async (location, kase, storeFiles, shard) => {
+      execFileSync('sync')
+      for (let run = 1; run <= runs; run++) {
+        const start = now()
+        const store = kfs(location, options)
+        let listed = 0
+        for await (const entry of store.list(shard)) listed += entry ? 1 : 0
+        const listMs = msSince(start)
+        await store.close()
+        rows.push({ case: kase, storeFiles, listed, shard: shard === undefined ? '' : shard, run, listMs, cliMs: cliList(location, shard) })
+      }
+    }
+
+    const grown = path.join(dir, 'grown')
+    let store = kfs(grown, options)
+    let stored = 0
+    let firstKey
+    for (const step of steps) {
+      const keys = Array.from({ length: step - stored }, randomKey)
+      firstKey = firstKey || keys[0]
+      await add(store, keys)
+      stored = step
+      await store.close() // listings open the store afresh, with its shards closed
+      if (step !== oneShardAt) await time(grown, 'store', step)
+      else await time(grown, 'one-shard', step, shardFor(Buffer.from(REF, 'hex'), firstKey, store.shardCount)) // holding about 1/256 of the files
+      store = kfs(grown, options)
+    }
+    await store.close()
+    fs.rmSync(grown, { recursive: true, force: true })
+
+    const beside = path.join(dir, 'beside')
+    store = kfs(beside, options)
+    await store.open()
+    const shard = shardFor(Buffer.from(REF, 'hex'), randomKey(), store.shardCount)
+    await add(store, keysFor(shardFiles, shard, store.shardCount))
+    await store.close()
+    await time(beside, 'shard-alone', shardFiles, shard)
+    store = kfs(beside, options)
+    // vanilla has one shard: the others land in it too.
+    await add(store, store.shardCount === 1 ? Array.from({ length: others }, randomKey) : keysFor(others, shard, store.shardCount, { avoid: true }))
+    await store.close()
+    await time(beside, 'shard-beside-others', shardFiles + others, shard)
+    fs.rmSync(beside, { recursive: true, force: true })
+    return rows
+  }
+}
+
+const median = (xs) => {
+  const s = [...xs].sort((a, b) => a - b)
+  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2
+}
+const fmt = (n, digits = 0) => (Number.isFinite(n) ? n.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits }) : '–')
+
+function toCsv (rows) {
+  return [HEADER, ...rows.map((r) => [r.engine, r.case, r.storeFiles, r.listed, r.shard, r.run, r.listMs.toFixed(2), r.cliMs.toFixed(2)].join(','))].join('\n') + '\n'
+}
+
+// Medians per engine, case and store size: { listed, listMs, cliMs }.
+function summarize (rows) {
+  const groups = new Map()
+  for (const r of rows) {
+    const id = `${r.engine} ${r.case} ${r.storeFiles}`
+    if (!groups.has(id)) groups.set(id, [])
+    groups.get(id).push(r)
+  }
+  const out = {}
+  for (const [id, rs] of groups) out[id] = { listed: rs[0].listed, shard: rs[0].shard, listMs: median(rs.map((r) => r.listMs)), cliMs: median(rs.map((r) => r.cliMs)) }
+  return (engine, kase, storeFiles) => out[`${engine} ${kase} ${storeFiles}`]
+}
+
+function report (args, engines, rows) {
+  const get = summarize(rows)
+  const lines = []
+  const add = (line = '') => lines.push(line)
+  const stores = args.steps.filter((s) => s !== args.oneShardAt)
+  add('# `ls`-style listing: kfs and vanilla')
+  add()
+  add(`Measured with \`node perf/ls.js ${process.argv.slice(2).join(' ')}\` on ${os.cpus().length} cores, ${new Date().toISOString().slice(0, 10)}; each engine in its own process; files of 1 KiB; medians of ${args.runs} runs. \`list()\`: the library's listing on a store object just made (shards closed, page cache warm). \`kfs list\`: the command as a process, output to /dev/null.${args.quick ? ' **--quick: tiny stores, measures nothing.**' : ''}`)
+  add()
+  add('## A whole store')
+  add()
+  add(`| files | ${engines.map((e) => `${e} list() ms | ${e} \`kfs list\` ms`).join(' | ')} | kfs / vanilla (list()) |`)
+  add(`|---|${engines.map(() => '---|---').join('|')}|---|`)
+  for (const n of stores) {
+    const cells = engines.map((e) => get(e, 'store', n))
+    const k = get('kfs', 'store', n)
+    const v = get('vanilla', 'store', n)
+    add(`| ${fmt(n)} | ${cells.map((c) => (c ? `${fmt(c.listMs)} | ${fmt(c.cliMs)}` : '– | –')).join(' | ')} | ${k && v ? fmt(k.listMs / v.listMs, 2) : '–'} |`)
+  }
+  add()
+  const first = stores[0]
+  const tenth = stores.find((n) => n === 10000) || stores[Math.min(stores.length - 1, 4)]
+  add(`Time to list ${fmt(tenth)} files against ${fmt(first)} (linear would be ${fmt(tenth / first, 1)}): ${engines.map((e) => {
+    const a = get(e, 'store', first)
+    const b = get(e, 'store', tenth)
+    return a && b ? `${e} list() ${fmt(b.listMs / a.listMs, 1)}, \`kfs list\` ${fmt(b.cliMs / a.cliMs, 1)}` : `${e} –`
+  }).join('; ')}.`)
+  add()
+  add('## One shard')
+  add()
+  add(`| case | ${engines.map((e) => `${e} files listed | ${e} list() ms | ${e} \`kfs list\` ms`).join(' | ')} |`)
+  add(`|---|${engines.map(() => '---|---|---').join('|')}|`)
+  const shardCases = [
+    ['one-shard', args.oneShardAt, `one shard of a store of ${fmt(args.oneShardAt)} files`],
+    ['shard-alone', args.shardFiles, `a shard holding ${fmt(args.shardFiles)} files, alone in its store`],
+    ['shard-beside-others', args.shardFiles + args.others, `the same shard, the other shards holding ${fmt(args.others)} more`]
+  ]
+  for (const [kase, n, label] of shardCases) {
+    add(`| ${label} | ${engines.map((e) => {
+      const c = get(e, kase, n)
+      return c ? `${fmt(c.listed)} | ${fmt(c.listMs)} | ${fmt(c.cliMs)}` : '– | – | –'
+    }).join(' | ')} |`)
+  }
+  add()
+  add(`Beside others / alone: ${engines.map((e) => {
+    const a = get(e, 'shard-alone', args.shardFiles)
+    const b = get(e, 'shard-beside-others', args.shardFiles + args.others)
+    return a && b ? `${e} list() ${fmt(b.listMs / a.listMs, 2)}, \`kfs list\` ${fmt(b.cliMs / a.cliMs, 2)}` : `${e} –`
+  }).join('; ')} (vanilla's one shard holds the others too).`)
+  add()
+  add(`Published, another system on other hardware: ${PUBLISHED.leofs.text}`)
+  add()
+  add('![Listing time against files listed](ls.svg)')
+  add()
+  return lines.join('\n')
+}
+
+function chart (args, engines, rows) {
+  const get = summarize(rows)
+  const stores = args.steps.filter((s) => s !== args.oneShardAt)
+  const series = []
+  for (const e of engines) {
+    series.push({ name: `${e} list()`, points: stores.map((n) => [n, get(e, 'store', n).listMs]) })
+    series.push({ name: `${e} kfs list`, points: stores.map((n) => [n, get(e, 'store', n).cliMs]) })
+  }
+  if (!args.quick) series.push({ name: 'LeoFS (published)', points: PUBLISHED.leofs.points })
+  return lineChart({ title: 'Listing a whole store', xLabel: 'files listed', yLabel: 'ms', series })
+}
+
+async function main (args) {
+  const base = fs.mkdtempSync(path.join(args.dir, 'kfs-ls-'))
+  const rows = []
+  const engines = Object.keys(ENGINES)
+  try {
+    for (const engine of engines) {
+      process.stderr.write(`perf/ls.js: ${engine}\n`)
+      const dir = path.join(base, engine)
+      fs.mkdirSync(dir)
+      const job = { name: 'listings', engine, dir, runs: args.runs, steps: args.steps, oneShardAt: args.oneShardAt, shardFiles: args.shardFiles, others: args.others }
+      for (const r of await inChild(SELF, job)) rows.push({ engine, ...r })
+    }
+  } finally {
+    fs.rmSync(base, { recursive: true, force: true })
+  }
+  const markdown = report(args, engines, rows)
+  fs.mkdirSync(args.out, { recursive: true })
+  fs.writeFileSync(path.join(args.out, 'ls.csv'), toCsv(rows))
+  fs.writeFileSync(path.join(args.out, 'ls.md'), markdown)
+  fs.writeFileSync(path.join(args.out, 'ls.svg'), chart(args, engines, rows))
+  process.stdout.write(markdown + '\n')
+  process.stderr.write(`perf/ls.js: wrote ls.csv, ls.md and ls.svg to ${args.out}\n`)
+}
+
+if (require.main === module) runScript('perf/ls.js', { parseArgs, cases: CASES, main })
+
+module.exports = { HEADER }
