@@ -18,7 +18,7 @@ async function inChild (script, job) {
   const child = spawn(process.execPath, [script, '--child', JSON.stringify(job)], { stdio: ['ignore', 'pipe', 'inherit'] })
   let out = ''
   child.stdout.on('data', (d) => (out += d))
-  const [code] = await once(child, 'exit')
+  const [code] = await once(child, 'close') // after its stdout ended, unlike 'exit'
   if (code !== 0) throw new Error(`${job.name} (${job.engine}) failed with exit code ${code}`)
   return JSON.parse(out)
 }

@@ -93,7 +93,9 @@ function parseArgs (argv) {
     else if (arg === '--child') args.child = JSON.parse(value(++i))
     else throw new UsageError(`unknown argument ${arg} (see the comment at the top of perf/fio.js)`)
   }
-  if (!(args.time > 0)) throw new UsageError('--time takes a positive number of seconds')
+  if (!(args.time > 0 && args.time < Infinity)) throw new UsageError('--time takes a positive number of seconds')
+  args.engines = [...new Set(args.engines)]
+  args.sizes = [...new Set(args.sizes)]
   for (const engine of args.engines) if (!ENGINES.includes(engine)) throw new UsageError(`unknown engine ${engine} (known: ${ENGINES.join(', ')})`)
   return args
 }
@@ -173,7 +175,8 @@ function plainFiles (dir) {
         for (let offset = 0; offset < size; offset += block.length) {
           const length = Math.min(block.length, size - offset)
           const start = now()
-          await handle.write(block, 0, length)
+          const { bytesWritten } = await handle.write(block, 0, length)
+          if (bytesWritten !== length) throw new Error(`${name}: a write of ${length} bytes wrote ${bytesWritten}`)
           onBlock(length, msSince(start))
         }
       } finally {
@@ -305,7 +308,9 @@ const PUBLISHED = require('./published')
 
 function report (args, rows) {
   const engines = args.engines
-  const find = (engine, part, test, size) => rows.find((r) => r.engine === engine && r.part === part && r.test === test && r.size === size)
+  // A cell is its engine, part, test, file size and file count (the sequential part may
+  // have one large file and N files of the same size).
+  const find = (engine, part, test, size, files) => rows.find((r) => r.engine === engine && r.part === part && r.test === test && r.size === size && (files === undefined || r.files === files))
   const lines = []
   const add = (line = '') => lines.push(line)
   add('# fio-style throughput: kfs, vanilla and plain files')
@@ -319,9 +324,9 @@ function report (args, rows) {
     add(`| ${test === 'seq-write' ? 'write' : 'read'} | ${engines.map((e) => `${e} MiB/s | ${e} IOPS | ${e} avg ms | ${e} p99 ms`).join(' | ')} | kfs / fs | kfs / vanilla |`)
     add(`|---|${engines.map(() => '---|---|---|---').join('|')}|---|---|`)
     for (const [size, jobs] of seqCells) {
-      const cells = engines.map((e) => find(e, 'sequential', test, size))
-      const k = find('kfs', 'sequential', test, size)
-      add(`| ${jobs} file${jobs > 1 ? 's' : ''} of ${human(size)}, ${jobs} job${jobs > 1 ? 's' : ''} | ${cells.map((c) => (c ? `${fmt(c.mibPerS)} | ${fmt(c.iops)} | ${fmt(c.avgMs, 2)} | ${fmt(c.p99Ms, 2)}` : '– | – | – | –')).join(' | ')} | ${ratio(k, find('fs', 'sequential', test, size))} | ${ratio(k, find('vanilla', 'sequential', test, size))} |`)
+      const cells = engines.map((e) => find(e, 'sequential', test, size, jobs))
+      const k = find('kfs', 'sequential', test, size, jobs)
+      add(`| ${jobs} file${jobs > 1 ? 's' : ''} of ${human(size)}, ${jobs} job${jobs > 1 ? 's' : ''} | ${cells.map((c) => (c ? `${fmt(c.mibPerS)} | ${fmt(c.iops)} | ${fmt(c.avgMs, 2)} | ${fmt(c.p99Ms, 2)}` : '– | – | – | –')).join(' | ')} | ${ratio(k, find('fs', 'sequential', test, size, jobs))} | ${ratio(k, find('vanilla', 'sequential', test, size, jobs))} |`)
     }
     add()
   }

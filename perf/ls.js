@@ -30,6 +30,7 @@ const { inChild, runScript, cliList, now, msSince } = require('./child')
 const { lineChart } = require('./svg')
 const { shardFor } = require('../lib/routing')
 const PUBLISHED = require('./published')
+const { median } = require('./stats')
 
 const SELF = __filename
 const ENGINES = { kfs: {}, vanilla: { shardCount: 1 } }
@@ -94,12 +95,12 @@ const CASES = {
     // Times `runs` listings of the store at `location`, whole or one shard, once the
     // system wrote out what building the store left in the page cache.
     const time = async (location, kase, storeFiles, shard) => {
-      execFileSync('sync')
       for (let run = 1; run <= runs; run++) {
+        execFileSync('sync') // each listing's shard opens write manifests and logs too
         const start = now()
         const store = kfs(location, options)
         let listed = 0
-        for await (const entry of store.list(shard)) listed += entry ? 1 : 0
+        for await (const entry of store.list(shard)) if (entry) listed++
         const listMs = msSince(start)
         await store.close()
         rows.push({ case: kase, storeFiles, listed, shard: shard === undefined ? '' : shard, run, listMs, cliMs: cliList(location, shard) })
@@ -140,10 +141,6 @@ const CASES = {
   }
 }
 
-const median = (xs) => {
-  const s = [...xs].sort((a, b) => a - b)
-  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2
-}
 const fmt = (n, digits = 0) => (Number.isFinite(n) ? n.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits }) : '–')
 
 function toCsv (rows) {
@@ -233,6 +230,7 @@ function chart (args, engines, rows) {
 }
 
 async function main (args) {
+  fs.mkdirSync(args.dir, { recursive: true })
   const base = fs.mkdtempSync(path.join(args.dir, 'kfs-ls-'))
   const rows = []
   const engines = Object.keys(ENGINES)
