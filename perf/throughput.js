@@ -5,6 +5,9 @@
 //   async: store { sync: false } vs fs write without fsync
 // Operations are interleaved per repetition so machine drift hits both engines; the
 // report gives medians and kfs/fs ratios from this one run, then the issue's targets.
+// Besides write, readFile and unlink: a whole-file read stream (fs with a 1 MiB
+// highWaterMark), random 1 MiB ranges one at a time (as many as the file has MiB; fs
+// reads them from one open handle), and kfs put(buffer) against an fs write.
 //
 //   node perf/throughput.js [--sizes 8,32,128,512] [--reps 5] [--dir DIR] [--no-memory]
 //
@@ -82,12 +85,16 @@ async function throughput (args, base) {
       const data = crypto.randomBytes(size * MiB)
       const key = crypto.createHash('sha256').update(data).digest('hex')
       for (let rep = 0; rep < args.reps; rep++) {
+        // The same random 1 MiB ranges for both engines in this repetition.
+        const ranges = Array.from({ length: size }, () => crypto.randomInt(size) * MiB)
         for (const mode of ['sync', 'async']) {
           const store = stores[mode]
           const engines = {
             fs: async () => {
               record(size, mode, 'fs', 'write', await time(() => fsWrite(file, data, mode === 'sync')))
               record(size, mode, 'fs', 'read', await time(() => fs.promises.readFile(file)))
+              record(size, mode, 'fs', 'stream', await time(() => drain(fs.createReadStream(file, { highWaterMark: MiB }))))
+              record(size, mode, 'fs', 'ranges', await time(() => fsRanges(file, ranges)))
               record(size, mode, 'fs', 'unlink', await time(() => fsUnlink(file, mode === 'sync')))
             },
             kfs: async () => {
@@ -99,7 +106,12 @@ async function throughput (args, base) {
               // skips byte 0 does not.
               record(size, mode, 'kfs', 'stream (checked)', await time(() => drain(store.createReadStream(key))))
               record(size, mode, 'kfs', 'stream (unchecked)', await time(() => drain(store.createReadStream(key, { start: 1 }))))
+              record(size, mode, 'kfs', 'ranges', await time(() => kfsRanges(store, key, ranges)))
               record(size, mode, 'kfs', 'unlink', await time(() => store.unlink(key)))
+              let put
+              record(size, mode, 'kfs', 'put', await time(async () => (put = await store.put(data))))
+              if (put !== key) throw new Error('kfs put returned another key')
+              await store.unlink(key) // untimed
             }
           }
           const order = rep % 2 ? ['kfs', 'fs'] : ['fs', 'kfs']
@@ -113,6 +125,20 @@ async function throughput (args, base) {
     await Promise.all([stores.sync.close(), stores.async.close()])
   }
   return results
+}
+
+async function fsRanges (file, offsets) {
+  const handle = await fs.promises.open(file, 'r')
+  const buffer = Buffer.allocUnsafe(MiB)
+  try {
+    for (const offset of offsets) await handle.read(buffer, 0, MiB, offset)
+  } finally {
+    await handle.close()
+  }
+}
+
+async function kfsRanges (store, key, offsets) {
+  for (const offset of offsets) await drain(store.createReadStream(key, { start: offset, end: offset + MiB - 1 }))
 }
 
 function drain (readable) {
@@ -135,9 +161,14 @@ function report (args, results) {
         const ratio = op === 'unlink' ? `${(k / f).toFixed(2)} x time` : `${(f / k).toFixed(2)}`
         lines.push(`| ${size} MiB | ${mode} | ${op} | ${cell(f)} | ${cell(k)} | ${ratio} |`)
       }
-      const checked = median(results.get(`${size} ${mode} kfs stream (checked)`))
-      const unchecked = median(results.get(`${size} ${mode} kfs stream (unchecked)`))
+      const m = (engine, op) => median(results.get(`${size} ${mode} ${engine} ${op}`))
+      const checked = m('kfs', 'stream (checked)')
+      const unchecked = m('kfs', 'stream (unchecked)')
+      const row = (op, f, k, note = '') => lines.push(`| ${size} MiB | ${mode} | ${op} | ${rate(size, f)} (${f.toFixed(0)} ms) | ${rate(size, k)} (${k.toFixed(0)} ms) | ${(f / k).toFixed(2)}${note} |`)
+      row('read stream (fs: 1 MiB highWaterMark; kfs: SHA-256 checked)', m('fs', 'stream'), checked)
       lines.push(`| ${size} MiB | ${mode} | read stream, SHA-256 checked / not | | ${rate(size, checked)} / ${rate(size, unchecked)} | check costs ${((checked / unchecked - 1) * 100).toFixed(0)}% |`)
+      row(`${size} random 1 MiB ranges, one at a time`, m('fs', 'ranges'), m('kfs', 'ranges'), `; kfs ranges / kfs stream ${(checked / m('kfs', 'ranges')).toFixed(2)}`)
+      row('put(buffer) (fs: write)', m('fs', 'write'), m('kfs', 'put'))
     }
   }
   return lines

@@ -11,10 +11,13 @@ const { useTmp } = require('./helpers')
 describe('perf/throughput.js', function () {
   this.timeout(120000)
 
-  it('runs at a tiny size and reports every operation, the targets and memory', async () => {
+  it('runs at a tiny size and reports every operation (streams, random ranges and put too), the targets and memory', async () => {
     const script = path.join(__dirname, '..', 'perf', 'throughput.js')
     const { stdout } = await promisify(execFile)(process.execPath, [script, '--sizes', '1,2', '--reps', '1'])
     for (const op of ['write', 'read', 'unlink']) expect(stdout).to.match(new RegExp(`\\| 1 MiB \\| sync \\| ${op} \\|`))
+    expect(stdout).to.match(/\| 2 MiB \| async \| read stream \(fs: 1 MiB highWaterMark; kfs: SHA-256 checked\) \| \d+ \(\d+ ms\) \| \d+ \(\d+ ms\) \| [\d.]+ \|/)
+    expect(stdout).to.match(/\| 2 MiB \| async \| 2 random 1 MiB ranges, one at a time \| \d+ \(\d+ ms\) \| \d+ \(\d+ ms\) \| [\d.]+; kfs ranges \/ kfs stream [\d.]+ \|/)
+    expect(stdout).to.match(/\| 1 MiB \| sync \| put\(buffer\) \(fs: write\) \|/)
     expect(stdout).to.contain('targets are defined for 128 MiB')
     expect(stdout).to.match(/streaming 2 MiB in: peak private RSS grew [\d.]+ MiB/)
     expect(stdout).to.match(/streaming 2 MiB out: peak private RSS grew [\d.]+ MiB/)
