@@ -2,8 +2,8 @@
 
 // Runs benchmark cases each in a child process of its own script: LevelDB runs every
 // flush and compaction of a process on one background thread, so engines sharing a
-// process would slow each other. A script's entry point is runScript(); the parent
-// calls inChild(script, job), which starts the script again with `--child JSON`. The
+// process would slow each other. The parent calls inChild(script, job), which starts the
+// script again with `--child JSON`; there runScript() (script.js) calls serve(). The
 // child writes its result as JSON on stdout; its stderr is the parent's.
 
 const fs = require('node:fs')
@@ -31,25 +31,6 @@ function serve (cases, job) {
   })
 }
 
-// The entry point of such a script: a child runs its case; the parent runs main(args).
-// Bad arguments exit with 2, a failed run with 1, each with one line on stderr.
-function runScript (name, { parseArgs, cases, main }) {
-  let args
-  try {
-    args = parseArgs(process.argv.slice(2))
-  } catch (err) {
-    process.stderr.write(`${name}: ${err.message}\n`)
-    process.exit(2)
-  }
-  if (args.child) serve(cases, args.child)
-  else {
-    main(args).catch((err) => {
-      process.stderr.write(`${name}: ${err.message}\n`)
-      process.exitCode = 1
-    })
-  }
-}
-
 // `kfs list [shard] > /dev/null`, end to end, as a user runs it: milliseconds.
 function cliList (dir, shard) {
   const start = now()
@@ -64,4 +45,4 @@ function cliList (dir, shard) {
   return msSince(start)
 }
 
-module.exports = { inChild, runScript, cliList, now, msSince }
+module.exports = { inChild, serve, cliList, now, msSince }

@@ -32,30 +32,16 @@ const os = require('node:os')
 const path = require('node:path')
 const crypto = require('node:crypto')
 const async = require('async')
-const { inChild, runScript, now, msSince } = require('./child')
+const { inChild, now, msSince } = require('./child')
+const { runScript, UsageError, optionValue, parseCount, parseSize, fmt, KiB, MiB, GiB } = require('./script')
 const { barChart } = require('./svg')
+const stats = require('./stats')
+// Published figures of other systems on other hardware, beside ours in the report.
+const PUBLISHED = require('./published')
 
 const SELF = __filename
-const KiB = 1024
-const MiB = 1024 * KiB
-const GiB = 1024 * MiB
 const ENGINES = ['kfs', 'vanilla', 'fs']
 const HEADER = 'engine,part,test,file_size_bytes,files,jobs,block_bytes,seconds,bytes,ops,mib_per_s,gib_per_s,iops,avg_ms,p99_ms'
-
-class UsageError extends Error {}
-
-function parseSize (text, option) {
-  const match = /^(\d+(?:\.\d+)?)([KMG]?)$/i.exec(String(text).trim())
-  const bytes = match && Math.round(Number(match[1]) * ({ '': 1, K: KiB, M: MiB, G: GiB })[match[2].toUpperCase()])
-  if (!(bytes > 0)) throw new UsageError(`${option} takes a size such as 256K, 1M or 10G, got ${JSON.stringify(text)}`)
-  return bytes
-}
-
-function parseCount (text, option) {
-  const n = Number(text)
-  if (!Number.isSafeInteger(n) || n < 1) throw new UsageError(`${option} takes a positive integer, got ${JSON.stringify(text)}`)
-  return n
-}
 
 function parseArgs (argv) {
   const args = {
@@ -72,10 +58,7 @@ function parseArgs (argv) {
     out: 'benchmark-fio',
     quick: false
   }
-  const value = (i) => {
-    if (i >= argv.length) throw new UsageError(`${argv[i - 1]} needs a value`)
-    return argv[i]
-  }
+  const value = (i) => optionValue(argv, i)
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i]
     if (arg === '--engines') args.engines = value(++i).split(',')
@@ -100,8 +83,9 @@ function parseArgs (argv) {
   return args
 }
 
-// One engine's files in `dir`: write(name, size, bs, onBlock), and readers that
-// call onBlock(bytes, ms) per block until stop() says so.
+// One engine's files in `dir`: write(name, size, block, onBlock), readSequential and
+// readRange, each calling onBlock(bytes, ms) per block (readSequential until stop()
+// says so), and close().
 function openEngine (engine, dir) {
   if (engine === 'fs') return plainFiles(dir)
   const store = require('..')(dir, engine === 'vanilla' ? { shardCount: 1 } : {})
@@ -208,16 +192,15 @@ class Cell {
 
   result () {
     const seconds = msSince(this.start) / 1000
-    const sorted = this.latencies.sort((a, b) => a - b)
-    const ops = sorted.length
+    const ops = this.latencies.length
     return {
       seconds,
       bytes: this.bytes,
       ops,
       mibPerS: this.bytes / MiB / seconds,
       iops: ops / seconds,
-      avgMs: ops ? sorted.reduce((sum, ms) => sum + ms, 0) / ops : 0,
-      p99Ms: ops ? sorted[Math.min(ops - 1, Math.floor(ops * 0.99))] : 0
+      avgMs: ops ? stats.mean(this.latencies) : 0,
+      p99Ms: ops ? stats.percentile(this.latencies, 99) : 0
     }
   }
 }
@@ -300,17 +283,15 @@ function toCsv (rows) {
 }
 
 const human = (bytes) => (bytes >= GiB && bytes % GiB === 0 ? `${bytes / GiB} GiB` : bytes >= MiB && bytes % MiB === 0 ? `${bytes / MiB} MiB` : `${bytes / KiB} KiB`)
-const fmt = (n, digits = 0) => (Number.isFinite(n) ? n.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits }) : '–')
 const ratio = (a, b) => (a && b ? fmt(a.mibPerS / b.mibPerS, 2) : '–')
 
-// Published figures of other systems on other hardware, beside ours in the report.
-const PUBLISHED = require('./published')
+// The row of one cell: its engine, part, test, file size and, in the sequential part
+// (one large file and N files may have the same size), its file count.
+const cellIn = (rows) => (engine, part, test, size, files) => rows.find((r) => r.engine === engine && r.part === part && r.test === test && r.size === size && (files === undefined || r.files === files))
 
 function report (args, rows) {
   const engines = args.engines
-  // A cell is its engine, part, test, file size and file count (the sequential part may
-  // have one large file and N files of the same size).
-  const find = (engine, part, test, size, files) => rows.find((r) => r.engine === engine && r.part === part && r.test === test && r.size === size && (files === undefined || r.files === files))
+  const find = cellIn(rows)
   const lines = []
   const add = (line = '') => lines.push(line)
   add('# fio-style throughput: kfs, vanilla and plain files')
@@ -367,9 +348,10 @@ function report (args, rows) {
 // Bandwidth by file size per engine, with GCSFuse's published figures for the sizes it
 // measured (KiB keys), marked as such.
 function charts (args, rows) {
+  const find = cellIn(rows)
   const out = {}
   for (const test of ['seq-read', 'rand-read']) {
-    const series = args.engines.map((e) => ({ name: e, values: args.sizes.map((s) => (rows.find((r) => r.engine === e && r.part === 'by-size' && r.test === test && r.size === s) || {}).mibPerS) }))
+    const series = args.engines.map((e) => ({ name: e, values: args.sizes.map((s) => (find(e, 'by-size', test, s) || {}).mibPerS) }))
     const published = args.sizes.map((s) => PUBLISHED.gcsfuse.bySize[test][s / KiB] * 1024)
     if (published.some(Number.isFinite)) series.push({ name: 'GCSFuse (published)', values: published })
     out[`fio-${test}.svg`] = barChart({
@@ -425,4 +407,4 @@ async function main (args) {
 
 if (require.main === module) runScript('perf/fio.js', { parseArgs, cases: CASES, main })
 
-module.exports = { parseSize, charts, HEADER }
+module.exports = { HEADER }

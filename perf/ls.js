@@ -26,7 +26,8 @@ const path = require('node:path')
 const crypto = require('node:crypto')
 const { execFileSync } = require('node:child_process')
 const async = require('async')
-const { inChild, runScript, cliList, now, msSince } = require('./child')
+const { inChild, cliList, now, msSince } = require('./child')
+const { runScript, UsageError, optionValue, parseCount, fmt } = require('./script')
 const { lineChart } = require('./svg')
 const { shardFor } = require('../lib/routing')
 const PUBLISHED = require('./published')
@@ -36,9 +37,8 @@ const SELF = __filename
 const ENGINES = { kfs: {}, vanilla: { shardCount: 1 } }
 const HEADER = 'engine,case,store_files,listed,shard,run,list_ms,cli_ms'
 const REF = '00112233445566778899aabbccddeeff00112233' // so that keys can be picked for a shard
+const shardOf = (key, shardCount) => shardFor(Buffer.from(REF, 'hex'), key, shardCount)
 const WRITERS = 16 // files stored at once while a store is built (not timed)
-
-class UsageError extends Error {}
 
 function parseArgs (argv) {
   const args = {
@@ -51,16 +51,11 @@ function parseArgs (argv) {
     out: 'benchmark-ls',
     quick: false
   }
-  const value = (i) => {
-    if (i >= argv.length) throw new UsageError(`${argv[i - 1]} needs a value`)
-    return argv[i]
-  }
+  const value = (i) => optionValue(argv, i)
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i]
-    if (arg === '--runs') {
-      args.runs = Number(value(++i))
-      if (!Number.isSafeInteger(args.runs) || args.runs < 1) throw new UsageError(`--runs takes a positive integer, got ${argv[i]}`)
-    } else if (arg === '--dir') args.dir = value(++i)
+    if (arg === '--runs') args.runs = parseCount(value(++i), arg)
+    else if (arg === '--dir') args.dir = value(++i)
     else if (arg === '--out') args.out = value(++i)
     else if (arg === '--quick') Object.assign(args, { runs: 2, steps: [50, 100, 110, 200], oneShardAt: 110, shardFiles: 40, others: 200, quick: true })
     else if (arg === '--child') args.child = JSON.parse(value(++i))
@@ -73,11 +68,10 @@ const randomKey = () => crypto.randomBytes(20).toString('hex')
 
 // `count` keys that route to `shard` (or, with avoid, to any other shard).
 function keysFor (count, shard, shardCount, { avoid = false } = {}) {
-  const ref = Buffer.from(REF, 'hex')
   const keys = []
   while (keys.length < count) {
     const key = randomKey()
-    if ((shardFor(ref, key, shardCount) === shard) !== avoid) keys.push(key)
+    if ((shardOf(key, shardCount) === shard) !== avoid) keys.push(key)
   }
   return keys
 }
@@ -118,7 +112,7 @@ const CASES = {
       stored = step
       await store.close() // listings open the store afresh, with its shards closed
       if (step !== oneShardAt) await time(grown, 'store', step)
-      else await time(grown, 'one-shard', step, shardFor(Buffer.from(REF, 'hex'), firstKey, store.shardCount)) // holding about 1/256 of the files
+      else await time(grown, 'one-shard', step, shardOf(firstKey, store.shardCount)) // holding about 1/256 of the files
       store = kfs(grown, options)
     }
     await store.close()
@@ -127,7 +121,7 @@ const CASES = {
     const beside = path.join(dir, 'beside')
     store = kfs(beside, options)
     await store.open()
-    const shard = shardFor(Buffer.from(REF, 'hex'), randomKey(), store.shardCount)
+    const shard = shardOf(randomKey(), store.shardCount)
     await add(store, keysFor(shardFiles, shard, store.shardCount))
     await store.close()
     await time(beside, 'shard-alone', shardFiles, shard)
@@ -140,8 +134,6 @@ const CASES = {
     return rows
   }
 }
-
-const fmt = (n, digits = 0) => (Number.isFinite(n) ? n.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits }) : '–')
 
 function toCsv (rows) {
   return [HEADER, ...rows.map((r) => [r.engine, r.case, r.storeFiles, r.listed, r.shard, r.run, r.listMs.toFixed(2), r.cliMs.toFixed(2)].join(','))].join('\n') + '\n'
@@ -156,7 +148,7 @@ function summarize (rows) {
     groups.get(id).push(r)
   }
   const out = {}
-  for (const [id, rs] of groups) out[id] = { listed: rs[0].listed, shard: rs[0].shard, listMs: median(rs.map((r) => r.listMs)), cliMs: median(rs.map((r) => r.cliMs)) }
+  for (const [id, rs] of groups) out[id] = { listed: rs[0].listed, listMs: median(rs.map((r) => r.listMs)), cliMs: median(rs.map((r) => r.cliMs)) }
   return (engine, kase, storeFiles) => out[`${engine} ${kase} ${storeFiles}`]
 }
 
@@ -167,7 +159,7 @@ function report (args, engines, rows) {
   const stores = args.steps.filter((s) => s !== args.oneShardAt)
   add('# `ls`-style listing: kfs and vanilla')
   add()
-  add(`Measured with \`node perf/ls.js ${process.argv.slice(2).join(' ')}\` on ${os.cpus().length} cores, ${new Date().toISOString().slice(0, 10)}; each engine in its own process; files of 1 KiB; medians of ${args.runs} runs. \`list()\`: the library's listing on a store object just made (shards closed, page cache warm). \`kfs list\`: the command as a process, output to /dev/null.${args.quick ? ' **--quick: tiny stores, measures nothing.**' : ''}`)
+  add(`Measured with \`node perf/ls.js ${process.argv.slice(2).join(' ')}\` on ${os.cpus().length} cores, ${new Date().toISOString().slice(0, 10)}; each engine in its own process; files of 1 KiB; medians of ${args.runs} runs. \`list()\`: the library's listing on a store object just made (shards closed, page cache warm, writeback done before each run). \`kfs list\`: the command as a process, output to /dev/null.${args.quick ? ' **--quick: tiny stores, measures nothing.**' : ''}`)
   add()
   add('## A whole store')
   add()

@@ -19,7 +19,8 @@ const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
 const crypto = require('node:crypto')
-const { inChild: runChild, runScript, cliList, now, msSince } = require('./child')
+const { inChild: runChild, cliList, now, msSince } = require('./child')
+const { runScript, fmt } = require('./script')
 
 const MiB = 1024 * 1024
 const SELF = __filename
@@ -119,7 +120,7 @@ const CASES = {
         if (i === settle) settled = now()
         await put(key())
       }
-      return { storeMs: msSince(begun), settledMs: msSince(settled) }
+      return { storeMs: msSince(begun), settledMs: msSince(settled), settledFiles: files - settle }
     }
     if (engine === 'raw') {
       const db = await openRaw(dir)
@@ -283,8 +284,6 @@ const CASES = {
 
 const inChild = (job) => runChild(SELF, job)
 
-const fmt = (n, digits = 0) => (n === undefined ? '–' : Number(n).toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits }))
-
 async function main (args) {
   const base = fs.mkdtempSync(path.join(args.dir, 'kfs-node-'))
   const place = (name) => fs.mkdirSync(path.join(base, name), { recursive: true }) || path.join(base, name)
@@ -302,7 +301,7 @@ async function main (args) {
     }
     const names = { raw: 'one raw LevelDB (put)', raw256: '256 raw LevelDBs, as kfs\'s shards (put)', kfs: 'kfs', fs: 'fs' }
     const rate = (r) => args.files / (r.storeMs / 1000)
-    const settledRate = (r) => (args.files - Math.floor(args.files / 50)) / (r.settledMs / 1000)
+    const settledRate = (r) => r.settledFiles / (r.settledMs / 1000)
     print('## Small files: 1 KiB each, one at a time (writeFile awaited)')
     print()
     print('| engine | files/s | files/s counting open | kfs / engine | files/s after the first 2% | kfs / engine |')
