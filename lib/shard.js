@@ -65,6 +65,9 @@ class Shard {
       const db = await LevelDb.open(staging, { createIfMissing: true, errorIfExists: true })
       try {
         await db.put(records.ACCOUNT, JSON.stringify({ used: 0, files: 0 }), { sync: true })
+        // Into a table: a shard's first open then replays no log. LevelDB skips a log
+        // it cannot open (out of descriptors) and forgets it: the record would be lost.
+        await db.flush()
       } finally {
         await db.close()
       }
