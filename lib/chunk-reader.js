@@ -2,6 +2,7 @@
 
 const { contentHash } = require('./keys')
 const { readAheadShape, MAX_EACH } = require('./read-ahead')
+const { CHUNK_HEADER, chunkIntact } = require('./records')
 const errors = require('./errors')
 
 // A reader retries when a commit replaced the version it was about to read; past this
@@ -11,23 +12,32 @@ const MAX_ATTEMPTS = 100
 // Reads bytes [start, end] (inclusive, clamped to the file) of one committed version.
 // The iterator reads from a LevelDB snapshot, so a concurrent overwrite or unlink
 // cannot mix versions or cut the file short. Every chunk's index and length is
-// checked; a whole-file read also checks the SHA-256 before handing out the last chunk.
+// checked, and its digest (format 2) before any of its bytes are handed out. A file
+// written by format 1 has no chunk digests: a whole-file read of it checks the SHA-256
+// before handing out the last chunk, a range read is not checked.
 class ChunkReader {
-  constructor ({ shard, meta, chunkSize, first, last, start, end, iterator, entry, release, verify }) {
+  // sha256: 'always' also checks a whole read's SHA-256 when the chunks have digests
+  // (verify()); false never (readFile checks it itself, on the Digester's thread).
+  constructor ({ shard, meta, chunkSize, first, last, start, end, iterator, entry, release, sha256 }) {
     Object.assign(this, { shard, meta, chunkSize, last, start, end, iterator, release })
     this.index = first
     this.entry = entry // the first chunk, read by open()
-    // verify: false leaves the whole-file check to the caller (readFile's Digester).
-    const whole = start === 0 && end === meta.size - 1
-    this.hash = whole && verify !== false ? contentHash() : undefined
+    this.header = meta.chunkDigest ? CHUNK_HEADER : 0
+    this.hash = this.checksSha256(sha256) ? contentHash() : undefined
     this.length = Math.max(0, end - start + 1)
+  }
+
+  // Whether this read checks the file's SHA-256: only a read of the whole file can.
+  checksSha256 (sha256) {
+    const whole = this.start === 0 && this.end === this.meta.size - 1
+    return whole && (sha256 === 'always' || (sha256 !== false && !this.meta.chunkDigest))
   }
 
   // aheadBytes: what the reader may fetch ahead of its consumer (read-ahead.js). With
   // the most, the binding fetches 1 MiB per trip and 2 MiB of chunks wait queued, so it
   // fetches the next batch on its thread while this one is hashed and copied
   // (perf/throughput.js).
-  static async open ({ shard, key, chunkSize, range = {}, release, verify, aheadBytes = MAX_EACH }) {
+  static async open ({ shard, key, chunkSize, range = {}, release, sha256, aheadBytes = MAX_EACH }) {
     const { chunkKeys } = shard
     for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
       const meta = await shard.getMeta(key)
@@ -35,7 +45,7 @@ class ChunkReader {
       const start = range.start || 0
       if (start > meta.size) throw errors.invalidValue('start', `(${start}) is beyond the end of file ${key} (${meta.size} bytes)`, { key })
       const end = Math.min(range.end === undefined ? Infinity : range.end, meta.size - 1)
-      const base = { shard, meta, chunkSize, start, end, release, verify }
+      const base = { shard, meta, chunkSize, start, end, release, sha256 }
       if (end < start) return new ChunkReader({ ...base, first: 0, last: -1 })
       const first = Math.floor(start / chunkSize)
       const last = Math.floor(end / chunkSize)
@@ -74,17 +84,22 @@ class ChunkReader {
     const expectedKey = this.shard.chunkKeys.key(meta.key, meta.version, index)
     if (!entry || entry.key !== expectedKey) throw errors.integrity(meta.key, `chunk ${index} is missing`, { chunk: index })
     const expectedLength = index === meta.chunks - 1 ? meta.size - index * chunkSize : chunkSize
-    if (entry.value.length !== expectedLength) {
-      throw errors.integrity(meta.key, `chunk ${index} holds ${entry.value.length} bytes, ${expectedLength} expected`, { chunk: index })
+    const { header } = this
+    if (entry.value.length !== header + expectedLength) {
+      throw errors.integrity(meta.key, `chunk ${index} holds ${entry.value.length - header} bytes, ${expectedLength} expected`, { chunk: index })
     }
+    if (header && !chunkIntact(entry.key, entry.value)) {
+      throw errors.integrity(meta.key, `chunk ${index} does not match its CRC32`, { chunk: index })
+    }
+    const data = header ? entry.value.subarray(header) : entry.value
     if (this.hash) {
-      this.hash.update(entry.value)
+      this.hash.update(data)
       if (index === this.last) this.#verify()
     }
     const offset = index * chunkSize
     const from = Math.max(0, this.start - offset)
     const to = Math.min(expectedLength, this.end - offset + 1)
-    return from === 0 && to === expectedLength ? entry.value : entry.value.subarray(from, to)
+    return from === 0 && to === expectedLength ? data : data.subarray(from, to)
   }
 
   #verify () {

@@ -1,7 +1,7 @@
 'use strict'
 
 const { contentHash } = require('./keys')
-const { newVersion } = require('./records')
+const { newVersion, newChunkRecord, CHUNK_DIGEST, CHUNK_HEADER } = require('./records')
 const { WriteBudget } = require('./write-budget')
 const errors = require('./errors')
 
@@ -85,29 +85,22 @@ class ChunkWriter {
     return run
   }
 
-  // Whole chunks of `data` are used in place while this call runs; once it resolves the
-  // caller may reuse `data`, so nothing of it is kept: partial chunks are copied as they
-  // come, and whole chunks still waiting for a batch are copied at the end.
+  // Every chunk is copied into a record of its own (its header holds its digest), so
+  // nothing of `data` is kept once this call resolves.
   async #write (data) {
     if (this.expectedSize === undefined) this.reservation.add(data.length)
     else if (this.size + data.length > this.expectedSize) throw errors.invalidValue('data', `is longer than the ${this.expectedSize} bytes announced`)
     this.size += data.length
     let offset = 0
     while (offset < data.length && !this.aborting) {
-      if (this.partialBytes === 0 && data.length - offset >= this.chunkSize) {
-        await this.#addChunk(data.subarray(offset, offset + this.chunkSize))
-        offset += this.chunkSize
-        continue
-      }
-      // A chunk starts here; a file known to end sooner gets a buffer of what is left.
-      if (!this.partial) this.partial = Buffer.allocUnsafeSlow(Math.min(this.chunkSize, this.#left(data.length - offset)))
+      // A chunk starts here; a file known to end sooner gets a record of what is left.
+      if (!this.partial) this.partial = newChunkRecord(Math.min(this.chunkSize, this.#left(data.length - offset)))
       const take = Math.min(this.chunkSize - this.partialBytes, data.length - offset)
-      data.copy(this.partial, this.partialBytes, offset, offset + take)
+      data.copy(this.partial, CHUNK_HEADER + this.partialBytes, offset, offset + take)
       this.partialBytes += take
       offset += take
       if (this.partialBytes === this.chunkSize) await this.#addChunk(this.#takePartial())
     }
-    this.batch = this.batch.map((chunk) => (chunk.buffer === data.buffer ? Buffer.from(chunk) : chunk))
   }
 
   // Bytes still to come from here, if the size was announced; `pending` of them are
@@ -117,7 +110,7 @@ class ChunkWriter {
   }
 
   #takePartial () {
-    const chunk = this.partial.subarray(0, this.partialBytes)
+    const chunk = this.partial.subarray(0, CHUNK_HEADER + this.partialBytes)
     this.partial = undefined
     this.partialBytes = 0
     return chunk
@@ -156,8 +149,12 @@ class ChunkWriter {
     if (first === 0) await written
     else this.inflight.push(written)
     written.catch(() => {}).then(() => this.budget.give(bytes)) // awaited below; no unhandled rejection meanwhile
-    if (this.hash) for (const chunk of chunks) this.hash.update(chunk)
+    this.#hashChunks(chunks)
     while (this.inflight.length >= MAX_IN_FLIGHT) await this.inflight.shift()
+  }
+
+  #hashChunks (chunks) {
+    if (this.hash) for (const chunk of chunks) this.hash.update(chunk.subarray(CHUNK_HEADER))
   }
 
   async #finish () {
@@ -173,7 +170,7 @@ class ChunkWriter {
       this.batchBytes = 0
       if (inline.length) this.mayWrite()
       this.chunks = inline.length
-      if (this.hash) for (const chunk of inline) this.hash.update(chunk)
+      this.#hashChunks(inline)
     }
     await this.#flush()
     while (this.inflight.length > 0) await this.inflight.shift()
@@ -191,6 +188,7 @@ class ChunkWriter {
       size: this.size,
       chunks: this.chunks,
       sha256,
+      chunkDigest: CHUNK_DIGEST,
       mtime: Date.now(),
       name: this.name
     }

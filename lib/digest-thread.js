@@ -6,11 +6,12 @@ const { contentHash } = require('./keys')
 
 const jobs = new Map()
 
-parentPort.on('message', ({ id, data, done, cancel }) => {
+parentPort.on('message', ({ id, data, ack, done, cancel }) => {
   if (cancel) return jobs.delete(id)
   let hash = jobs.get(id)
   if (!hash) jobs.set(id, (hash = contentHash()))
   if (data) hash.update(data)
+  if (ack) parentPort.postMessage({ id, acked: true })
   if (done) {
     jobs.delete(id)
     parentPort.postMessage({ id, digest: hash.digest('hex') })

@@ -2,16 +2,22 @@
 
 const path = require('node:path')
 const { Worker } = require('node:worker_threads')
+const { sha256Of } = require('./keys')
 
-// SHA-256 on a worker thread, so a whole-file read can hash while the main thread
-// copies (perf/throughput.js: the check on the main thread made readFile of 128 MiB
-// about 1.5x slower). Started on first use, unref'd whenever no digest is pending so it
-// never keeps the process alive, and terminated by close(). If the worker dies, the
-// jobs it held reject and the next job starts a new one: callers hash inline instead.
+// put(buffer) copies the caller's bytes to the thread in pieces this large, at most
+// PIECES_AHEAD of them ahead of the hashing: memory stays bounded for any buffer.
+const PIECE = 8 * 1024 * 1024
+const PIECES_AHEAD = 2
+
+// SHA-256 on a worker thread, so a large put(buffer) hashes off the main thread, and a
+// whole-file read of a format 1 file (no chunk digests) hashes while the main thread
+// copies. Started on first use, unref'd whenever no digest is pending so it never keeps
+// the process alive, and terminated by close(). If the worker dies, the jobs it held
+// reject and the next job starts a new one: callers hash inline instead.
 class Digester {
   constructor () {
     this.worker = undefined
-    this.pending = new Map() // id -> { resolve, reject }
+    this.pending = new Map() // id -> { resolve, reject, acks: resolvers of update()s awaiting the worker, in order }
     this.nextId = 0
   }
 
@@ -19,18 +25,22 @@ class Digester {
     if (!this.worker) this.#start()
     const id = this.nextId++
     const job = { id, digest: undefined }
-    job.digest = new Promise((resolve, reject) => this.pending.set(id, { resolve, reject }))
+    job.digest = new Promise((resolve, reject) => this.pending.set(id, { resolve, reject, acks: [] }))
     job.digest.catch(() => {}) // a job may be cancelled and never awaited
     this.worker.ref()
     return job
   }
 
-  // Hands `data` over to the worker: the caller must not use it afterwards.
-  update (job, data) {
-    if (!this.pending.has(job.id)) return // failed or cancelled: its digest rejects
+  // Hands `data` over to the worker: the caller must not use it afterwards. With `ack`,
+  // resolves once the worker has hashed it.
+  update (job, data, { ack = false } = {}) {
+    const pending = this.pending.get(job.id)
+    if (!pending) return job.digest // failed or cancelled: its digest rejects
     const whole = data.byteOffset === 0 && data.byteLength === data.buffer.byteLength && !(data.buffer instanceof SharedArrayBuffer)
     const own = whole ? data : new Uint8Array(data) // structured clone would copy a whole slab
-    this.worker.postMessage({ id: job.id, data: own }, [own.buffer])
+    const hashed = ack ? new Promise((resolve) => pending.acks.push(resolve)) : undefined
+    this.worker.postMessage({ id: job.id, data: own, ack }, [own.buffer])
+    return hashed && Promise.race([hashed, job.digest])
   }
 
   finish (job) {
@@ -44,12 +54,30 @@ class Digester {
     this.#idle()
   }
 
+  // The SHA-256 (hex) of bytes the caller keeps, hashed on the thread from copies; inline
+  // if the thread fails.
+  async digestOf (buffer) {
+    const job = this.begin()
+    try {
+      const inFlight = []
+      for (let offset = 0; offset < buffer.length; offset += PIECE) {
+        if (inFlight.length >= PIECES_AHEAD) await inFlight.shift()
+        inFlight.push(this.update(job, new Uint8Array(buffer.subarray(offset, offset + PIECE)), { ack: true }))
+      }
+      return await this.finish(job)
+    } catch {
+      this.cancel(job)
+      return sha256Of(buffer)
+    }
+  }
+
   #start () {
     this.worker = new Worker(path.join(__dirname, 'digest-thread.js'))
     this.worker.unref()
-    this.worker.on('message', ({ id, digest }) => {
+    this.worker.on('message', ({ id, digest, acked }) => {
       const job = this.pending.get(id)
       if (!job) return
+      if (acked) return job.acks.shift()()
       this.pending.delete(id)
       this.#idle()
       job.resolve(digest)

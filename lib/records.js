@@ -1,6 +1,7 @@
 'use strict'
 
 const crypto = require('node:crypto')
+const zlib = require('node:zlib')
 const { shardName } = require('./routing')
 const errors = require('./errors')
 
@@ -54,8 +55,33 @@ class ChunkKeys {
   }
 }
 
+// A chunk record (format 2): the CRC32 of its key and data, 4 bytes big-endian, then
+// the data. Every read checks it before returning any byte of the chunk; covering the
+// key too catches a chunk stored under another chunk's key. CRC32 guards against
+// damage, not tampering: the file's SHA-256 stays its content address (doc/format.md).
+// Files written by format 1 have bare chunks; their metadata lacks `chunkDigest`.
+const CHUNK_DIGEST = 'crc32'
+const CHUNK_HEADER = 4
+
+// A record for `length` bytes of data, its header left to seal().
+const newChunkRecord = (length) => Buffer.allocUnsafeSlow(CHUNK_HEADER + length)
+
+function chunkDigest (chunkKey, record) {
+  return zlib.crc32(record.subarray(CHUNK_HEADER), zlib.crc32(chunkKey))
+}
+
+function sealChunk (chunkKey, record) {
+  record.writeUInt32BE(chunkDigest(chunkKey, record), 0)
+  return record
+}
+
+function chunkIntact (chunkKey, record) {
+  return record.length >= CHUNK_HEADER && record.readUInt32BE(0) === chunkDigest(chunkKey, record)
+}
+
 function encodeMeta (meta) {
   const record = { version: meta.version, size: meta.size, chunks: meta.chunks, sha256: meta.sha256, mtime: meta.mtime }
+  if (meta.chunkDigest !== undefined) record.chunkDigest = meta.chunkDigest
   if (meta.name !== undefined) record.name = meta.name
   return JSON.stringify(record)
 }
@@ -70,7 +96,8 @@ function decodeMeta (value, shard, key) {
     throw badMeta(shard, key, err)
   }
   const valid = meta && typeof meta.version === 'string' && Number.isSafeInteger(meta.size) && meta.size >= 0 &&
-    Number.isSafeInteger(meta.chunks) && meta.chunks >= 0 && typeof meta.sha256 === 'string'
+    Number.isSafeInteger(meta.chunks) && meta.chunks >= 0 && typeof meta.sha256 === 'string' &&
+    (meta.chunkDigest === undefined || meta.chunkDigest === CHUNK_DIGEST)
   if (!valid) throw badMeta(shard, key)
   return { key, ...meta }
 }
@@ -106,6 +133,11 @@ module.exports = {
   deadRange,
   newVersion,
   ChunkKeys,
+  CHUNK_DIGEST,
+  CHUNK_HEADER,
+  newChunkRecord,
+  sealChunk,
+  chunkIntact,
   encodeMeta,
   decodeMeta,
   decodeNote

@@ -6,12 +6,12 @@ const records = require('./records')
 // A damaged file, as opposed to a failure of the check itself.
 const isDamage = (err) => err.code === 'EINTEGRITY' || err.code === 'ECORRUPT'
 
-// Reads one committed file whole (indexes, lengths, SHA-256). Resolves to undefined if
-// it is sound or was removed meanwhile, else to what is wrong, in words.
+// Reads one committed file whole (indexes, lengths, chunk digests, SHA-256). Resolves
+// to undefined if it is sound or was removed meanwhile, else to what is wrong, in words.
 async function checkFile (shard, key, chunkSize) {
   let reader
   try {
-    reader = await ChunkReader.open({ shard, key, chunkSize })
+    reader = await ChunkReader.open({ shard, key, chunkSize, sha256: 'always' })
     while ((await reader.read()) !== undefined);
     return undefined
   } catch (err) {

@@ -183,11 +183,19 @@ class Shard {
   // does not sync a log when it moves on to a new one, so chunks written to an earlier
   // log would not be durable. The writer syncs each batch, or flushes before the
   // commit (ChunkWriter).
+  // `chunks` are records (records.newChunkRecord) whose header is sealed here.
   writeChunks (key, version, firstIndex, chunks, { sync }) {
     const ops = []
     if (firstIndex === 0) ops.push({ type: 'put', key: records.pendingKey(version), value: key })
-    chunks.forEach((value, i) => ops.push({ type: 'put', key: this.chunkKeys.key(key, version, firstIndex + i), value }))
+    this.#putChunks(ops, key, version, firstIndex, chunks)
     return this.db.batch(ops, { sync })
+  }
+
+  #putChunks (ops, key, version, firstIndex, chunks) {
+    chunks.forEach((record, i) => {
+      const chunkKey = this.chunkKeys.key(key, version, firstIndex + i)
+      ops.push({ type: 'put', key: chunkKey, value: records.sealChunk(chunkKey, record) })
+    })
   }
 
   // Makes `meta` the visible version of its key in one atomic batch: metadata, the
@@ -200,7 +208,8 @@ class Shard {
     return this.exclusive(async () => {
       if (cancelled()) throw errors.cancelled(meta.key)
       const old = await this.#replaced(meta.key)
-      const ops = inline.map((value, i) => ({ type: 'put', key: this.chunkKeys.key(meta.key, meta.version, i), value }))
+      const ops = []
+      this.#putChunks(ops, meta.key, meta.version, 0, inline)
       ops.push({ type: 'put', key: records.metaKey(meta.key), value: records.encodeMeta(meta) })
       if (meta.chunks > inline.length) ops.push({ type: 'del', key: records.pendingKey(meta.version) })
       if (old) this.#deleteChunks(ops, meta.key, old)

@@ -10,7 +10,12 @@ const errors = require('./errors')
 
 // The store directory: format.json (the persisted options), the `state` LevelDB (the
 // store's lock and usage cache), tmp/, the disk reserve and the shards NNN.s.
-const FORMAT_VERSION = 1
+// Format 2 added a digest to every chunk record (doc/format.md). A format 1 store is
+// upgraded when it opens: its files keep their bare chunks (their metadata says so),
+// new writes use the new records, and format.json then keeps older kfs versions, which
+// would misread those, out with ENOTSUP.
+const FORMAT_VERSION = 2
+const OLDEST_FORMAT = 1
 const FORMAT_FILE = 'format.json'
 const STATE_DB = 'state'
 const TMP_DIR = 'tmp'
@@ -52,8 +57,12 @@ async function openStoreDir (dir, given, resolved) {
         created: new Date().toISOString()
       })
     }
-    const format = await readFormat(dir)
+    let format = await readFormat(dir)
     checkOptions(given, format)
+    if (format.format < FORMAT_VERSION) {
+      await writeFormat(dir, { ...format, format: FORMAT_VERSION, upgraded: new Date().toISOString() })
+      format = await readFormat(dir)
+    }
     // Whatever is in tmp/ was left by a process that died: spooled input, half-made shards.
     await fs.rm(tmpDir, { recursive: true, force: true })
     await fs.mkdir(tmpDir)
@@ -130,10 +139,10 @@ async function readFormat (dir) {
     throw errors.corrupt(`the format file ${file}`, err.message, { path: dir, cause: err })
   }
   if (format && Number.isInteger(format.format) && format.format > FORMAT_VERSION) throw errors.newerFormat(file, format.format, FORMAT_VERSION)
-  const valid = format && format.format === FORMAT_VERSION && /^[0-9a-f]{40}$/.test(format.referenceId) &&
+  const valid = format && Number.isInteger(format.format) && format.format >= OLDEST_FORMAT && /^[0-9a-f]{40}$/.test(format.referenceId) &&
     Number.isSafeInteger(format.chunkSize) && format.chunkSize > 0 && Number.isSafeInteger(format.shardCap) && format.shardCap > 0 &&
     Number.isInteger(format.shardCount) && format.shardCount >= 1 && format.shardCount <= SHARD_COUNT && (format.shardCount & (format.shardCount - 1)) === 0
-  if (!valid) throw errors.corrupt(`the format file ${file}`, `it is not a kfs format ${FORMAT_VERSION} record`, { path: dir })
+  if (!valid) throw errors.corrupt(`the format file ${file}`, `it is not a kfs format ${OLDEST_FORMAT} to ${FORMAT_VERSION} record`, { path: dir })
   return format
 }
 

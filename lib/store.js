@@ -24,7 +24,8 @@ const errors = require('./errors')
 
 // Shards whose first page of metadata list() fetches ahead of the one it yields from.
 const LIST_AHEAD = 16
-// Below this a whole-file read hashes inline: handing chunks to a thread costs more.
+// Below this, put(buffer) and a whole-file read of a format 1 file hash inline: handing
+// bytes to a thread costs more.
 const OFFLOAD_DIGEST_BYTES = 4 * 1024 * 1024
 // writeFile hashes data up to this size in one call (larger, chunk by chunk as it goes).
 const ONE_CALL_HASH = 1024 * 1024
@@ -198,7 +199,7 @@ class Store {
     }
   }
 
-  async #openReader (key, range, { verify } = {}) {
+  async #openReader (key, range, { sha256 } = {}) {
     const index = this.#route(key)
     if (!this.#shards.has(index)) throw errors.notFound(key)
     return this.#shards.withRoom(async () => {
@@ -210,7 +211,7 @@ class Store {
         this.#shards.release(shard)
       }
       try {
-        return await ChunkReader.open({ shard, key, chunkSize: this.chunkSize, range, release, verify, aheadBytes: share.bytes })
+        return await ChunkReader.open({ shard, key, chunkSize: this.chunkSize, range, release, sha256, aheadBytes: share.bytes })
       } catch (err) {
         release()
         throw err
@@ -229,7 +230,7 @@ class Store {
   async readFile (key) {
     const { key: k } = coerceKey(key)
     return this.#op(async () => {
-      const reader = await this.#openReader(k, {}, { verify: false })
+      const reader = await this.#openReader(k, {}, { sha256: false })
       try {
         if (reader.length > MAX_LENGTH) throw errors.tooBigToRead(k, reader.length)
         return await this.#readWhole(reader)
@@ -239,24 +240,27 @@ class Store {
     })
   }
 
-  // Large files are hashed on the Digester's thread while this one copies; each chunk
-  // is handed over once copied, so it is never touched twice here. If the thread
-  // fails, the copy is hashed here instead.
+  // Chunks with digests are checked by the reader. A file written by format 1 has none:
+  // its SHA-256 is checked here, for a large file on the Digester's thread while this
+  // one copies; each chunk is handed over once copied, so it is never touched twice
+  // here. If the thread fails, the copy is hashed here instead.
   async #readWhole (reader) {
-    const job = reader.length >= OFFLOAD_DIGEST_BYTES ? this.#digester.begin() : undefined
-    const hash = job ? undefined : contentHash()
+    const legacy = !reader.meta.chunkDigest
+    const job = legacy && reader.length >= OFFLOAD_DIGEST_BYTES ? this.#digester.begin() : undefined
+    const hash = legacy && !job ? contentHash() : undefined
     const out = Buffer.allocUnsafe(reader.length)
     let offset = 0
     try {
       for (let piece = await reader.read(); piece; piece = await reader.read()) {
         offset += piece.copy(out, offset)
         if (job) this.#digester.update(job, piece)
-        else hash.update(piece)
+        else if (hash) hash.update(piece)
       }
     } catch (err) {
       if (job) this.#digester.cancel(job)
       throw err
     }
+    if (!legacy) return out
     const digest = job ? await this.#digester.finish(job).catch(() => contentHash().update(out).digest('hex')) : hash.digest('hex')
     checkDigest(reader.meta, digest)
     return out
@@ -286,7 +290,7 @@ class Store {
     if (args.isReadable(data)) return this.#op(() => this.#putStream(data))
     const buffer = args.toBuffer(data)
     return this.#op(async () => {
-      const sha256 = contentHash().update(buffer).digest('hex')
+      const sha256 = buffer.length >= OFFLOAD_DIGEST_BYTES ? await this.#digester.digestOf(buffer) : sha256Of(buffer)
       if (!(await this.#holds(sha256, buffer.length))) await this.#write({ key: sha256 }, [buffer], { size: buffer.length, sha256 })
       return sha256
     })

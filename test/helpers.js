@@ -155,6 +155,28 @@ async function damageChunk (base, index) {
   }
 }
 
+// Rewrites a closed store as format 1 wrote it: bare chunk records, metadata without
+// `chunkDigest`, format.json at 1. Format 1 files read, verify and hash as they did.
+async function toFormat1 (storeDir) {
+  for (const dir of fs.readdirSync(storeDir).filter((d) => /^\d{3}\.s$/.test(d))) {
+    const db = await LevelDb.open(path.join(storeDir, dir))
+    const it = db.iterator({ gt: '!m!', lt: 'g' })
+    const ops = []
+    for (let e = await it.next(); e; e = await it.next()) {
+      if (e.key.startsWith('!m!')) {
+        const meta = JSON.parse(e.value)
+        delete meta.chunkDigest
+        ops.push({ type: 'put', key: e.key, value: JSON.stringify(meta) })
+      } else if (!e.key.startsWith('!')) ops.push({ type: 'put', key: e.key, value: e.value.subarray(4) })
+    }
+    await it.end()
+    await db.batch(ops)
+    await db.close()
+  }
+  const file = path.join(storeDir, 'format.json')
+  fs.writeFileSync(file, JSON.stringify({ ...JSON.parse(fs.readFileSync(file, 'utf8')), format: 1 }))
+}
+
 const REF = '00112233445566778899aabbccddeeff00112233'
 
-module.exports = { useTmp, rejects, throws, bytes, sha256, openShardLocks, keysForShards, keyInShard, collect, assertNoStrayChunks, damageChunk, REF }
+module.exports = { useTmp, rejects, throws, bytes, sha256, openShardLocks, keysForShards, keyInShard, collect, assertNoStrayChunks, damageChunk, toFormat1, REF }

@@ -34,41 +34,67 @@ describe('integrity', () => {
     return store.location
   }
 
-  it('a flipped byte fails a full read with EINTEGRITY and returns no bytes', async () => {
+  it('a flipped bit in one chunk on disk fails every read over that chunk with EINTEGRITY naming it; the others read', async () => {
     const dir = await storeWithFile()
-    await tamper(dir, async (db, keys) => {
-      const value = Buffer.from(await db.get(keys[3]))
-      value[17] ^= 0xff
-      await db.put(keys[3], value)
-    })
+    // The chunks into a table file, then one bit of chunk 3's data flipped in that file:
+    // LevelDB reads it back without complaint (it checks no block checksums on reads).
+    await tamper(dir, (db) => db.compactRange('!', '\xff'))
+    const shard = fs.readdirSync(dir).find((d) => /^\d{3}\.s$/.test(d))
+    const table = fs.readdirSync(path.join(dir, shard)).filter((f) => f.endsWith('.ldb'))
+      .map((f) => path.join(dir, shard, f)).sort((a, b) => fs.statSync(b).size - fs.statSync(a).size)[0]
+    const raw = fs.readFileSync(table)
+    const at = raw.indexOf(data.subarray(3 * C + 100, 3 * C + 164))
+    expect(at).to.be.above(0)
+    raw[at + 10] ^= 0x04
+    fs.writeFileSync(table, raw)
+
     const store = t.open()
-    const err = await rejects(store.readFile('f'), 'EINTEGRITY')
-    expect(err).to.include({ expected: require('./helpers').sha256(data) })
-    expect(err.found).to.match(/^[0-9a-f]{64}$/)
+    const key = require('../lib/keys').coerceKey('f').key
+    const damaged = async (read) => {
+      const err = await rejects(read, 'EINTEGRITY')
+      expect(err).to.include({ key, chunk: 3 })
+      expect(err.message).to.contain(key).and.to.contain('chunk 3')
+    }
+    await damaged(store.readFile('f'))
+    await damaged(collect(store.createReadStream('f', { start: 3 * C + 100, end: 3 * C + 100 })))
+    await damaged(collect(store.createReadStream('f', { start: 2 * C, end: 4 * C })))
+    // A stream hands out the chunks before the damaged one, never a byte of it.
     const received = []
     const rs = store.createReadStream('f')
     rs.on('data', (d) => received.push(d))
-    await rejects(new Promise((resolve, reject) => rs.on('end', resolve).on('error', reject)), 'EINTEGRITY')
-    expect(Buffer.concat(received).length).to.be.below(data.length) // the last chunk is withheld
-    // Range reads check chunk indexes and lengths, not the hash: an undamaged range reads.
-    expect(Buffer.concat(await collect(store.createReadStream('f', { start: 0, end: C - 1 }))).equals(data.subarray(0, C))).to.equal(true)
+    await damaged(new Promise((resolve, reject) => rs.on('end', resolve).on('error', reject)))
+    expect(Buffer.concat(received).equals(data.subarray(0, Buffer.concat(received).length))).to.equal(true)
+    expect(Buffer.concat(received).length).to.be.at.most(3 * C)
+    // Ranges over other chunks read.
+    for (const [start, end] of [[0, 3 * C - 1], [4 * C, data.length - 1], [C + 5, 2 * C + 7]]) {
+      expect(Buffer.concat(await collect(store.createReadStream('f', { start, end }))).equals(data.subarray(start, end + 1))).to.equal(true)
+    }
+    const report = await store.verify()
+    expect(report.problems).to.have.length(1)
+    expect(report.problems[0]).to.include({ key, kind: 'file' })
+    expect(report.problems[0].problem).to.contain('chunk 3')
   })
 
-  it('a large file hashed on the digest thread fails with EINTEGRITY too', async () => {
-    const big = bytes(5 * 1024 * 1024 + 3, 'big') // above the size readFile hands to the thread
+  it('a chunk stored under another chunk\'s key fails with EINTEGRITY: the digest covers the key', async () => {
+    const dir = await storeWithFile()
+    await tamper(dir, async (db, keys) => db.put(keys[2], await db.get(keys[1])))
     const store = t.open()
-    await store.writeFile('big', big)
-    expect((await store.readFile('big')).equals(big)).to.equal(true)
-    await store.close()
-    await tamper(store.location, async (db, keys) => {
-      const value = Buffer.from(await db.get(keys[20]))
-      value[0] ^= 1
-      await db.put(keys[20], value)
+    expect((await rejects(store.readFile('f'), 'EINTEGRITY')).chunk).to.equal(2)
+    expect((await rejects(collect(store.createReadStream('f', { start: 2 * C, end: 2 * C })), 'EINTEGRITY')).chunk).to.equal(2)
+  })
+
+  it('the whole-file SHA-256 is still checked by verify(): a chunk rewritten with a matching digest is found', async () => {
+    const dir = await storeWithFile()
+    const { sealChunk } = require('../lib/records')
+    await tamper(dir, async (db, keys) => {
+      const value = Buffer.from(await db.get(keys[4]))
+      value[40] ^= 1
+      await db.put(keys[4], sealChunk(keys[4], value)) // damage that kept a right digest
     })
-    const again = t.open()
-    await rejects(again.readFile('big'), 'EINTEGRITY')
-    await rejects(collect(again.createReadStream('big')), 'EINTEGRITY')
-    await rejects(again.readFile('big'), 'EINTEGRITY') // the thread keeps serving after a failure
+    const store = t.open()
+    const report = await store.verify()
+    expect(report.problems).to.have.length(1)
+    expect(report.problems[0].problem).to.contain('SHA-256')
   })
 
   it('a missing chunk fails full and range reads over it with EINTEGRITY', async () => {
@@ -83,7 +109,7 @@ describe('integrity', () => {
 
   it('a truncated chunk fails with EINTEGRITY', async () => {
     const dir = await storeWithFile()
-    await tamper(dir, async (db, keys) => db.put(keys[6], (await db.get(keys[6])).subarray(0, 10)))
+    await tamper(dir, async (db, keys) => db.put(keys[6], (await db.get(keys[6])).subarray(0, 14)))
     const store = t.open()
     const err = await rejects(store.readFile('f'), 'EINTEGRITY')
     expect(err.message).to.contain('chunk 6 holds 10 bytes, 100 expected')

@@ -119,10 +119,11 @@ describe('space comes back by itself', function () {
       for (const k of chunkKeys) expect(covering(k), k).to.have.length(1)
       for (const piece of plan.pieces) expect(chunkKeys.filter((k) => piece.from <= k && k <= piece.to).length).to.be.at.most(32 * MiB / C)
       expect(plan.pieces).to.have.length.within(3, 5) // the big file in 3, the small ones alone or together
-      const before = await diskUsage(shard.location)
+      // LevelDB's own compactions (the close's flush may start one) can have reclaimed
+      // some or all of it already, depending on timing: what is left must go.
       for (const piece of plan.pieces) await shard.compactPiece(piece)
       await shard.forgetDead(plan)
-      expect(await diskUsage(shard.location)).to.be.below(before - 70 * MiB)
+      expect(await diskUsage(shard.location)).to.be.below(8 * MiB)
       expect(shard.dead).to.equal(0)
       expect((await shard.reclaimPlan()).pieces).to.deep.equal([])
     } finally {

@@ -1,0 +1,190 @@
+'use strict'
+
+// Format 2 (a digest in every chunk record) reads stores that format 1 made: their
+// files read and verify as before, and the store's new writes use the new records.
+const { expect } = require('chai')
+const fs = require('node:fs')
+const path = require('node:path')
+const { spawnSync } = require('node:child_process')
+const { LevelDb } = require('../lib/leveldb')
+const { Digester } = require('../lib/digester')
+const { coerceKey } = require('../lib/keys')
+const { useTmp, rejects, bytes, sha256, collect, toFormat1 } = require('./helpers')
+
+const FIXTURE = path.join(__dirname, 'fixtures', 'format-1')
+const BIN = path.join(__dirname, '..', 'bin', 'kfs.js')
+// What test/fixtures/format-1.make.js stored, made by kfs at commit a46a3c9.
+const seeded = (n, seed) => {
+  const out = Buffer.alloc(n)
+  let h = Buffer.from(seed)
+  for (let o = 0; o < n; o += 32) {
+    h = require('node:crypto').createHash('sha256').update(h).digest()
+    h.copy(out, o)
+  }
+  return out
+}
+const MULTI = seeded(6 * 1024 + 100, 'multi')
+const PUT = seeded(3000, 'put')
+
+const readFormat = (dir) => JSON.parse(fs.readFileSync(path.join(dir, 'format.json'), 'utf8'))
+
+async function rawMeta (dir, key) {
+  for (const shard of fs.readdirSync(dir).filter((d) => /^\d{3}\.s$/.test(d))) {
+    const db = await LevelDb.open(path.join(dir, shard))
+    try {
+      const raw = await db.get('!m!' + key)
+      if (raw) return JSON.parse(raw)
+    } finally {
+      await db.close()
+    }
+  }
+}
+
+// Flips one byte of chunk `index` of `key` in the closed store at dir, as stored.
+async function flipChunkByte (dir, key, index, at = 5) {
+  for (const shard of fs.readdirSync(dir).filter((d) => /^\d{3}\.s$/.test(d))) {
+    const db = await LevelDb.open(path.join(dir, shard))
+    try {
+      const it = db.iterator({ gt: `${key} `, lt: `${key} ~` })
+      const entries = []
+      for (let e = await it.next(); e; e = await it.next()) entries.push(e)
+      await it.end()
+      const entry = entries.find((e) => Number(e.key.split(' ')[2]) === index)
+      if (!entry) continue
+      const value = Buffer.from(entry.value)
+      value[at] ^= 0xff
+      await db.put(entry.key, value)
+      return
+    } finally {
+      await db.close()
+    }
+  }
+  throw new Error(`no chunk ${index} of ${key}`)
+}
+
+describe('on-disk format', () => {
+  const t = useTmp()
+
+  function fixtureCopy () {
+    const dir = path.join(t.dir, 'format-1')
+    fs.cpSync(FIXTURE, dir, { recursive: true })
+    return dir
+  }
+
+  it('new stores are format 2 and every file written has chunk digests', async () => {
+    const store = t.open()
+    await store.writeFile('f', bytes(300 * 1024))
+    await store.close()
+    expect(readFormat(store.location).format).to.equal(2)
+    expect(await rawMeta(store.location, coerceKey('f').key)).to.include({ chunkDigest: 'crc32' })
+  })
+
+  it('a store made by format 1 opens, reads and verifies, and is upgraded to format 2 for new writes', async () => {
+    const dir = fixtureCopy()
+    const before = readFormat(dir)
+    expect(before.format).to.equal(1)
+    const store = t.open(undefined, 'format-1')
+    expect((await store.readFile('multi')).equals(MULTI)).to.equal(true)
+    expect((await store.readFile('small')).toString()).to.equal('a small file')
+    expect((await store.readFile('empty')).length).to.equal(0)
+    expect((await store.readFile(sha256(PUT))).equals(PUT)).to.equal(true)
+    expect(Buffer.concat(await collect(store.createReadStream('multi', { start: 1000, end: 5000 }))).equals(MULTI.subarray(1000, 5001))).to.equal(true)
+    expect((await store.stat('multi')).size).to.equal(MULTI.length)
+    expect(await collect(store.list())).to.have.length(4)
+    expect(await store.verify()).to.deep.include({ files: 4, problems: [] })
+    const after = readFormat(dir)
+    expect(after).to.include({ format: 2, referenceId: before.referenceId, chunkSize: 1024, created: before.created })
+    expect(after.upgraded).to.be.a('string')
+
+    // New writes use the new records, old files stay as they were and readable.
+    await store.writeFile('new', bytes(5000))
+    expect(await store.put(PUT)).to.equal(sha256(PUT)) // content already stored
+    await store.close()
+    expect(await rawMeta(dir, coerceKey('new').key)).to.include({ chunkDigest: 'crc32' })
+    expect(await rawMeta(dir, coerceKey('multi').key)).to.not.have.property('chunkDigest')
+    const again = t.open(undefined, 'format-1')
+    expect((await again.readFile('multi')).equals(MULTI)).to.equal(true)
+    expect((await again.readFile('new')).equals(bytes(5000))).to.equal(true)
+    expect(await again.verify()).to.deep.include({ files: 5, problems: [] })
+  })
+
+  it('a damaged format 1 file: whole reads and verify find it by its SHA-256; range reads are not checked', async () => {
+    const dir = fixtureCopy()
+    const key = coerceKey('multi').key
+    await flipChunkByte(dir, key, 2)
+    const store = t.open(undefined, 'format-1')
+    const err = await rejects(store.readFile('multi'), 'EINTEGRITY')
+    expect(err.message).to.contain('SHA-256')
+    await rejects(collect(store.createReadStream('multi')), 'EINTEGRITY')
+    // Format 1 kept no chunk digests: a range over the damaged chunk returns its bytes.
+    const range = Buffer.concat(await collect(store.createReadStream('multi', { start: 2048, end: 3071 })))
+    expect(range.equals(MULTI.subarray(2048, 3072))).to.equal(false)
+    const report = await store.verify()
+    expect(report.problems).to.have.length(1)
+    expect(report.problems[0]).to.include({ key, kind: 'file' })
+    expect(report.problems[0].problem).to.contain('SHA-256')
+  })
+
+  describe('large format 1 files, hashed on the digest thread by readFile', () => {
+    const big = bytes(5 * 1024 * 1024 + 3, 'big') // above the size readFile hands to the thread
+
+    async function format1Store () {
+      const store = t.open()
+      await store.writeFile('big', big)
+      await store.close()
+      await toFormat1(store.location)
+      return t.open()
+    }
+
+    it('read whole, and fail with EINTEGRITY when damaged', async () => {
+      const store = await format1Store()
+      expect((await store.readFile('big')).equals(big)).to.equal(true)
+      await store.close()
+      await flipChunkByte(store.location, coerceKey('big').key, 20, 0)
+      const again = t.open()
+      await rejects(again.readFile('big'), 'EINTEGRITY')
+      await rejects(collect(again.createReadStream('big')), 'EINTEGRITY')
+      await rejects(again.readFile('big'), 'EINTEGRITY') // the thread keeps serving after a failure
+    })
+
+    it('read whole when the thread dies mid-read: the copy is hashed inline', async () => {
+      const store = await format1Store()
+      const realUpdate = Digester.prototype.update
+      let killed = false
+      Digester.prototype.update = function (...args) {
+        if (!killed) {
+          killed = true
+          this.worker.terminate()
+        }
+        return realUpdate.apply(this, args)
+      }
+      try {
+        expect((await store.readFile('big')).equals(big)).to.equal(true)
+      } finally {
+        Digester.prototype.update = realUpdate
+      }
+      expect(killed).to.equal(true)
+      expect((await store.readFile('big')).equals(big)).to.equal(true) // a new thread starts
+    })
+  })
+
+  it('kfs get, whole or a range, fails over a damaged chunk, naming it, and writes no file', async () => {
+    const store = t.open({ chunkSize: 1024 })
+    const data = bytes(8 * 1024)
+    await store.writeFile('f', data)
+    await store.close()
+    await flipChunkByte(store.location, coerceKey('f').key, 5, 100)
+    const get = (...args) => spawnSync(process.execPath, [BIN, '-d', store.location, 'get', 'f', ...args], { encoding: 'utf8' })
+    for (const args of [[], ['--start', '5000', '--end', '5200']]) {
+      const target = path.join(t.dir, 'out')
+      const r = get(...args, target)
+      expect(r.status, r.stderr).to.not.equal(0)
+      expect(r.stderr).to.contain('is damaged: chunk 5 does not match its CRC32')
+      expect(r.stderr).to.not.match(/\n\s+at /) // no stack trace
+      expect(fs.existsSync(target)).to.equal(false)
+    }
+    const r = get('--start', '0', '--end', '4095', path.join(t.dir, 'ok'))
+    expect(r.status, r.stderr).to.equal(0)
+    expect(fs.readFileSync(path.join(t.dir, 'ok')).equals(data.subarray(0, 4096))).to.equal(true)
+  })
+})
