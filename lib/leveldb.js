@@ -7,6 +7,7 @@ const fs = require('node:fs/promises')
 const path = require('node:path')
 const leveldown = require('leveldown')
 const { shardName } = require('./routing')
+const { guardedOpen, settleForRepair } = require('./log-guard')
 const errors = require('./errors')
 
 // Tuned for 128 KiB values (perf/throughput.js): no compression (stored files are
@@ -49,15 +50,23 @@ class LevelDb {
       }
     }
     const db = leveldown(location)
-    return new Promise((resolve, reject) => {
-      db.open({ ...DEFAULTS, ...tuning, createIfMissing, errorIfExists }, (err) => {
-        if (err) reject(classifyOpenError(err))
-        else resolve(new LevelDb(db, location, shard))
-      })
+    // LevelDB forgets a log it could not open (out of descriptors): lib/log-guard.js.
+    await guardedOpen(location, {
+      open: () => new Promise((resolve, reject) => {
+        db.open({ ...DEFAULTS, ...tuning, createIfMissing, errorIfExists }, (err) => (err ? reject(classifyOpenError(err)) : resolve()))
+      }),
+      close: () => new Promise((resolve) => db.close(() => resolve())),
+      classify: (status) => classifyOpenError(new Error(status))
     })
+    return new LevelDb(db, location, shard)
   }
 
-  static repair (location, shard) {
+  static async repair (location, shard) {
+    try {
+      await settleForRepair(location) // logs an interrupted open left aside
+    } catch (err) {
+      throw classify(err, shard)
+    }
     return new Promise((resolve, reject) => leveldown.repair(location, (err) => (err ? reject(classify(err, shard)) : resolve())))
   }
 
