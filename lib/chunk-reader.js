@@ -5,6 +5,11 @@ const { readAheadShape, MAX_EACH } = require('./read-ahead')
 const { CHUNK_HEADER, chunkIntact } = require('./records')
 const errors = require('./errors')
 
+// Only for perf/throughput.js, to measure what checking costs: a read stream or
+// readFile given this option (a symbol, so no caller sets it by accident) skips the
+// chunk digests. Not part of the API.
+const UNCHECKED = Symbol.for('kfs.perf.unchecked')
+
 // A reader retries when a commit replaced the version it was about to read; past this
 // many replacements in a row it gives up rather than spin.
 const MAX_ATTEMPTS = 100
@@ -18,10 +23,10 @@ const MAX_ATTEMPTS = 100
 class ChunkReader {
   // sha256: 'always' also checks a whole read's SHA-256 when the chunks have digests
   // (verify()); false never (readFile checks it itself, on the Digester's thread).
-  constructor ({ shard, meta, chunkSize, first, last, start, end, iterator, entry, release, sha256 }) {
-    Object.assign(this, { shard, meta, chunkSize, last, start, end, iterator, release })
+  constructor ({ shard, meta, chunkSize, first, last, start, end, iterator, entries = [], release, sha256, unchecked = false }) {
+    Object.assign(this, { shard, meta, chunkSize, last, start, end, iterator, release, unchecked })
     this.index = first
-    this.entry = entry // the first chunk, read by open()
+    this.entries = entries // chunks read by open(): the first, or all of a short range
     this.header = meta.chunkDigest ? CHUNK_HEADER : 0
     this.hash = this.checksSha256(sha256) ? contentHash() : undefined
     this.length = Math.max(0, end - start + 1)
@@ -37,7 +42,7 @@ class ChunkReader {
   // the most, the binding fetches 1 MiB per trip and 2 MiB of chunks wait queued, so it
   // fetches the next batch on its thread while this one is hashed and copied
   // (perf/throughput.js).
-  static async open ({ shard, key, chunkSize, range = {}, release, sha256, aheadBytes = MAX_EACH }) {
+  static async open ({ shard, key, chunkSize, range = {}, release, sha256, unchecked, aheadBytes = MAX_EACH }) {
     const { chunkKeys } = shard
     for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
       const meta = await shard.getMeta(key)
@@ -45,10 +50,25 @@ class ChunkReader {
       const start = range.start || 0
       if (start > meta.size) throw errors.invalidValue('start', `(${start}) is beyond the end of file ${key} (${meta.size} bytes)`, { key })
       const end = Math.min(range.end === undefined ? Infinity : range.end, meta.size - 1)
-      const base = { shard, meta, chunkSize, start, end, release, sha256 }
+      const base = { shard, meta, chunkSize, start, end, release, sha256, unchecked }
       if (end < start) return new ChunkReader({ ...base, first: 0, last: -1 })
       const first = Math.floor(start / chunkSize)
       const last = Math.floor(end / chunkSize)
+      // A range that fits in the reader's read-ahead is fetched with one get per chunk,
+      // all at once: LevelDB reads them on several threads, and an iterator would take
+      // two trips (the binding fetches one entry first). Gets see no snapshot: a chunk
+      // missing because a commit replaced the version meanwhile means reading again.
+      if (last - first < Math.max(1, Math.floor(aheadBytes / chunkSize))) {
+        // Each chunk is checked as it arrives, while LevelDB still reads the others.
+        const check = meta.chunkDigest && !unchecked
+        const keys = Array.from({ length: last - first + 1 }, (_, i) => chunkKeys.key(key, meta.version, first + i))
+        const entries = await Promise.all(keys.map((k) => shard.db.get(k).then((value) => ({ key: k, value, intact: check && value ? chunkIntact(k, value) : undefined }))))
+        const missing = entries.findIndex((e) => e.value === undefined)
+        if (missing === -1) return new ChunkReader({ ...base, first, last, entries })
+        const now = await shard.getMeta(key)
+        if (now && now.version === meta.version) throw errors.integrity(key, `chunk ${first + missing} is missing`, { chunk: first + missing })
+        continue
+      }
       const firstKey = chunkKeys.key(key, meta.version, first)
       const iterator = shard.db.iterator({ gte: firstKey, lte: chunkKeys.key(key, meta.version, last), ...readAheadShape(aheadBytes, chunkSize) })
       let entry
@@ -58,7 +78,7 @@ class ChunkReader {
         await iterator.end()
         throw err
       }
-      if (entry && entry.key === firstKey) return new ChunkReader({ ...base, first, last, iterator, entry })
+      if (entry && entry.key === firstKey) return new ChunkReader({ ...base, first, last, iterator, entries: [entry] })
       await iterator.end()
       const now = await shard.getMeta(key)
       if (now && now.version === meta.version) throw errors.integrity(key, `chunk ${first} is missing`, { chunk: first })
@@ -67,11 +87,7 @@ class ChunkReader {
   }
 
   async #nextEntry () {
-    const entry = this.entry
-    if (entry) {
-      this.entry = undefined
-      return entry
-    }
+    if (this.entries.length) return this.entries.shift()
     return this.iterator ? this.iterator.next() : undefined
   }
 
@@ -88,9 +104,7 @@ class ChunkReader {
     if (entry.value.length !== header + expectedLength) {
       throw errors.integrity(meta.key, `chunk ${index} holds ${entry.value.length - header} bytes, ${expectedLength} expected`, { chunk: index })
     }
-    if (header && !chunkIntact(entry.key, entry.value)) {
-      throw errors.integrity(meta.key, `chunk ${index} does not match its CRC32`, { chunk: index })
-    }
+    if (header && !this.unchecked && !(entry.intact ?? chunkIntact(entry.key, entry.value))) throw damaged(meta.key, index)
     const data = header ? entry.value.subarray(header) : entry.value
     if (this.hash) {
       this.hash.update(data)
@@ -111,7 +125,7 @@ class ChunkReader {
     this.iterator = undefined
     this.release = undefined
     this.index = this.last + 1
-    this.entry = undefined
+    this.entries = []
     try {
       if (iterator) await iterator.end()
     } finally {
@@ -120,8 +134,12 @@ class ChunkReader {
   }
 }
 
+function damaged (key, index) {
+  return errors.integrity(key, `chunk ${index} does not match its CRC32`, { chunk: index })
+}
+
 function checkDigest (meta, found) {
   if (found !== meta.sha256) throw errors.integrity(meta.key, 'its content does not match its SHA-256', { expected: meta.sha256, found })
 }
 
-module.exports = { ChunkReader, checkDigest }
+module.exports = { ChunkReader, checkDigest, UNCHECKED }

@@ -8,7 +8,7 @@ const { coerceKey, contentHash, sha256Of } = require('./keys')
 const { shardFor } = require('./routing')
 const { ChunkKeys } = require('./records')
 const { ChunkWriter } = require('./chunk-writer')
-const { ChunkReader, checkDigest } = require('./chunk-reader')
+const { ChunkReader, checkDigest, UNCHECKED } = require('./chunk-reader')
 const { Digester } = require('./digester')
 const { WriteBudget } = require('./write-budget')
 const { ReadAhead } = require('./read-ahead')
@@ -199,7 +199,7 @@ class Store {
     }
   }
 
-  async #openReader (key, range, { sha256 } = {}) {
+  async #openReader (key, range, { sha256, unchecked } = {}) {
     const index = this.#route(key)
     if (!this.#shards.has(index)) throw errors.notFound(key)
     return this.#shards.withRoom(async () => {
@@ -211,7 +211,7 @@ class Store {
         this.#shards.release(shard)
       }
       try {
-        return await ChunkReader.open({ shard, key, chunkSize: this.chunkSize, range, release, sha256, aheadBytes: share.bytes })
+        return await ChunkReader.open({ shard, key, chunkSize: this.chunkSize, range, release, sha256, unchecked, aheadBytes: share.bytes })
       } catch (err) {
         release()
         throw err
@@ -227,10 +227,11 @@ class Store {
     await this.#op(() => this.#write(target, [buffer], { size: buffer.length, sha256 }))
   }
 
-  async readFile (key) {
+  async readFile (key, options) {
     const { key: k } = coerceKey(key)
+    const unchecked = Boolean(options && options[UNCHECKED])
     return this.#op(async () => {
-      const reader = await this.#openReader(k, {}, { sha256: false })
+      const reader = await this.#openReader(k, {}, { sha256: false, unchecked })
       try {
         if (reader.length > MAX_LENGTH) throw errors.tooBigToRead(k, reader.length)
         return await this.#readWhole(reader)
@@ -278,9 +279,10 @@ class Store {
   createReadStream (key, options) {
     const { key: k } = coerceKey(key)
     const range = args.range(options)
+    const unchecked = Boolean(options && options[UNCHECKED])
     return this.#track(new ReadStream(() => {
       if (this.#closed) return Promise.reject(errors.closed())
-      return this.open().then(() => this.#openReader(k, range))
+      return this.open().then(() => this.#openReader(k, range, { unchecked }))
     }))
   }
 
