@@ -1,13 +1,19 @@
 'use strict'
 
-// Worker side of Digester: one SHA-256 per job id, fed in order.
+// Worker side of Digester: one SHA-256 per job id, fed in order, or a check of chunk
+// records against their digests.
 const { parentPort } = require('node:worker_threads')
 const { contentHash } = require('./keys')
+const { chunkIntact } = require('./records')
 
 const jobs = new Map()
 
-parentPort.on('message', ({ id, data, ack, done, cancel }) => {
+parentPort.on('message', ({ id, data, ack, done, cancel, keys, records }) => {
   if (cancel) return jobs.delete(id)
+  if (keys) {
+    const bad = keys.findIndex((key, i) => !chunkIntact(key, Buffer.from(records[i].buffer, records[i].byteOffset, records[i].byteLength)))
+    return parentPort.postMessage({ id, bad })
+  }
   let hash = jobs.get(id)
   if (!hash) jobs.set(id, (hash = contentHash()))
   if (data) hash.update(data)

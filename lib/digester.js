@@ -71,16 +71,29 @@ class Digester {
     }
   }
 
+  // Resolves to the position of the first chunk record that does not match its digest,
+  // or -1. The records are handed over: the caller must not use them afterwards.
+  // Rejects if the thread fails.
+  checkChunks (keys, records) {
+    if (!this.worker) this.#start()
+    const id = this.nextId++
+    const checked = new Promise((resolve, reject) => this.pending.set(id, { resolve, reject, acks: [] }))
+    this.worker.ref()
+    const own = records.map((r) => (r.byteOffset === 0 && r.byteLength === r.buffer.byteLength && !(r.buffer instanceof SharedArrayBuffer) ? r : new Uint8Array(r)))
+    this.worker.postMessage({ id, keys, records: own }, own.map((r) => r.buffer))
+    return checked
+  }
+
   #start () {
     this.worker = new Worker(path.join(__dirname, 'digest-thread.js'))
     this.worker.unref()
-    this.worker.on('message', ({ id, digest, acked }) => {
+    this.worker.on('message', ({ id, digest, acked, bad }) => {
       const job = this.pending.get(id)
       if (!job) return
       if (acked) return job.acks.shift()()
       this.pending.delete(id)
       this.#idle()
-      job.resolve(digest)
+      job.resolve(bad ?? digest)
     })
     const worker = this.worker
     this.worker.on('error', (err) => this.#fail(worker, err))

@@ -63,7 +63,7 @@ class ChunkKeys {
 const CHUNK_DIGEST = 'crc32'
 const CHUNK_HEADER = 4
 
-// A record for `length` bytes of data, its header left to seal().
+// A record for `length` bytes of data, its header left for sealChunk().
 const newChunkRecord = (length) => Buffer.allocUnsafeSlow(CHUNK_HEADER + length)
 
 function chunkDigest (chunkKey, record) {

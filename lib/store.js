@@ -6,7 +6,7 @@ const { constants: { MAX_LENGTH } } = require('node:buffer')
 const { parseOptions } = require('./options')
 const { coerceKey, contentHash, sha256Of } = require('./keys')
 const { shardFor } = require('./routing')
-const { ChunkKeys } = require('./records')
+const { ChunkKeys, CHUNK_HEADER, chunkIntact } = require('./records')
 const { ChunkWriter } = require('./chunk-writer')
 const { ChunkReader, checkDigest, UNCHECKED } = require('./chunk-reader')
 const { Digester } = require('./digester')
@@ -27,6 +27,10 @@ const LIST_AHEAD = 16
 // Below this, put(buffer) and a whole-file read of a format 1 file hash inline: handing
 // bytes to a thread costs more.
 const OFFLOAD_DIGEST_BYTES = 4 * 1024 * 1024
+// Chunks readFile sends to the Digester's thread to check at a time.
+const CHECK_BATCH = 8
+// readFile's way of saying that the thread checking its chunks failed.
+const THREAD_FAILED = Symbol('the digest thread failed')
 // writeFile hashes data up to this size in one call (larger, chunk by chunk as it goes).
 const ONE_CALL_HASH = 1024 * 1024
 
@@ -231,37 +235,76 @@ class Store {
     const { key: k } = coerceKey(key)
     const unchecked = Boolean(options && options[UNCHECKED])
     return this.#op(async () => {
-      const reader = await this.#openReader(k, {}, { sha256: false, unchecked })
-      try {
-        if (reader.length > MAX_LENGTH) throw errors.tooBigToRead(k, reader.length)
-        return await this.#readWhole(reader)
-      } finally {
-        await reader.close()
+      for (let offload = true; ; offload = false) {
+        // The reader leaves the chunk digests to #readChecked.
+        const reader = await this.#openReader(k, {}, { sha256: false, unchecked: true })
+        try {
+          if (reader.length > MAX_LENGTH) throw errors.tooBigToRead(k, reader.length)
+          if (!reader.meta.chunkDigest) return await this.#readFormat1(reader)
+          const check = unchecked ? 'no' : offload && reader.length >= OFFLOAD_DIGEST_BYTES ? 'thread' : 'here'
+          return await this.#readChecked(reader, check)
+        } catch (err) {
+          if (err !== THREAD_FAILED) throw err
+        } finally {
+          await reader.close()
+        }
       }
     })
   }
 
-  // Chunks with digests are checked by the reader. A file written by format 1 has none:
-  // its SHA-256 is checked here, for a large file on the Digester's thread while this
-  // one copies; each chunk is handed over once copied, so it is never touched twice
-  // here. If the thread fails, the copy is hashed here instead.
-  async #readWhole (reader) {
-    const legacy = !reader.meta.chunkDigest
-    const job = legacy && reader.length >= OFFLOAD_DIGEST_BYTES ? this.#digester.begin() : undefined
-    const hash = legacy && !job ? contentHash() : undefined
+  // Checks every chunk's digest, `check` 'here' or 'thread': on the Digester's thread
+  // once copied into place, CHECK_BATCH at a time, while this thread copies the next;
+  // nothing is returned before every one matched. Should the thread fail, the records
+  // it held are gone: THREAD_FAILED, and readFile reads again, checking here. ('no' is
+  // for perf/throughput.js.)
+  async #readChecked (reader, check) {
+    const out = Buffer.allocUnsafe(reader.length)
+    const { shard, meta } = reader
+    const checks = []
+    let batch = { first: 0, keys: [], records: [] }
+    const send = () => {
+      const { first, keys, records } = batch
+      checks.push(this.#digester.checkChunks(keys, records).then((bad) => (bad === -1 ? -1 : first + bad)))
+      checks[checks.length - 1].catch(() => {}) // awaited below
+      batch = { first: first + keys.length, keys: [], records: [] }
+    }
+    let offset = 0
+    for (let index = 0, piece = await reader.read(); piece; index++, piece = await reader.read()) {
+      // A whole chunk: its record is the data and the header before it.
+      const chunkKey = shard.chunkKeys.key(meta.key, meta.version, index)
+      const record = Buffer.from(piece.buffer, piece.byteOffset - CHUNK_HEADER, piece.length + CHUNK_HEADER)
+      if (check === 'here' && !chunkIntact(chunkKey, record)) checks.push(index)
+      offset += piece.copy(out, offset)
+      if (check !== 'thread') continue
+      batch.keys.push(chunkKey)
+      batch.records.push(record)
+      if (batch.keys.length === CHECK_BATCH) send()
+    }
+    if (batch.keys.length) send()
+    const bad = (await Promise.all(checks).catch(() => { throw THREAD_FAILED })).find((i) => i !== -1)
+    if (bad !== undefined) throw errors.integrity(meta.key, `chunk ${bad} does not match its CRC32`, { chunk: bad })
+    return out
+  }
+
+  // A file written by format 1 has no chunk digests: its SHA-256 is checked here, for a
+  // large file on the Digester's thread while this one copies; each chunk is handed
+  // over once copied, so it is never touched twice here. If the thread fails, the copy
+  // is hashed here instead.
+  async #readFormat1 (reader) {
+    const job = reader.length >= OFFLOAD_DIGEST_BYTES ? this.#digester.begin() : undefined
+    const hash = job ? undefined : contentHash()
     const out = Buffer.allocUnsafe(reader.length)
     let offset = 0
     try {
       for (let piece = await reader.read(); piece; piece = await reader.read()) {
         offset += piece.copy(out, offset)
         if (job) this.#digester.update(job, piece)
-        else if (hash) hash.update(piece)
+        else hash.update(piece)
       }
     } catch (err) {
       if (job) this.#digester.cancel(job)
       throw err
     }
-    if (!legacy) return out
     const digest = job ? await this.#digester.finish(job).catch(() => contentHash().update(out).digest('hex')) : hash.digest('hex')
     checkDigest(reader.meta, digest)
     return out

@@ -4,6 +4,7 @@ const { expect } = require('chai')
 const fs = require('node:fs')
 const path = require('node:path')
 const { LevelDb } = require('../lib/leveldb')
+const { Digester } = require('../lib/digester')
 const { useTmp, rejects, bytes, collect } = require('./helpers')
 
 const C = 1024
@@ -95,6 +96,42 @@ describe('integrity', () => {
     const report = await store.verify()
     expect(report.problems).to.have.length(1)
     expect(report.problems[0].problem).to.contain('SHA-256')
+  })
+
+  it('a large file, its chunks checked on the digest thread by readFile, fails with EINTEGRITY naming the chunk', async () => {
+    const big = bytes(5 * 1024 * 1024 + 3, 'big') // above the size readFile checks on the thread
+    const store = t.open()
+    await store.writeFile('big', big)
+    expect((await store.readFile('big')).equals(big)).to.equal(true)
+    await store.close()
+    await tamper(store.location, async (db, keys) => {
+      const value = Buffer.from(await db.get(keys[20]))
+      value[100] ^= 1
+      await db.put(keys[20], value)
+    })
+    const again = t.open()
+    expect((await rejects(again.readFile('big'), 'EINTEGRITY')).chunk).to.equal(20)
+    expect((await rejects(again.readFile('big'), 'EINTEGRITY')).chunk).to.equal(20) // the thread keeps serving
+    expect((await rejects(collect(again.createReadStream('big')), 'EINTEGRITY')).chunk).to.equal(20)
+  })
+
+  it('readFile reads again, checking on its own thread, when the digest thread dies mid-check', async () => {
+    const big = bytes(6 * 1024 * 1024 + 5, 'big')
+    const store = t.open()
+    await store.writeFile('big', big)
+    const realCheck = Digester.prototype.checkChunks
+    let killed = 0
+    Digester.prototype.checkChunks = function (...args) {
+      if (killed++ === 2) this.worker.terminate()
+      return realCheck.apply(this, args)
+    }
+    try {
+      expect((await store.readFile('big')).equals(big)).to.equal(true)
+    } finally {
+      Digester.prototype.checkChunks = realCheck
+    }
+    expect(killed).to.be.above(2)
+    expect((await store.readFile('big')).equals(big)).to.equal(true) // a new thread starts
   })
 
   it('a missing chunk fails full and range reads over it with EINTEGRITY', async () => {
