@@ -255,6 +255,7 @@ async function runMemoryChild ({ direction, size, dir }) {
 async function main () {
   const args = parseArgs(process.argv.slice(2))
   if (args.child) return runMemoryChild(args.child)
+  fs.mkdirSync(args.dir, { recursive: true })
   const base = fs.mkdtempSync(path.join(args.dir, 'kfs-perf-'))
   const need = Math.max(...args.sizes) * MiB * 6
   const { bavail, bsize } = fs.statfsSync(base)
