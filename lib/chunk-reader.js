@@ -104,7 +104,7 @@ class ChunkReader {
     if (entry.value.length !== header + expectedLength) {
       throw errors.integrity(meta.key, `chunk ${index} holds ${entry.value.length - header} bytes, ${expectedLength} expected`, { chunk: index })
     }
-    if (header && !this.unchecked && !(entry.intact ?? chunkIntact(entry.key, entry.value))) throw damaged(meta.key, index)
+    if (header && !this.unchecked && !(entry.intact ?? chunkIntact(entry.key, entry.value))) throw damagedChunk(meta.key, index)
     const data = header ? entry.value.subarray(header) : entry.value
     if (this.hash) {
       this.hash.update(data)
@@ -134,7 +134,7 @@ class ChunkReader {
   }
 }
 
-function damaged (key, index) {
+function damagedChunk (key, index) {
   return errors.integrity(key, `chunk ${index} does not match its CRC32`, { chunk: index })
 }
 
@@ -142,4 +142,4 @@ function checkDigest (meta, found) {
   if (found !== meta.sha256) throw errors.integrity(meta.key, 'its content does not match its SHA-256', { expected: meta.sha256, found })
 }
 
-module.exports = { ChunkReader, checkDigest, UNCHECKED }
+module.exports = { ChunkReader, checkDigest, damagedChunk, UNCHECKED }

@@ -8,7 +8,7 @@ const { coerceKey, contentHash, sha256Of } = require('./keys')
 const { shardFor } = require('./routing')
 const { ChunkKeys, CHUNK_HEADER, chunkIntact } = require('./records')
 const { ChunkWriter } = require('./chunk-writer')
-const { ChunkReader, checkDigest, UNCHECKED } = require('./chunk-reader')
+const { ChunkReader, checkDigest, damagedChunk, UNCHECKED } = require('./chunk-reader')
 const { Digester } = require('./digester')
 const { WriteBudget } = require('./write-budget')
 const { ReadAhead } = require('./read-ahead')
@@ -273,7 +273,7 @@ class Store {
       // A whole chunk: its record is the data and the header before it.
       const chunkKey = shard.chunkKeys.key(meta.key, meta.version, index)
       const record = Buffer.from(piece.buffer, piece.byteOffset - CHUNK_HEADER, piece.length + CHUNK_HEADER)
-      if (check === 'here' && !chunkIntact(chunkKey, record)) checks.push(index)
+      if (check === 'here' && !chunkIntact(chunkKey, record)) throw damagedChunk(meta.key, index)
       offset += piece.copy(out, offset)
       if (check !== 'thread') continue
       batch.keys.push(chunkKey)
@@ -282,7 +282,7 @@ class Store {
     }
     if (batch.keys.length) send()
     const bad = (await Promise.all(checks).catch(() => { throw THREAD_FAILED })).find((i) => i !== -1)
-    if (bad !== undefined) throw errors.integrity(meta.key, `chunk ${bad} does not match its CRC32`, { chunk: bad })
+    if (bad !== undefined) throw damagedChunk(meta.key, bad)
     return out
   }
 
