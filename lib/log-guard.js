@@ -10,6 +10,7 @@
 // again, numbered to be replayed at the next open, and this open fails with the cause.
 const fs = require('node:fs/promises')
 const path = require('node:path')
+const { syncDir } = require('./sync-dir')
 
 const LOG_FILE = /^(\d+)\.log$/
 const KEPT_FILE = /^kfs-kept-(\d+)\.log$/ // not a name LevelDB's ParseFileName accepts
@@ -311,14 +312,5 @@ async function unlinkIfThere (file) {
   })
 }
 
-// A new, renamed or removed entry is durable only once its directory is synced.
-async function syncDir (dir) {
-  const handle = await fs.open(dir, 'r')
-  try {
-    await handle.sync()
-  } finally {
-    await handle.close()
-  }
-}
 
 module.exports = { guardedOpen, settleForRepair, readManifest, parseManifest, logName, keptName }

@@ -5,7 +5,7 @@ const path = require('node:path')
 const crypto = require('node:crypto')
 const { LevelDb } = require('./leveldb')
 const { shardName } = require('./routing')
-const { syncDir } = require('./store-dir')
+const { syncDir } = require('./sync-dir')
 const records = require('./records')
 const errors = require('./errors')
 

@@ -3,6 +3,7 @@
 const fs = require('node:fs/promises')
 const path = require('node:path')
 const crypto = require('node:crypto')
+const { syncDir } = require('./sync-dir')
 const { LevelDb } = require('./leveldb')
 const { SHARD_COUNT, shardName } = require('./routing')
 const { DiskReserve } = require('./disk-space')
@@ -146,14 +147,5 @@ async function readFormat (dir) {
   return format
 }
 
-// A rename or a new entry is durable only once its directory is synced.
-async function syncDir (dir) {
-  const handle = await fs.open(dir, 'r')
-  try {
-    await handle.sync()
-  } finally {
-    await handle.close()
-  }
-}
 
-module.exports = { openStoreDir, shardDirName, syncDir, FORMAT_VERSION }
+module.exports = { openStoreDir, shardDirName, FORMAT_VERSION }

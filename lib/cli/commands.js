@@ -8,7 +8,7 @@ const { Progress } = require('./progress')
 const { Output } = require('./output')
 const { humanSize, table, escapeField } = require('./text')
 const { diskUsage } = require('../disk-space')
-const { syncDir } = require('../store-dir')
+const { syncDir } = require('../sync-dir')
 const { shardName } = require('../routing')
 const args = require('../args')
 
