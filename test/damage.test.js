@@ -6,9 +6,8 @@ const fs = require('node:fs')
 const path = require('node:path')
 const { spawn } = require('node:child_process')
 const { LevelDb } = require('../lib/leveldb')
-const { Digester } = require('../lib/digester')
 const { ChunkWriter } = require('../lib/chunk-writer')
-const { useTmp, rejects, bytes, sha256, collect, keyInShard, REF } = require('./helpers')
+const { useTmp, rejects, bytes, sha256, collect, keyInShard, REF, killingDigestThread } = require('./helpers')
 
 const C = 1024
 const ROOT = path.join(__dirname, '..')
@@ -224,22 +223,8 @@ describe('damage is named', () => {
     it('the digest thread dying mid-put does not fail put(buffer): the bytes are hashed inline', async () => {
       const store = t.open()
       const data = bytes(20 * 1024 * 1024 + 5, 'worker')
-      const realUpdate = Digester.prototype.update
-      let killed = false
-      Digester.prototype.update = function (...args) {
-        if (!killed) {
-          killed = true
-          this.worker.terminate()
-        }
-        return realUpdate.apply(this, args)
-      }
       let key
-      try {
-        key = await store.put(data)
-      } finally {
-        Digester.prototype.update = realUpdate
-      }
-      expect(killed).to.equal(true)
+      expect(await killingDigestThread('update', 0, async () => (key = await store.put(data)))).to.be.above(0)
       expect(key).to.equal(sha256(data))
       expect((await store.readFile(key)).equals(data)).to.equal(true)
       expect(await store.put(data)).to.equal(key) // a new thread starts

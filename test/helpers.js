@@ -177,6 +177,24 @@ async function toFormat1 (storeDir) {
   fs.writeFileSync(file, JSON.stringify({ ...JSON.parse(fs.readFileSync(file, 'utf8')), format: 1 }))
 }
 
+// Runs fn() with the digest thread terminated at the `nth` call (from 0) of Digester's
+// `method`; resolves to how many calls there were.
+async function killingDigestThread (method, nth, fn) {
+  const { Digester } = require('../lib/digester')
+  const real = Digester.prototype[method]
+  let calls = 0
+  Digester.prototype[method] = function (...args) {
+    if (calls++ === nth) this.worker.terminate()
+    return real.apply(this, args)
+  }
+  try {
+    await fn()
+  } finally {
+    Digester.prototype[method] = real
+  }
+  return calls
+}
+
 const REF = '00112233445566778899aabbccddeeff00112233'
 
-module.exports = { useTmp, rejects, throws, bytes, sha256, openShardLocks, keysForShards, keyInShard, collect, assertNoStrayChunks, damageChunk, toFormat1, REF }
+module.exports = { useTmp, rejects, throws, bytes, sha256, openShardLocks, keysForShards, keyInShard, collect, assertNoStrayChunks, damageChunk, toFormat1, killingDigestThread, REF }
