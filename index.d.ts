@@ -105,6 +105,8 @@ declare namespace kfs {
   interface WriteStreamOptions {
     /** 64 hex characters: the content must hash to it, or EINTEGRITY. */
     sha256?: string
+    /** The file's size in bytes: claimed in its shard before anything is written (ENOSPC at once); other lengths fail with EINVAL. */
+    size?: number
   }
 
   interface ReadStreamOptions {

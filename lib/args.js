@@ -18,11 +18,13 @@ function isReadable (data) {
   return data !== null && typeof data === 'object' && typeof data.pipe === 'function' && typeof data[Symbol.asyncIterator] === 'function'
 }
 
+// createWriteStream's { sha256, size }: either may be absent.
 function writeOptions (options = {}) {
-  checkOptionNames(options, ['sha256'])
-  if (options.sha256 === undefined) return undefined
-  if (typeof options.sha256 !== 'string' || !/^[0-9a-fA-F]{64}$/.test(options.sha256)) throw errors.invalidValue('sha256', 'must be 64 hex characters')
-  return options.sha256.toLowerCase()
+  const { sha256, size } = checkOptionNames(options, ['sha256', 'size'])
+  if (sha256 !== undefined && (typeof sha256 !== 'string' || !/^[0-9a-fA-F]{64}$/.test(sha256))) throw errors.invalidValue('sha256', 'must be 64 hex characters')
+  if (size !== undefined && typeof size !== 'number') throw errors.invalidType('size', 'a number', size)
+  if (size !== undefined && (!Number.isSafeInteger(size) || size < 0)) throw errors.invalidValue('size', `must be a non-negative integer, got ${size}`)
+  return { sha256: sha256 && sha256.toLowerCase(), size }
 }
 
 function range (options = {}) {

@@ -19,6 +19,8 @@ const SYNCED_BATCHES = 4
 // finish() commits; abort() (or any failure) removes what was written. Calls must not
 // overlap: each write() is awaited before the next, as a Writable does.
 class ChunkWriter {
+  #stopWait // aborted by abort(): ends a wait for the budget
+
   // sha256: the content's hash, known to the caller (put): not computed again.
   // expectedSha256: checked before the commit; a mismatch fails with EINTEGRITY.
   // mayWrite: throws if no more data may be written (the disk reserve was given up).
@@ -47,10 +49,11 @@ class ChunkWriter {
     this.batch = []
     this.batchBytes = 0
     this.inflight = []
+    this.failure = undefined // the first batch LevelDB refused: the write cannot commit
     this.queue = Promise.resolve()
     this.state = 'writing' // -> 'committed' | 'aborted'
     // A known size is claimed before anything is written: ENOSPC costs no I/O.
-    this.reservation = shard.reserve(size || 0)
+    this.reservation = shard.reserve(size || 0, size !== undefined)
     shard.writing.add(this.version)
   }
 
@@ -69,9 +72,11 @@ class ChunkWriter {
     })
   }
 
-  // Safe to call at any time and more than once; waits for a write in progress.
+  // Safe to call at any time and more than once; waits for a write in progress, which
+  // stops at once if it waits for the budget.
   abort () {
     this.aborting = true
+    if (this.#stopWait) this.#stopWait.abort(errors.cancelled(this.key))
     return this.#serial(() => this.#abort(), true)
   }
 
@@ -79,6 +84,7 @@ class ChunkWriter {
     const run = this.queue.then(() => {
       if (!always && this.state === 'aborted') throw errors.cancelled(this.key)
       if (!always && this.state !== 'writing') throw errors.invalidValue('data', `cannot be written: the write of ${this.key} is already committed`)
+      if (!always && this.failure) throw this.failure
       return fn()
     })
     this.queue = run.catch(() => {})
@@ -119,7 +125,9 @@ class ChunkWriter {
   async #addChunk (chunk) {
     if (!this.budget.tryTake(chunk.length)) {
       await this.#flush() // what this writer holds must not be waited for while it waits
-      await this.budget.take(chunk.length)
+      this.#stopWait = this.#stopWait || new AbortController()
+      if (this.aborting) throw errors.cancelled(this.key)
+      await this.budget.take(chunk.length, this.#stopWait.signal)
     }
     if (this.batch.length === 0) this.budget.hold(this.sendHeld)
     this.batch.push(chunk)
@@ -134,23 +142,36 @@ class ChunkWriter {
     this.budget.unhold(this.sendHeld)
     this.batch = []
     this.batchBytes = 0
-    try {
-      this.mayWrite()
-    } catch (err) {
-      this.budget.give(bytes)
-      throw err
-    }
     const first = this.chunks
-    this.chunks += chunks.length
-    this.batches++
-    const written = this.shard.writeChunks(this.key, this.version, first, chunks, { sync: this.shard.sync && this.batches <= SYNCED_BATCHES })
+    const written = this.#send(first, chunks, bytes)
     // The first batch carries the pending record: it must land before any other batch,
     // or a crash could leave chunks that no pending record points to.
     if (first === 0) await written
     else this.inflight.push(written)
-    written.catch(() => {}).then(() => this.budget.give(bytes)) // awaited below; no unhandled rejection meanwhile
     this.#hashChunks(chunks)
     while (this.inflight.length >= MAX_IN_FLIGHT) await this.inflight.shift()
+  }
+
+  // The one place where a batch's bytes go back to the budget, however the batch ends:
+  // refused before it was sent, written, or failed. A failure is kept: a batch sent for
+  // another writer (sendHeld) has nobody awaiting it, and the write must never commit
+  // without its chunks.
+  #send (first, chunks, bytes) {
+    let written
+    try {
+      this.mayWrite()
+      this.chunks += chunks.length
+      this.batches++
+      written = this.shard.writeChunks(this.key, this.version, first, chunks, { sync: this.shard.sync && this.batches <= SYNCED_BATCHES })
+    } catch (err) {
+      written = Promise.reject(err)
+    }
+    const settled = () => this.budget.give(bytes)
+    written.then(settled, (err) => {
+      this.failure = this.failure || err
+      settled()
+    })
+    return written
   }
 
   #hashChunks (chunks) {
@@ -174,6 +195,7 @@ class ChunkWriter {
     }
     await this.#flush()
     while (this.inflight.length > 0) await this.inflight.shift()
+    if (this.failure) throw this.failure
     if (this.shard.sync && this.batches > SYNCED_BATCHES) await this.shard.db.flush()
     if (this.expectedSize !== undefined && this.size !== this.expectedSize) {
       throw errors.invalidValue('data', `is ${this.size} bytes, ${this.expectedSize} were announced`)

@@ -30,8 +30,11 @@ function noShard (shard) {
   return make(Error, 'ENOENT', `shard ${shardName(shard)} was never created: there is nothing to repair`, { shard })
 }
 
-function noSpace (shard, needed, free) {
-  return make(Error, 'ENOSPC', `shard ${shardName(shard)} is full: ${needed} bytes needed, ${free} free`, { shard, needed, free })
+// needed: the file's size, or what came of it before the shard was full (sizeKnown
+// false); free: the room the shard had for it when its write began.
+function noSpace (shard, needed, free, sizeKnown = true) {
+  const size = sizeKnown ? `the file is ${needed} bytes` : `the file reached ${needed} bytes`
+  return make(Error, 'ENOSPC', `shard ${shardName(shard)} is full: ${size}, and the shard had ${free} bytes free when its write began`, { shard, needed, free })
 }
 
 function tooLarge (size, cap) {

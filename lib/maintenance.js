@@ -16,6 +16,8 @@ const errors = require('./errors')
 // Files verify() checks at once: LevelDB reads on libuv's threads while this thread
 // hashes, which pays off for many small files.
 const VERIFY_CONCURRENCY = 4
+// Verifying reads and compacting frees space: both may give up the disk reserve.
+const READING = { useReserve: true }
 
 // Reads every committed file whole and checks each shard's accounting and damage
 // notes. Resolves to { files, bytes, problems: [{ shard, key, kind, problem }] }, key
@@ -28,7 +30,7 @@ async function verify (ctx, { shard, onProgress }) {
   const problem = (index, key, kind, text) => report.problems.push({ shard: index, key, kind, problem: text })
   for (const index of shards.indices().filter((i) => shard === undefined || i === shard)) {
     try {
-      for (const note of await ctx.op(() => shards.inShard(index, (s) => s.damageNotes()))) {
+      for (const note of await ctx.op(() => shards.inShard(index, (s) => s.damageNotes(), READING))) {
         problem(index, null, 'log', `when it was opened at ${note.at}, LevelDB dropped damaged records from its log (${note.dropped.join('; ')}): ` +
           `the writes made just before may be lost${note.pending.length ? '' : '; no write was in flight'}. kfs repair ${index} clears this note`)
         for (const key of note.pending) problem(index, key, 'write', `a write of it was in flight when its shard's log was damaged (${note.at}): that write, or the version it replaced, may be lost`)
@@ -36,7 +38,7 @@ async function verify (ctx, { shard, onProgress }) {
       for await (const page of shards.metaPages(index, ctx.op)) {
         const damages = await mapLimit(page, VERIFY_CONCURRENCY, async (meta) => {
           if (meta.error) return undefined
-          const damage = await ctx.op(() => shards.inShard(index, (s) => checkFile(s, meta.key, ctx.chunkSize)))
+          const damage = await ctx.op(() => shards.inShard(index, (s) => checkFile(s, meta.key, ctx.chunkSize), READING))
           report.files++
           report.bytes += meta.size
           if (onProgress) onProgress({ shard: index, files: report.files, bytes: report.bytes })
@@ -47,10 +49,12 @@ async function verify (ctx, { shard, onProgress }) {
           else if (damages[i]) problem(index, meta.key, 'file', damages[i])
         })
       }
-      const accounting = await ctx.op(() => shards.inShard(index, checkAccounting))
+      const accounting = await ctx.op(() => shards.inShard(index, checkAccounting, READING))
       if (accounting) problem(index, null, 'accounting', accounting)
     } catch (err) {
-      if (!errors.isCorrupt(err) && !errors.isBusy(err)) throw err
+      // Whatever keeps a shard from being checked (damage, EBUSY, EMFILE, EIO, ENOSPC,
+      // EACCES) is a problem to report; the other shards are still checked.
+      if (err.code === 'ECLOSED') throw err
       problem(index, null, 'shard', err.message)
     }
   }
@@ -110,7 +114,7 @@ async function compact (ctx) {
   const damaged = []
   for (const { index } of order) {
     try {
-      await ctx.op(() => shards.inShard(index, (shard) => shard.compact()))
+      await ctx.op(() => shards.inShard(index, (shard) => shard.compact(), READING))
     } catch (err) {
       if (!errors.isCorrupt(err)) throw err
       damaged.push(err)

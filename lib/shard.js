@@ -126,9 +126,10 @@ class Shard {
   }
 
   // Claims space for bytes about to be written; ENOSPC if the shard cannot hold them
-  // next to what is stored and what other writes in flight have claimed.
-  reserve (bytes) {
-    const reservation = new Reservation(this)
+  // next to what is stored and what other writes in flight have claimed. sizeKnown:
+  // `bytes` is the whole file, not the first of bytes added as they come.
+  reserve (bytes, sizeKnown = true) {
+    const reservation = new Reservation(this, sizeKnown)
     reservation.add(bytes)
     return reservation
   }
@@ -417,15 +418,21 @@ async function droppedOnRecovery (location) {
   return log.split('\n').filter((line) => /: dropping \d+ bytes; /.test(line)).map((line) => line.replace(/^\S+ \S+ /, ''))
 }
 
+// The space one write claims in its shard: the file's size when it was announced, else
+// what has come so far.
 class Reservation {
-  constructor (shard) {
+  constructor (shard, sizeKnown) {
     this.shard = shard
     this.bytes = 0
+    this.sizeKnown = sizeKnown
+    // What ENOSPC reports: the room there was for this file, not what is left once
+    // part of it was claimed.
+    this.freeAtStart = shard.free
   }
 
   add (bytes) {
     const { shard } = this
-    if (bytes > shard.cap - shard.used - shard.reserved) throw errors.noSpace(shard.index, bytes, shard.free)
+    if (bytes > shard.cap - shard.used - shard.reserved) throw errors.noSpace(shard.index, this.bytes + bytes, this.freeAtStart, this.sizeKnown)
     shard.reserved += bytes
     this.bytes += bytes
   }

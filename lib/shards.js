@@ -45,7 +45,7 @@ class Shards {
       maxOpen,
       idleTimeout: options.idleTimeout,
       waitTimeout: options.shardWaitTimeout,
-      open: (index) => this.#open(index),
+      open: (index, context) => this.#open(index, context),
       close: (shard) => this.#close(shard)
     })
   }
@@ -62,10 +62,11 @@ class Shards {
     return [...this.#existing].sort((a, b) => a - b)
   }
 
-  // A writer's acquire never gives up the reserve to open or create the shard: the
-  // reserve is for reading and freeing space, never for new data.
-  acquire (index, { write = false } = {}) {
-    return this.#pool.acquire(index, { write })
+  // The reserve is for reading and freeing space: only the operations that do that
+  // pass `useReserve` (opens for reads, list, stat, verify, unlink, compact); writes and
+  // background work (reclaiming) never give it up.
+  acquire (index, { useReserve = false } = {}) {
+    return this.#pool.acquire(index, { useReserve })
   }
 
   release (shard) {
@@ -73,17 +74,18 @@ class Shards {
   }
 
   // Calls fn(shard) with the shard held. On a full disk, LevelDB needs room to reopen a
-  // shard or to delete: the reserve is given up once and fn tried again, on a shard
-  // reopened if the failure left its LevelDB refusing writes.
-  inShard (index, fn) {
-    return this.withRoom(async () => {
-      const shard = await this.acquire(index)
+  // shard or to delete: with `useReserve`, the reserve is given up once and fn tried
+  // again, on a shard reopened if the failure left its LevelDB refusing writes.
+  inShard (index, fn, { useReserve = false } = {}) {
+    const held = async () => {
+      const shard = await this.acquire(index, { useReserve })
       try {
         return await fn(shard)
       } finally {
         this.release(shard)
       }
-    })
+    }
+    return useReserve ? this.withRoom(held) : held()
   }
 
   async withRoom (fn) {
@@ -117,14 +119,14 @@ class Shards {
 
   // One page of metadata records after the key `after` (from the first without it).
   metaPage (index, after, op = (fn) => fn()) {
-    return op(() => this.inShard(index, (shard) => shard.metaPage(after, META_PAGE)))
+    return op(() => this.inShard(index, (shard) => shard.metaPage(after, META_PAGE), { useReserve: true }))
   }
 
   // Exact figures: live for an open shard, cached at close for the others. Only a
   // shard whose cache a crash left untrusted is opened.
   async figures (index) {
     const open = this.#pool.peek(index)
-    return (open && (await open.figures())) || this.usage.get(index) || this.inShard(index, (shard) => shard.figures())
+    return (open && (await open.figures())) || this.usage.get(index) || this.inShard(index, (shard) => shard.figures(), { useReserve: true })
   }
 
   // Files the shard held as far as anyone knows, without opening it.
@@ -151,8 +153,8 @@ class Shards {
     this.#existing.add(index)
   }
 
-  async #open (index, { write } = {}) {
-    const room = write ? (fn) => fn() : (fn) => this.withRoom(fn)
+  async #open (index, { useReserve = false } = {}) {
+    const room = useReserve ? (fn) => this.withRoom(fn) : (fn) => fn()
     if (this.usage.isRepairing(index)) {
       throw errors.corrupt(`shard ${shardName(index)}`, `a repair of it was interrupted; run kfs repair ${index} to finish it`, { shard: index })
     }

@@ -69,19 +69,22 @@ async function openStoreDir (dir, given, resolved) {
     await fs.mkdir(tmpDir)
     await reserve.init()
     const shards = new Set((await fs.readdir(dir)).map((e) => SHARD_DIR.exec(e)).filter(Boolean).map((m) => Number(m[1])))
-    return { format, state, tmpDir, shards, reserve, reopenState: () => openState(dir, reserve) }
+    // Reopened after a failed write (UsageCache): whoever needed the write decides
+    // whether it may give up the reserve (Shards#withRoom), never the reopen itself.
+    return { format, state, tmpDir, shards, reserve, reopenState: () => openState(dir) }
   } catch (err) {
     await state.close().catch(() => {})
     throw err
   }
 }
 
+// reserve: given up if opening meets a full disk (the store's open, which every read needs).
 async function openState (dir, reserve) {
   const open = () => LevelDb.open(path.join(dir, STATE_DB), { createIfMissing: true, writeBufferSize: 64 * 1024, maxOpenFiles: 16 })
   try {
     return await open().catch(async (err) => {
       // Opening writes (a manifest, the log replayed): on a full disk, use the reserve.
-      if (err.code === 'ENOSPC' && (await reserve.release())) return open()
+      if (err.code === 'ENOSPC' && reserve && (await reserve.release())) return open()
       throw err
     })
   } catch (err) {

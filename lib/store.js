@@ -127,7 +127,7 @@ class Store {
     })
     this.#reclaimer = new Reclaimer({
       openShards: () => this.#shards.openShards(),
-      inShard: (index, fn) => this.#op(() => this.#shards.inShard(index, fn)),
+      inShard: (index, fn) => this.#op(() => this.#shards.inShard(index, fn)), // never with the reserve
       writing: () => (this.#writers > 0 ? this.#busyPeriod : 0),
       enabled: this.#options.reclaim
     })
@@ -157,10 +157,10 @@ class Store {
   }
 
   // Calls fn(shard) with the key's shard held, or absent() when that shard was never
-  // created (so it cannot hold the key).
-  #withShard (key, fn, absent) {
+  // created (so it cannot hold the key). useReserve: see Shards#acquire.
+  #withShard (key, fn, absent, useReserve = true) {
     const index = this.#route(key)
-    return this.#shards.has(index) ? this.#shards.inShard(index, fn) : absent()
+    return this.#shards.has(index) ? this.#shards.inShard(index, fn, { useReserve }) : absent()
   }
 
   async #openWriter ({ key, name }, { size, sha256, expectedSha256 } = {}) {
@@ -169,7 +169,7 @@ class Store {
     try {
       // Only once the reserve was given up: refused before a shard is created or opened.
       if (this.#shards.reserve.low) await this.#shards.checkRoomForWrites()
-      shard = await this.#shards.acquire(this.#route(key), { write: true })
+      shard = await this.#shards.acquire(this.#route(key))
     } catch (err) {
       this.#writers--
       throw err
@@ -207,7 +207,7 @@ class Store {
     const index = this.#route(key)
     if (!this.#shards.has(index)) throw errors.notFound(key)
     return this.#shards.withRoom(async () => {
-      const shard = await this.#shards.acquire(index)
+      const shard = await this.#shards.acquire(index, { useReserve: true })
       const share = this.#readAhead.take()
       // ChunkReader calls it once.
       const release = () => {
@@ -312,10 +312,10 @@ class Store {
 
   createWriteStream (key, options) {
     const target = coerceKey(key)
-    const expectedSha256 = args.writeOptions(options)
+    const { sha256: expectedSha256, size } = args.writeOptions(options)
     return this.#track(new WriteStream(() => {
       if (this.#closed) return Promise.reject(errors.closed())
-      return this.open().then(() => this.#openWriter(target, { expectedSha256 }))
+      return this.open().then(() => this.#openWriter(target, { expectedSha256, size }))
     }))
   }
 
@@ -341,8 +341,9 @@ class Store {
     })
   }
 
+  // A write's own lookup: it never gives up the reserve.
   async #holds (sha256, size) {
-    const meta = await this.#withShard(sha256, (shard) => shard.getMeta(sha256), () => undefined)
+    const meta = await this.#withShard(sha256, (shard) => shard.getMeta(sha256), () => undefined, false)
     return Boolean(meta) && meta.sha256 === sha256 && meta.size === size
   }
 
@@ -476,6 +477,9 @@ class Store {
   // then reported.
   async #close () {
     this.#closed = true
+    // Writes waiting for memory fail, like those waiting for a shard: nothing they wait
+    // for is certain to come now.
+    this.#writeBudget.shutdown(errors.closed())
     for (const stream of this.#streams) {
       // A stream that already finished (close() from its 'finish' or 'end' handler) has
       // nothing left to stop: destroying it with an error would only emit that error.

@@ -7,8 +7,9 @@ const WRITE_BUDGET = 64 * 1024 * 1024
 
 class WriteBudget {
   #free
-  #waiting = [] // { bytes, resolve }, first come first served
+  #waiting = [] // { bytes, resolve, reject, signal, onAbort }, first come first served
   #holders = new Set() // callbacks of writers holding bytes they have not sent yet
+  #shutdown // the error every wait fails with once the store closes
 
   constructor (bytes = WRITE_BUDGET) {
     this.total = bytes
@@ -24,9 +25,20 @@ class WriteBudget {
 
   // Whoever waits here makes every holder send what it holds to LevelDB, which then
   // gives it back: a writer whose caller went quiet must not hold memory others need.
-  take (bytes) {
+  // The wait ends with signal.reason when `signal` aborts (a write destroyed), and
+  // with the shutdown error once the store closes: nothing waits here forever.
+  take (bytes, signal) {
     if (this.tryTake(bytes)) return Promise.resolve()
-    const waited = new Promise((resolve) => this.#waiting.push({ bytes, resolve }))
+    if (this.#shutdown) return Promise.reject(this.#shutdown)
+    if (signal && signal.aborted) return Promise.reject(signal.reason)
+    const waited = new Promise((resolve, reject) => {
+      const waiter = { bytes, resolve, reject, signal }
+      if (signal) {
+        waiter.onAbort = () => this.#drop(waiter, signal.reason)
+        signal.addEventListener('abort', waiter.onAbort, { once: true })
+      }
+      this.#waiting.push(waiter)
+    })
     const holders = [...this.#holders]
     this.#holders.clear()
     for (const send of holders) send()
@@ -44,11 +56,36 @@ class WriteBudget {
 
   give (bytes) {
     this.#free += bytes
+    this.#grant()
+  }
+
+  // Waits fail with `err` from now on (the store is closing), so writers drain.
+  shutdown (err) {
+    this.#shutdown = err
+    for (const waiter of [...this.#waiting]) this.#drop(waiter, err)
+  }
+
+  #grant () {
     while (this.#waiting.length > 0 && this.#fits(this.#waiting[0].bytes)) {
-      const { bytes: taken, resolve } = this.#waiting.shift()
-      this.#free -= taken
-      resolve()
+      const waiter = this.#waiting.shift()
+      this.#free -= waiter.bytes
+      this.#unlisten(waiter)
+      waiter.resolve()
     }
+  }
+
+  // A waiter that leaves may have blocked smaller ones behind it.
+  #drop (waiter, err) {
+    const at = this.#waiting.indexOf(waiter)
+    if (at === -1) return
+    this.#waiting.splice(at, 1)
+    this.#unlisten(waiter)
+    waiter.reject(err)
+    this.#grant()
+  }
+
+  #unlisten ({ signal, onAbort }) {
+    if (signal) signal.removeEventListener('abort', onAbort)
   }
 
   // More than the whole budget is granted when nothing else is taken.

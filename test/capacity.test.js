@@ -63,6 +63,35 @@ describe('capacity', () => {
     await assertNoStrayChunks(t.dir)
   })
 
+  it('ENOSPC gives the file\'s size and the room its shard had when the write began', async () => {
+    const store = t.open(options)
+    await store.writeFile(key('half'), bytes(4 * C))
+    const whole = await rejects(store.writeFile(key('w'), bytes(6 * C)), 'ENOSPC')
+    expect(whole).to.include({ shard, needed: 6 * C, free: 4 * C })
+    expect(whole.message).to.equal(`shard 007 is full: the file is ${6 * C} bytes, and the shard had ${4 * C} bytes free when its write began`)
+    // A stream of unknown length: what came of it before the shard was full.
+    const pieces = Array.from({ length: 20 }, (_, i) => bytes(C / 2, `p${i}`))
+    const streamed = await rejects(pipeline(Readable.from(pieces), store.createWriteStream(key('s'))), 'ENOSPC')
+    expect(streamed).to.include({ shard, needed: 4 * C + C / 2, free: 4 * C })
+    expect(streamed.message).to.equal(`shard 007 is full: the file reached ${4 * C + C / 2} bytes, and the shard had ${4 * C} bytes free when its write began`)
+    // Its size announced: refused before a byte is written, with the file's size.
+    const ws = store.createWriteStream(key('s'), { size: 10 * C })
+    const announced = await rejects(pipeline(Readable.from(pieces), ws), 'ENOSPC')
+    expect(announced).to.include({ shard, needed: 10 * C, free: 4 * C })
+    expect(await store.usage()).to.include({ used: 4 * C, files: 1 })
+  })
+
+  it('a stream whose size was announced fails with EINVAL if it writes more or less, and commits nothing', async () => {
+    const store = t.open(options)
+    await rejects(pipeline(Readable.from([bytes(C), bytes(C)]), store.createWriteStream(key('more'), { size: C + 1 })), 'EINVAL')
+    await rejects(pipeline(Readable.from([bytes(C)]), store.createWriteStream(key('less'), { size: C + 1 })), 'EINVAL')
+    const ws = store.createWriteStream(key('exact'), { size: 2 * C })
+    await pipeline(Readable.from([bytes(C), bytes(C)]), ws)
+    expect(ws.size).to.equal(2 * C)
+    expect(await store.usage()).to.include({ used: 2 * C, files: 1 })
+    for (const size of [-1, 1.5, '3', NaN]) expect(() => store.createWriteStream(key('bad'), { size })).to.throw().with.property('code', 'EINVAL')
+  })
+
   it('concurrent writes cannot overfill a shard together', async () => {
     const store = t.open(options)
     const results = await Promise.allSettled(Array.from({ length: 6 }, (_, i) => store.writeFile(key(`p${i}`), bytes(3 * C))))

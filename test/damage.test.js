@@ -179,6 +179,29 @@ describe('damage is named', () => {
     expect((await again.readFile(key)).toString()).to.equal('x')
   })
 
+  it('verify reports a shard it cannot open for an OS error (EMFILE, EIO, ENOSPC, EACCES) and checks the others', async () => {
+    const { Shard } = require('../lib/shard')
+    const errors = require('../lib/errors')
+    const store = t.open({ referenceId: REF, diskReserve: 0 })
+    const failing = { 2: 'EMFILE', 3: 'EIO', 4: 'ENOSPC', 5: 'EACCES' }
+    for (let shard = 1; shard <= 6; shard++) await store.writeFile(keyInShard(REF, shard, 'v'), `in ${shard}`)
+    await store.close()
+    const realOpen = Shard.open
+    Shard.open = function (options) {
+      const code = failing[options.index]
+      if (code) return Promise.reject(errors.system(`shard ${options.index} could not be opened`, { code, message: `injected ${code}` }, { shard: options.index }))
+      return realOpen.call(this, options)
+    }
+    try {
+      const report = await t.open({ idleTimeout: 10, shardWaitTimeout: 200 }).verify()
+      expect(report.files).to.equal(2)
+      expect(report.problems.map((p) => [p.shard, p.kind])).to.deep.equal([[2, 'shard'], [3, 'shard'], [4, 'shard'], [5, 'shard']])
+      for (const p of report.problems) expect(p.problem).to.contain(failing[p.shard])
+    } finally {
+      Shard.open = realOpen
+    }
+  })
+
   it('an unreadable metadata record is ECORRUPT naming shard and key, and does not hide the rest of its shard', async () => {
     const store = t.open({ referenceId: REF })
     const keys = [0, 1, 2].map((i) => keyInShard(REF, 3, `m${i}`)).sort()

@@ -118,6 +118,109 @@ describe('a full disk', function () {
     }
   })
 
+  it('100 failed 2 MiB overwrites give back all their memory and never spend the reserve; then a write and close() succeed', async () => {
+    const { WriteBudget } = require('../lib/write-budget')
+    const dir = path.join(fsys.mnt, 'store6')
+    const store = kfs(dir)
+    // Every byte taken from the write budget must come back, whatever LevelDB says.
+    const real = { tryTake: WriteBudget.prototype.tryTake, give: WriteBudget.prototype.give }
+    let outstanding = 0
+    WriteBudget.prototype.tryTake = function (bytes) {
+      const taken = real.tryTake.call(this, bytes)
+      if (taken) outstanding += bytes
+      return taken
+    }
+    WriteBudget.prototype.give = function (bytes) {
+      outstanding -= bytes
+      return real.give.call(this, bytes)
+    }
+    const within = (promise) => Promise.race([promise, new Promise((resolve) => setTimeout(resolve, 10000, 'hung')).then((r) => r)])
+    try {
+      await store.writeFile('victim', bytes(2 * MiB, 'v'))
+      // Room for the shard to reopen after each failure, not for a 1 MiB batch.
+      fs.writeFileSync(path.join(fsys.mnt, 'slack'), Buffer.alloc(600 * 1024))
+      fillToTheLastBlock(path.join(fsys.mnt, 'filler'))
+      fs.rmSync(path.join(fsys.mnt, 'slack'))
+      const data = bytes(2 * MiB, 'overwrite')
+      const codes = new Set()
+      for (let i = 0; i < 100; i++) codes.add(await within(store.writeFile('victim', data).then(() => 'written', (err) => err.code)))
+      expect([...codes]).to.deep.equal(['ENOSPC'])
+      expect(outstanding).to.equal(0)
+      expect(fs.existsSync(path.join(dir, 'reserve')), 'the reserve is still in place').to.equal(true)
+      expect(sha256(await store.readFile('victim'))).to.equal(sha256(bytes(2 * MiB, 'v')))
+      fs.rmSync(path.join(fsys.mnt, 'filler'))
+      expect(await within(store.writeFile('after', bytes(2 * MiB, 'a')).then(() => 'written'))).to.equal('written')
+      expect(await within(store.close().then(() => 'closed'))).to.equal('closed')
+    } finally {
+      Object.assign(WriteBudget.prototype, real)
+      await store.close().catch(() => {})
+      fs.rmSync(dir, { recursive: true, force: true })
+      fs.rmSync(path.join(fsys.mnt, 'filler'), { force: true })
+    }
+  })
+
+  it('reclaiming in the background never gives up the reserve; unlink, list, verify and compact still can', async () => {
+    const { Shard } = require('../lib/shard')
+    const dir = path.join(fsys.mnt, 'store8')
+    const store = kfs(dir, { shardCount: 1 })
+    // What the reclaimer's work on the shard met.
+    const met = []
+    const real = { compactPiece: Shard.prototype.compactPiece, forgetDead: Shard.prototype.forgetDead }
+    for (const name of Object.keys(real)) {
+      Shard.prototype[name] = function (...args) {
+        const done = real[name].apply(this, args)
+        done.then(() => met.push(`${name} ok`), (err) => met.push(`${name} ${err.code}`))
+        return done
+      }
+    }
+    try {
+      for (let i = 0; i < 6; i++) await store.writeFile(`f${i}`, bytes(2 * MiB, `f${i}`))
+      // Room for a few deletions in LevelDB's log, none for a compaction's tables.
+      fs.writeFileSync(path.join(fsys.mnt, 'slack'), Buffer.alloc(256 * 1024))
+      fillToTheLastBlock(path.join(fsys.mnt, 'filler'))
+      fs.rmSync(path.join(fsys.mnt, 'slack'))
+      for (let i = 0; i < 3; i++) await store.unlink(`f${i}`)
+      // The reclaimer starts 2 s after the last removal; wait until it met the full disk.
+      const deadline = Date.now() + 30000
+      while (!met.some((m) => m.endsWith('ENOSPC')) && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50))
+      expect(met.some((m) => m.endsWith('ENOSPC')), `the reclaimer met the full disk: ${met}`).to.equal(true)
+      await new Promise((resolve) => setTimeout(resolve, 200)) // a retry, if any, has happened
+      expect(fs.existsSync(path.join(dir, 'reserve')), `the reserve is still in place (${met})`).to.equal(true)
+      // The reserve is there for these.
+      await store.unlink('f3')
+      expect((await collect(store.list())).map((e) => e.key).sort()).to.deep.equal([4, 5].map((i) => require('../lib/keys').coerceKey(`f${i}`).key).sort())
+      expect((await store.verify()).problems).to.deep.equal([])
+      await store.compact()
+      expect(sha256(await store.readFile('f5'))).to.equal(sha256(bytes(2 * MiB, 'f5')))
+    } finally {
+      Object.assign(Shard.prototype, real)
+      await store.close().catch(() => {})
+      fs.rmSync(dir, { recursive: true, force: true })
+      fs.rmSync(path.join(fsys.mnt, 'filler'), { force: true })
+    }
+  })
+
+  it('reopening the state database after a failed write never gives up the reserve', async () => {
+    const { openStoreDir } = require('../lib/store-dir')
+    const { parseOptions } = require('../lib/options')
+    const dir = path.join(fsys.mnt, 'store7')
+    const { given, resolved } = parseOptions({})
+    const opened = await openStoreDir(dir, given, resolved)
+    await opened.state.close()
+    try {
+      fillToTheLastBlock(path.join(fsys.mnt, 'filler'))
+      // Opening writes a manifest: on a disk full to the last block it fails.
+      const reopened = await opened.reopenState().catch((err) => err)
+      if (!(reopened instanceof Error)) await reopened.close() // opened by giving up the reserve: the failure asserted below
+      expect(reopened.code).to.equal('ENOSPC')
+      expect(fs.existsSync(path.join(dir, 'reserve'))).to.equal(true)
+      expect(opened.reserve.low).to.equal(false)
+    } finally {
+      fs.rmSync(path.join(fsys.mnt, 'filler'), { force: true })
+      fs.rmSync(dir, { recursive: true, force: true })
+    }
+  })
+
   it('creating a shard on a full disk is ENOSPC, not ECORRUPT, even with no reserve', async () => {
     const dir = path.join(fsys.mnt, 'store3')
     const store = kfs(dir, { diskReserve: 0, shardCount: 2 })

@@ -185,6 +185,28 @@ describe('lifecycle', () => {
       expect(fs.readdirSync(path.join(store.location, 'tmp'))).to.deep.equal([])
     })
 
+    it('close() ends a write waiting for the write budget with ECLOSED', async () => {
+      const { WriteBudget } = require('../lib/write-budget')
+      const store = t.open()
+      await store.open()
+      // No memory to be had: the write waits in the budget for bytes nobody will give.
+      const real = WriteBudget.prototype.tryTake
+      WriteBudget.prototype.tryTake = () => false
+      try {
+        const write = store.writeFile('waits', bytes(256 * 1024)).then(() => 'written', (err) => err.code)
+        await new Promise((resolve) => setTimeout(resolve, 20))
+        const closed = store.close()
+        let timer
+        const outcome = await Promise.race([write, new Promise((resolve) => { timer = setTimeout(() => resolve('still waiting'), 5000) })])
+        clearTimeout(timer)
+        expect(outcome).to.equal('ECLOSED')
+        await closed
+      } finally {
+        WriteBudget.prototype.tryTake = real
+      }
+      expect(await t.open().exists('waits')).to.equal(false)
+    })
+
     it('close() is idempotent and works on a store never opened', async () => {
       const store = t.open()
       await store.close()

@@ -6,9 +6,20 @@ const { WriteBudget } = require('../lib/write-budget')
 const { ChunkWriter } = require('../lib/chunk-writer')
 const { Shard } = require('../lib/shard')
 const { ChunkKeys } = require('../lib/records')
-const { useTmp, bytes, keyInShard, REF } = require('./helpers')
+const { useTmp, bytes, keyInShard, rejects, REF } = require('./helpers')
+const errors = require('../lib/errors')
 
 const C = 1024
+const MiB = 1024 * 1024
+
+// Settles with `promise`, or fails the test after `ms`: a leaked budget shows as a hang.
+function within (ms, promise, what) {
+  let timer
+  const late = new Promise((resolve, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what} did not settle within ${ms} ms`)), ms)
+  })
+  return Promise.race([promise, late]).finally(() => clearTimeout(timer))
+}
 
 describe('write budget: memory held by writers is bounded', function () {
   const t = useTmp()
@@ -28,6 +39,23 @@ describe('write budget: memory held by writers is bounded', function () {
     budget.give(7)
     expect(budget.tryTake(25)).to.equal(true) // oversized, granted alone
     expect(budget.tryTake(1)).to.equal(false)
+  })
+
+  it('a wait ends when its signal aborts or the budget shuts down, and lets those behind it go on', async () => {
+    const budget = new WriteBudget(10)
+    expect(budget.tryTake(8)).to.equal(true)
+    const stop = new AbortController()
+    const big = budget.take(6, stop.signal)
+    const small = budget.take(2) // fits, but waits behind `big`
+    stop.abort(errors.cancelled('big'))
+    await rejects(big, 'ECANCELED')
+    await within(1000, small, 'the wait behind the aborted one')
+    await rejects(budget.take(1, AbortSignal.abort(errors.cancelled('x'))), 'ECANCELED')
+    const waiting = budget.take(5)
+    budget.shutdown(errors.closed())
+    await rejects(waiting, 'ECLOSED')
+    await rejects(budget.take(5), 'ECLOSED') // would wait: refused
+    expect(budget.tryTake(0)).to.equal(true) // nobody left waiting
   })
 
   it('writers sharing a budget of 4 chunks all finish while one of them stalls holding chunks', async () => {
@@ -53,5 +81,75 @@ describe('write budget: memory held by writers is bounded', function () {
     } finally {
       await shard.close()
     }
+  })
+
+  describe('on a shard whose writes fail', () => {
+    let shard
+    beforeEach(async () => {
+      const store = t.open({ referenceId: REF })
+      await store.writeFile(keyInShard(REF, 3, 'w'), 'x') // the shard exists
+      await store.close()
+      shard = await Shard.open({ index: 3, location: path.join(store.location, '003.s'), cap: 1e12, chunkKeys: new ChunkKeys(1e12, 128 * 1024), sync: false })
+    })
+    afterEach(() => shard.close())
+
+    // writeChunks fails like LevelDB on a full disk for versions whose key passes `failing`.
+    const failWrites = (failing) => {
+      const real = shard.writeChunks.bind(shard)
+      shard.writeChunks = (key, ...rest) => failing(key, rest[1])
+        ? Promise.reject(errors.diskFull('shard 003', 'No space left on device'))
+        : real(key, ...rest)
+    }
+    const writer = (key, budget, options = {}) => new ChunkWriter({ shard, key, chunkSize: 128 * 1024, release: () => {}, budget, ...options })
+
+    it('gives the budget back when the first batch fails: 100 failed 2 MiB writes, then a write succeeds', async () => {
+      const budget = new WriteBudget(8 * MiB)
+      failWrites((key) => key.startsWith('f'))
+      const data = bytes(2 * MiB, 'f')
+      for (let i = 0; i < 100; i++) {
+        const w = writer('f'.repeat(39) + (i % 10), budget, { size: 2 * MiB })
+        const failed = within(5000, (async () => {
+          try {
+            await w.write(data)
+            await w.finish()
+          } catch (err) {
+            await w.abort()
+            throw err
+          }
+        })(), `failed write ${i}`)
+        await rejects(failed, 'ENOSPC')
+      }
+      const ok = writer('a'.repeat(40), budget)
+      await within(5000, ok.write(bytes(2 * MiB, 'ok')), 'the write after the failures')
+      expect((await ok.finish()).size).to.equal(2 * MiB)
+      expect(budget.tryTake(budget.total)).to.equal(true) // all of it given back
+    })
+
+    it('a batch sent for another writer that fails fails the write: nothing with missing chunks is committed', async () => {
+      const budget = new WriteBudget(3 * 128 * 1024)
+      const key = 'b'.repeat(40)
+      failWrites((k, first) => k === key && first === 0)
+      const held = writer(key, budget)
+      await held.write(bytes(2 * 128 * 1024, 'held')) // two chunks held, not yet sent
+      const other = writer('c'.repeat(40), budget)
+      await within(5000, other.write(bytes(4 * 128 * 1024, 'other')), 'the other writer') // makes `held` send its batch, which fails
+      await other.finish()
+      await rejects(held.write(bytes(128 * 1024, 'more')), 'ENOSPC')
+      await rejects(held.finish(), 'ENOSPC')
+      await held.abort()
+      expect(await shard.getMeta(key)).to.equal(undefined)
+    })
+
+    it('abort() ends a write waiting for the budget', async () => {
+      const budget = new WriteBudget(MiB)
+      expect(budget.tryTake(MiB)).to.equal(true) // taken by somebody who never gives it back
+      const w = writer('d'.repeat(40), budget)
+      const writing = w.write(bytes(256 * 1024, 'd'))
+      await new Promise((resolve) => setImmediate(resolve))
+      const aborted = w.abort()
+      await rejects(within(5000, writing, 'the waiting write'), 'ECANCELED')
+      await within(5000, aborted, 'abort()')
+      expect(await shard.getMeta('d'.repeat(40))).to.equal(undefined)
+    })
   })
 })

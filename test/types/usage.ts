@@ -55,7 +55,7 @@ async function main (): Promise<void> {
   const data = await store.readFile('name')
   assertType<typeof data, Buffer>(true)
 
-  const ws = store.createWriteStream('name', { sha256: 'ab'.repeat(32) })
+  const ws = store.createWriteStream('name', { sha256: 'ab'.repeat(32), size: 10 })
   assertType<typeof ws, Writable>(true)
   store.createWriteStream('name')
   // @ts-expect-error write streams take no range
