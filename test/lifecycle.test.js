@@ -207,6 +207,28 @@ describe('lifecycle', () => {
       expect(await t.open().exists('waits')).to.equal(false)
     })
 
+    it('destroying a write stream ends its wait for the write budget, leaving nothing', async () => {
+      const { WriteBudget } = require('../lib/write-budget')
+      const store = t.open()
+      await store.open()
+      const real = WriteBudget.prototype.tryTake
+      WriteBudget.prototype.tryTake = () => false
+      try {
+        const ws = store.createWriteStream('destroyed')
+        ws.on('error', () => {})
+        ws.write(bytes(256 * 1024))
+        await new Promise((resolve) => setTimeout(resolve, 20))
+        const closed = new Promise((resolve) => ws.once('close', () => resolve('closed')))
+        ws.destroy()
+        let timer
+        expect(await Promise.race([closed, new Promise((resolve) => { timer = setTimeout(() => resolve('still waiting'), 5000) })])).to.equal('closed')
+        clearTimeout(timer)
+      } finally {
+        WriteBudget.prototype.tryTake = real
+      }
+      expect(await store.exists('destroyed')).to.equal(false)
+    })
+
     it('close() is idempotent and works on a store never opened', async () => {
       const store = t.open()
       await store.close()
