@@ -71,6 +71,10 @@ class Shard {
       } finally {
         await db.close()
       }
+      // Its entries durable before it is in place. LevelDB 1.20 happens to sync the
+      // directory with its manifest, but not after renaming CURRENT or removing a
+      // replayed log: a shard must not depend on the order of its work.
+      await syncDir(staging)
       await fs.rename(staging, location)
       await syncDir(path.dirname(location)) // a failure here leaves a shard that exists
     } catch (err) {
