@@ -3,6 +3,7 @@
 const fs = require('node:fs/promises')
 const path = require('node:path')
 const crypto = require('node:crypto')
+const { syncDir } = require('./sync-dir')
 
 const RESERVE_FILE = 'reserve'
 const PIECE = 1024 * 1024
@@ -73,11 +74,17 @@ class DiskReserve {
         for (let done = 0; done < this.#size; done += zeros.length) {
           await handle.write(zeros, 0, Math.min(zeros.length, this.#size - done))
         }
+        // Else a power cut can take the reserve back (ext4 allocates a new file's
+        // blocks late, and a rename onto no file does not make it do so sooner), when
+        // the disk may have filled meanwhile. Some filesystems report a full disk only
+        // here (NFS).
+        await handle.sync()
       } finally {
         await handle.close()
       }
       await fs.rename(tmp, this.#file)
       this.#low = false
+      await syncDir(path.dirname(this.#file))
     } catch (err) {
       await fs.rm(tmp, { force: true })
       if (err.code !== 'ENOSPC' && err.code !== 'EDQUOT') throw err

@@ -15,6 +15,7 @@ const { syncDir } = require('./sync-dir')
 const LOG_FILE = /^(\d+)\.log$/
 const KEPT_FILE = /^kfs-kept-(\d+)\.log$/ // not a name LevelDB's ParseFileName accepts
 const NUMBERED = /^(?:(\d+)\.(?:log|ldb|sst|dbtmp)|MANIFEST-(\d+))$/
+const OVERLAYFS_MAGIC = 0x794c7630 // statfs()'s type for an overlay
 const pad = (n) => String(n).padStart(6, '0')
 const logName = (n) => `${pad(n)}.log`
 const keptName = (n) => `kfs-kept-${pad(n)}.log`
@@ -268,19 +269,24 @@ function bytes (input) {
 
 // Whether a process holds the database's LOCK (LevelDB takes a POSIX lock on it), as
 // Linux's /proc/locks says: "<n>: POSIX ADVISORY WRITE <pid> <major>:<minor>:<inode> ...",
-// the device numbers in hex. False where that cannot be read.
+// the device numbers in hex. False where that cannot be read. On an overlay, the device
+// /proc/locks names need not be the one stat() reports (layers on different filesystems
+// without xino: measured on Linux 6.18; older kernels name the upper layer's), so there
+// the inode alone decides: taking a lock for held is harmless, missing one is not.
 async function lockHeld (dir) {
-  let stat, table
+  const file = path.join(dir, 'LOCK')
+  let stat, table, overlay
   try {
-    stat = await fs.stat(path.join(dir, 'LOCK'), { bigint: true })
+    stat = await fs.stat(file, { bigint: true })
+    overlay = (await fs.statfs(file)).type === OVERLAYFS_MAGIC
     table = await fs.readFile('/proc/locks', 'latin1')
   } catch {
     return false
   }
   const major = ((stat.dev >> 8n) & 0xfffn) | ((stat.dev >> 32n) & ~0xfffn)
   const minor = (stat.dev & 0xffn) | ((stat.dev >> 12n) & ~0xffn)
-  const id = `${major.toString(16).padStart(2, '0')}:${minor.toString(16).padStart(2, '0')}:${stat.ino}`
-  return table.split('\n').some((line) => line.split(/\s+/).includes(id))
+  const device = overlay ? '[0-9a-f]+:[0-9a-f]+' : `${major.toString(16).padStart(2, '0')}:${minor.toString(16).padStart(2, '0')}`
+  return new RegExp(`\\s${device}:${stat.ino}\\s`).test(table)
 }
 
 async function someNonEmpty (dir, logs) {
@@ -313,4 +319,4 @@ async function unlinkIfThere (file) {
 }
 
 
-module.exports = { guardedOpen, settleForRepair, readManifest, parseManifest, logName, keptName }
+module.exports = { guardedOpen, settleForRepair, readManifest, parseManifest, logName, keptName, lockHeld }

@@ -71,6 +71,10 @@ class Shard {
       } finally {
         await db.close()
       }
+      // Its entries durable before it is in place. LevelDB 1.20 happens to sync the
+      // directory with its manifest, but not after renaming CURRENT or removing a
+      // replayed log: a shard must not depend on the order of its work.
+      await syncDir(staging)
       await fs.rename(staging, location)
       await syncDir(path.dirname(location)) // a failure here leaves a shard that exists
     } catch (err) {
@@ -101,7 +105,7 @@ class Shard {
       const raw = await db.get(records.ACCOUNT)
       if (raw === undefined) throw new Error('its accounting record is missing')
       const shard = new Shard({ index, location, db, cap, chunkKeys, sync, account: JSON.parse(raw) })
-      shard.dead = (await shard.#deadVersions()).reduce((sum, d) => sum + d.bytes, 0)
+      shard.dead = await shard.#deadBytes()
       dropped = [...unnoted, ...(await droppedOnRecovery(location))]
       if (dropped.length) await shard.#noteDamage(dropped)
       return shard
@@ -268,6 +272,10 @@ class Shard {
     return dead
   }
 
+  async #deadBytes () {
+    return (await this.#deadVersions()).reduce((sum, d) => sum + d.bytes, 0)
+  }
+
   // What reclaiming the dead versions noted so far takes: key ranges to compact, each
   // holding about RECLAIM_PIECE bytes of them (a large version in several pieces, small
   // neighbours together), so that no single compaction holds LevelDB's one background
@@ -303,9 +311,20 @@ class Shard {
     return this.db.compactRange(from, to)
   }
 
-  async forgetDead ({ ids, bytes }) {
-    if (ids.length) await this.db.batch(ids.map((id) => ({ type: 'del', key: id })))
-    this.dead = ids.length ? Math.max(0, this.dead - bytes) : 0
+  forgetDead ({ ids }) {
+    return this.#forget(ids.map((id) => ({ type: 'del', key: id })))
+  }
+
+  // Deletes dead notes (`ops`), then makes `dead` the sum of the notes left. The
+  // Reclaimer and compact() may forget the same notes, on one shard at once, while
+  // removals note new ones: subtracting what each meant to forget would count bytes
+  // twice, or drop a note made meanwhile, and its space would not come back. Exclusive
+  // of commits and unlinks, which note removals and add to `dead` in one section.
+  #forget (ops) {
+    return this.exclusive(async () => {
+      if (ops.length) await this.db.batch(ops)
+      this.dead = await this.#deadBytes()
+    })
   }
 
   // Removes the chunks of an abandoned version and its pending record.
@@ -389,8 +408,7 @@ class Shard {
     const dead = await this.#deadVersions()
     await this.db.compactRange('!', '\xff')
     // Also the probe: a delete of a key that never exists.
-    await this.db.batch([...dead.map(({ id }) => ({ type: 'del', key: id })), { type: 'del', key: records.ACCOUNT + '~probe' }])
-    this.dead = Math.max(0, this.dead - dead.reduce((sum, d) => sum + d.bytes, 0))
+    await this.#forget([...dead.map(({ id }) => ({ type: 'del', key: id })), { type: 'del', key: records.ACCOUNT + '~probe' }])
   }
 
   // Flushes the memtable first, so reopening replays no log: a closed shard then

@@ -48,6 +48,7 @@ class Store {
   #drained = []
   #streams = new Set()
   #spools = new Set() // AbortControllers of put(readable) input being spooled
+  #putting = new Map() // sha256 -> the turn of the last put() of that content
   #format // set by #open, with:
   #referenceId
   #shards
@@ -336,9 +337,23 @@ class Store {
     const buffer = args.toBuffer(data)
     return this.#op(async () => {
       const sha256 = buffer.length >= OFFLOAD_DIGEST_BYTES ? await this.#digester.digestOf(buffer) : sha256Of(buffer)
-      if (!(await this.#holds(sha256, buffer.length))) await this.#write({ key: sha256 }, [buffer], { size: buffer.length, sha256 })
+      await this.#unlessHeld(sha256, buffer.length, () => this.#write({ key: sha256 }, [buffer], { size: buffer.length, sha256 }))
       return sha256
     })
+  }
+
+  // Calls write() unless the content is stored. Puts of one content take turns: at
+  // once, each would find it missing and write it, every version but the last then
+  // dead bytes. Once a put is done, the next finds the content stored (or writes it,
+  // if that one failed).
+  #unlessHeld (sha256, size, write) {
+    const run = (this.#putting.get(sha256) || Promise.resolve()).then(async () => {
+      if (!(await this.#holds(sha256, size))) await write()
+    })
+    const turn = run.catch(() => {})
+    this.#putting.set(sha256, turn)
+    turn.then(() => this.#putting.get(sha256) === turn && this.#putting.delete(sha256))
+    return run
   }
 
   // A write's own lookup: it never gives up the reserve.
@@ -356,14 +371,14 @@ class Store {
         throw this.#closed ? errors.closed() : err
       })
       const { file, size, sha256 } = spooled
-      if (!(await this.#holds(sha256, size))) {
+      await this.#unlessHeld(sha256, size, async () => {
         const input = fs.createReadStream(file, { highWaterMark: this.chunkSize })
         try {
           await this.#write({ key: sha256 }, input, { size, sha256 })
         } finally {
           input.destroy() // also when the write failed before reading it
         }
-      }
+      })
       return sha256
     } finally {
       this.#spools.delete(controller)

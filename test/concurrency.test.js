@@ -3,6 +3,9 @@
 const { expect } = require('chai')
 const { Readable } = require('node:stream')
 const { pipeline } = require('node:stream/promises')
+const path = require('node:path')
+const { Shard } = require('../lib/shard')
+const { ChunkKeys } = require('../lib/records')
 const { useTmp, rejects, bytes, sha256, collect, openShardLocks, keysForShards, assertNoStrayChunks, REF } = require('./helpers')
 
 const C = 1024
@@ -176,5 +179,46 @@ describe('concurrency', () => {
       used += data.length
     }
     expect(await store.usage()).to.include({ used, files: 50 })
+  })
+
+  // Issue 18, item 7: both found the content missing, both wrote it, and the second
+  // replaced the first, leaving its bytes dead until reclaimed.
+  it('concurrent put()s of one content write it once', async () => {
+    const store = t.open({ shardCount: 1, reclaim: false })
+    const data = bytes(512 * 1024, 'same')
+    const keys = await Promise.all([
+      store.put(data), store.put(Buffer.from(data)), store.put(Readable.from([data.subarray(0, 1000), data.subarray(1000)])), store.put(data)
+    ])
+    expect(new Set(keys)).to.deep.equal(new Set([sha256(data)]))
+    expect(await store.usage()).to.include({ used: data.length, files: 1 })
+    expect((await store.readFile(keys[0])).equals(data)).to.equal(true)
+    await store.close()
+    const shard = await Shard.open({ index: 0, location: path.join(store.location, '000.s'), cap: 1e12, chunkKeys: new ChunkKeys(1e12, 128 * 1024), sync: false })
+    try {
+      expect((await shard.reclaimPlan()).ids, 'versions replaced').to.deep.equal([])
+    } finally {
+      await shard.close()
+    }
+  })
+
+  it('a put() waiting for one of the same content that failed writes it itself', async () => {
+    const store = t.open({ shardCount: 1 })
+    const data = bytes(1000, 'retried')
+    const commit = Shard.prototype.commit
+    let commits = 0
+    Shard.prototype.commit = function (...args) {
+      if (commits++ === 0) return Promise.reject(Object.assign(new Error('the first commit failed'), { code: 'EIO' }))
+      return commit.apply(this, args)
+    }
+    let first, second
+    try {
+      [first, second] = await Promise.allSettled([store.put(data), store.put(data)])
+    } finally {
+      Shard.prototype.commit = commit
+    }
+    expect(first.reason && first.reason.code).to.equal('EIO')
+    expect(second.value).to.equal(sha256(data))
+    expect(commits).to.equal(2)
+    expect((await store.readFile(sha256(data))).equals(data)).to.equal(true)
   })
 })

@@ -79,3 +79,98 @@ describe('durability with sync: true', function () {
     expect(calls.findIndex((c, i) => i > renamed && c.path === store && isSync(c)), 'store directory synced after the shard was renamed into place').to.be.above(-1)
   })
 })
+
+// Runs `script` under strace: [{ call, path, from }] of the calls that create, write,
+// rename, remove or sync files, and succeeded; `path` is the file's, or the new name.
+function trace (script, dir) {
+  const out = path.join(dir, 'trace.txt')
+  const r = spawnSync('strace', ['-f', '-y', '-qq', '-o', out, '-e', 'trace=openat,mkdir,mkdirat,write,pwrite64,fsync,fdatasync,rename,renameat,renameat2,unlink,unlinkat',
+    process.execPath, '-e', script, dir], { cwd: ROOT, encoding: 'utf8' })
+  expect(r.status, r.stderr).to.equal(0)
+  const calls = []
+  const unfinished = new Map() // pid -> the start of a call another thread's interrupted
+  for (let line of fs.readFileSync(out, 'utf8').split('\n')) {
+    const [, pid, start] = /^(\d+)\s+(.*) <unfinished \.\.\.>$/.exec(line) || []
+    if (pid) {
+      unfinished.set(pid, start)
+      continue
+    }
+    const [, resumedPid, end] = /^(\d+)\s+<\.\.\. \w+ resumed>(.*)$/.exec(line) || []
+    if (resumedPid) line = `${resumedPid} ${unfinished.get(resumedPid)}${end}`
+    if (/ = -1 /.test(line) || !/ = \d+/.test(line)) continue
+    const [, call, rest] = /^\d+\s+(\w+)\((.*)$/.exec(line) || []
+    if (!call) continue
+    const names = [...(rest || '').matchAll(/"([^"]*)"/g)].map((m) => m[1])
+    if (call === 'openat') {
+      if (/O_CREAT/.test(rest)) calls.push({ call: 'create', path: names[0] })
+    } else if (call === 'mkdir' || call === 'mkdirat') {
+      calls.push({ call: 'create', path: names[0] })
+    } else if (call.startsWith('rename')) {
+      calls.push({ call: 'rename', from: names[0], path: names[1] })
+    } else if (call.startsWith('unlink')) {
+      calls.push({ call: 'unlink', path: names[0] })
+    } else {
+      const fd = /^\d+<([^>]*)>/.exec(rest)
+      if (fd) calls.push({ call: call === 'fdatasync' ? 'fsync' : call, path: fd[1] })
+    }
+  }
+  return calls
+}
+
+// Whether every change to the entries of directory `dir` (those `which` selects) made
+// before call number `before` was followed by a sync of `dir` before it.
+function entriesSynced (calls, dir, before, which = () => true) {
+  const lastChange = calls.findLastIndex((c, i) => i < before && ['create', 'rename', 'unlink'].includes(c.call) && which(c) &&
+    (path.dirname(c.path) === dir || (c.from && path.dirname(c.from) === dir)))
+  return calls.findIndex((c, i) => i > lastChange && i < before && c.call === 'fsync' && c.path === dir) > -1
+}
+
+// Issue 18, item 7: what is renamed into place must be whole after a power cut.
+describe('durability of what is renamed into place', function () {
+  this.timeout(60000)
+  const t = useTmp()
+
+  before(function () {
+    if (!hasStrace) {
+      console.log('      skipped: strace is not installed (Debian package strace)')
+      this.skip()
+    }
+  })
+
+  it('every entry of a new shard is durable before the shard is renamed into place, whatever LevelDB syncs itself', () => {
+    const script = `
+      const fs = require('node:fs')
+      fs.mkdirSync(process.argv[1] + '/tmp')
+      require('./lib/shard').Shard.create(process.argv[1] + '/000.s', process.argv[1] + '/tmp')`
+    const calls = trace(script, t.dir)
+    const renamed = calls.findIndex((c) => c.call === 'rename' && c.path === path.join(t.dir, '000.s'))
+    expect(renamed).to.be.above(-1)
+    const staging = calls[renamed].from
+    // LevelDB 1.20 syncs the directory whenever it syncs a manifest, which the flush
+    // does last: the files it needs (CURRENT, manifest, log, table) are covered by that.
+    expect(calls.some((c, i) => i < renamed && c.call === 'rename' && c.path === path.join(staging, 'CURRENT'))).to.equal(true)
+    expect(entriesSynced(calls, staging, renamed, (c) => c.call !== 'unlink'), 'the files LevelDB needs').to.equal(true)
+    // The removal of the replayed log comes after that, and kfs syncs it too: a shard
+    // created must not depend on the order of LevelDB's work.
+    expect(entriesSynced(calls, staging, renamed), 'every entry of the staging directory synced before it was renamed').to.equal(true)
+    expect(calls.findIndex((c, i) => i > renamed && c.call === 'fsync' && c.path === t.dir)).to.be.above(renamed)
+  })
+
+  it('the disk reserve\'s bytes are synced before it is renamed into place, and its directory after', () => {
+    const script = `
+      const fs = require('node:fs')
+      const { DiskReserve } = require('./lib/disk-space')
+      fs.mkdirSync(process.argv[1] + '/tmp')
+      new DiskReserve(process.argv[1], process.argv[1] + '/tmp', ${2 * MiB}).init()`
+    const calls = trace(script, t.dir)
+    const reserve = path.join(t.dir, 'reserve')
+    expect(fs.statSync(reserve).size).to.equal(2 * MiB)
+    const renamed = calls.findIndex((c) => c.call === 'rename' && c.path === reserve)
+    expect(renamed).to.be.above(-1)
+    const tmp = calls[renamed].from
+    const lastWrite = calls.findLastIndex((c) => c.path === tmp && c.call.startsWith('write'))
+    expect(lastWrite).to.be.above(-1)
+    expect(calls.findIndex((c, i) => i > lastWrite && i < renamed && c.call === 'fsync' && c.path === tmp), 'reserve synced before the rename').to.be.above(-1)
+    expect(calls.findIndex((c, i) => i > renamed && c.call === 'fsync' && c.path === t.dir), 'store directory synced after the rename').to.be.above(-1)
+  })
+})

@@ -175,3 +175,62 @@ describe('space comes back by itself', function () {
     await reclaimer.stop()
   })
 })
+
+// The Reclaimer and compact() both forget dead notes, on one shard at once: a store
+// holds a shard for each without excluding the other. `dead` must stay the sum of the
+// notes left, or removals still noted are never reclaimed (issue 18, item 7).
+describe('dead bytes stay the sum of the notes left', function () {
+  this.timeout(30000)
+  const t = useTmp()
+  const SIZE = 256 * 1024
+  const names = ['a', 'b', 'c']
+  let shard, keys
+
+  beforeEach(async () => {
+    const store = t.open({ referenceId: REF, reclaim: false })
+    keys = names.map((name) => keyInShard(REF, 3, `dead ${name}`))
+    for (const key of keys) await store.writeFile(key, bytes(SIZE, key))
+    await store.unlink(keys[0]) // a, noted as dead; b and c are removed by the tests
+    await store.close()
+    shard = await Shard.open({ index: 3, location: path.join(store.location, '003.s'), cap: 1e12, chunkKeys: new ChunkKeys(1e12, 128 * 1024), sync: false })
+    expect(shard.dead).to.equal(SIZE)
+  })
+
+  afterEach(async () => {
+    await shard.close()
+  })
+
+  const noted = async () => (await shard.reclaimPlan()).bytes
+
+  it('a plan whose notes compact() forgot first does not take a later removal\'s bytes with it', async () => {
+    const plan = await shard.reclaimPlan() // a
+    await shard.compact() // forgets a
+    await shard.unlink(keys[1]) // b, noted meanwhile
+    await shard.forgetDead(plan)
+    expect(await noted()).to.equal(SIZE)
+    expect(shard.dead).to.equal(SIZE)
+  })
+
+  it('an empty plan does not forget a removal noted after it was made', async () => {
+    await shard.compact()
+    const plan = await shard.reclaimPlan() // nothing
+    expect(plan.ids).to.deep.equal([])
+    await shard.unlink(keys[1])
+    await shard.forgetDead(plan)
+    expect(shard.dead).to.equal(SIZE)
+  })
+
+  it('compact() does not forget bytes a plan forgot while it compacted', async () => {
+    const plan = await shard.reclaimPlan() // a
+    const compactRange = shard.db.compactRange.bind(shard.db)
+    shard.db.compactRange = async (...range) => {
+      // The Reclaimer finishes its plan and b is removed, while compact() compacts.
+      await shard.forgetDead(plan)
+      await shard.unlink(keys[1])
+      return compactRange(...range)
+    }
+    await shard.compact()
+    expect(await noted()).to.equal(SIZE)
+    expect(shard.dead).to.equal(SIZE)
+  })
+})
