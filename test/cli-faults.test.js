@@ -95,9 +95,55 @@ describe('kfs command line under faults', function () {
     for (let i = 0; i < 2000 && partial().length === 0; i++) await new Promise((resolve) => setTimeout(resolve, 2))
     expect(partial(), 'the temporary file appeared').to.have.length(1)
     child.kill('SIGINT')
-    expect(await exited).to.deep.equal({ code: 130, signal: null })
+    expect(await exited).to.deep.equal({ code: null, signal: 'SIGINT' }) // a shell shows 130
     expect(partial()).to.deep.equal([])
     expect(fs.existsSync(target)).to.equal(false)
+  })
+
+  describe('a FIFO', () => {
+    let fifo
+    beforeEach(function () {
+      fifo = path.join(t.dir, 'fifo')
+      const made = spawnSync('mkfifo', [fifo])
+      if (made.error || made.status !== 0) {
+        console.log('      skipped: mkfifo is not available')
+        this.skip()
+      }
+    })
+
+    it('put FIFO reads it once and stores what was written to it', async () => {
+      await cli(['put', '--key', 'x'], { input: 'x' }) // the store exists
+      const data = bytes(3 * 1024 * 1024, 'fifo')
+      const writer = fs.promises.writeFile(fifo, data) // opens once kfs opens it for reading
+      const child = spawn(process.execPath, [BIN, '-d', db, 'put', fifo], { stdio: ['ignore', 'pipe', 'pipe'] })
+      const out = []
+      child.stdout.on('data', (d) => out.push(d))
+      const timer = setTimeout(() => child.kill('SIGKILL'), 15000) // read twice, it would wait for a second writer for ever
+      const [code, signal] = await new Promise((resolve) => child.on('close', (...r) => resolve(r)))
+      clearTimeout(timer)
+      await writer
+      expect({ code, signal }).to.deep.equal({ code: 0, signal: null })
+      expect(Buffer.concat(out).toString()).to.equal(sha256(data) + '\n')
+      expect(sha256((await cli(['get', sha256(data)])).stdout)).to.equal(sha256(data))
+    })
+
+    for (const [signal, args] of [['SIGINT', ['put']], ['SIGTERM', ['put']], ['SIGHUP', ['put', '--key', 'k']]]) {
+      it(`${signal} ends a ${args.join(' ')} waiting to open a FIFO nobody writes, at once`, async () => {
+        await cli(['put', '--key', 'x'], { input: 'x' }) // the store exists
+        const child = spawn(process.execPath, [BIN, '-d', db, ...args, fifo], { stdio: 'ignore' })
+        const exited = new Promise((resolve) => child.on('exit', (code, sig) => resolve({ code, signal: sig })))
+        // It blocks in open(2) on one of libuv's threads once it stats the FIFO.
+        await new Promise((resolve) => setTimeout(resolve, 1000))
+        const sent = Date.now()
+        child.kill(signal)
+        let timer
+        const outcome = await Promise.race([exited, new Promise((resolve) => { timer = setTimeout(() => resolve('still running'), 5000) })])
+        clearTimeout(timer)
+        if (outcome === 'still running') child.kill('SIGKILL')
+        expect(outcome).to.deep.equal({ code: null, signal })
+        expect(Date.now() - sent).to.be.below(5000)
+      })
+    }
   })
 
   it('put from a directory on stdin, or of a directory, fails instead of storing an empty file', async () => {

@@ -229,7 +229,7 @@ describe('kfs command line', function () {
       expect(r.code).to.equal(1)
       expect(r.stderr).to.match(/^kfs: a file of 2000 bytes or more cannot be stored: a shard holds at most 1024\n$/)
       const r2 = await cli(['put', file('big', bytes(2000))])
-      expect(r2.stderr).to.match(/^kfs: shard \d{3} is full: the file reached 2000 bytes, and the shard had 1024 bytes free when its write began\n$/)
+      expect(r2.stderr).to.match(/^kfs: shard \d{3} is full: the file is 2000 bytes, and the shard had 1024 bytes free when its write began\n$/)
     })
 
     it('get to a file never leaves a truncated file behind', async () => {

@@ -18,18 +18,17 @@ const args = require('../args')
 
 async function put (store, io, file, { key }) {
   const fromStdin = !file || file === '-'
-  if (fromStdin) {
-    refuseDirectory(io.stdin, 'standard input')
-    const progress = Progress.create({ stream: io.stderr, total: undefined, label: 'put' })
-    const written = key === undefined ? store.put(metered(io.stdin, progress)) : writeTo(store, key, io.stdin, progress)
-    return println(io.stdout, await finished(written, progress)).then(() => 0)
-  }
-  const stats = await fs.promises.stat(file)
-  if (stats.isDirectory()) throw isDirectory(file)
-  const { size } = stats
-  if (key !== undefined) {
+  if (fromStdin) refuseDirectory(io.stdin, 'standard input')
+  const stats = fromStdin ? undefined : await fs.promises.stat(file)
+  if (stats && stats.isDirectory()) throw isDirectory(file)
+  // A regular file is read with its size known; standard input, a FIFO, a device or a
+  // socket can be read only once, as it comes (put() spools it while hashing it).
+  const size = stats && stats.isFile() ? stats.size : undefined
+  if (key !== undefined || size === undefined) {
+    const input = fromStdin ? io.stdin : fs.createReadStream(file)
     const progress = Progress.create({ stream: io.stderr, total: size, label: 'put' })
-    return println(io.stdout, await finished(writeTo(store, key, fs.createReadStream(file), progress), progress)).then(() => 0)
+    const written = key === undefined ? store.put(metered(input, progress)) : writeTo(store, key, input, progress, size)
+    return println(io.stdout, await unchanged(file, finished(written, progress))).then(() => 0)
   }
   // A file can be read twice: hash it first, so stored content is not written again
   // and nothing is spooled, then stream it into its shard.
@@ -44,15 +43,22 @@ async function put (store, io, file, { key }) {
   })
   if (!stored || stored.sha256 !== sha256 || stored.size !== size) {
     const progress = Progress.create({ stream: io.stderr, total: size, label: 'put' })
-    // The second read is checked against the first before anything is committed.
-    const ws = store.createWriteStream(sha256, { sha256 })
-    await finished(pipeline(metered(fs.createReadStream(file), progress), ws), progress).catch((err) => {
-      if (err.code !== 'EINTEGRITY') throw err
-      throw Object.assign(new Error(`${file} changed while it was being stored; nothing was stored`), { code: 'EAGAIN', cause: err })
-    })
+    // The second read is checked against the first before anything is committed; the
+    // size is claimed first, so a file too large for its shard is refused at once.
+    const ws = store.createWriteStream(sha256, { sha256, size })
+    await unchanged(file, finished(pipeline(metered(fs.createReadStream(file), progress), ws), progress))
   }
   await println(io.stdout, sha256)
   return 0
+}
+
+// A regular file read with its size (and hash) known beforehand: other bytes mean it
+// changed meanwhile, which is not a usage error.
+function unchanged (file, storing) {
+  return storing.catch((err) => {
+    if (err.code !== 'EINTEGRITY' && !(err.code === 'EINVAL' && err.argument === 'data')) throw err
+    throw Object.assign(new Error(`${file} changed while it was being stored; nothing was stored`), { code: 'EAGAIN', cause: err })
+  })
 }
 
 // Reading a directory as a stream gives no bytes: it would store an empty file.
@@ -64,8 +70,8 @@ function isDirectory (name) {
   return Object.assign(new Error(`${name} is a directory, not a file`), { code: 'EISDIR' })
 }
 
-async function writeTo (store, key, source, progress) {
-  const ws = store.createWriteStream(key)
+async function writeTo (store, key, source, progress, size) {
+  const ws = store.createWriteStream(key, { size })
   await pipeline(metered(source, progress), ws)
   return ws.key
 }
