@@ -101,8 +101,8 @@ async function repair (ctx, index) {
 
 // Compacts every shard, which drops abandoned writes and reclaims the space of removed
 // data. Shards with the most dead space go first: on a full disk, compacting them frees
-// the room that compacting the others needs. Damaged shards are skipped and named at
-// the end.
+// the room that compacting the others needs. A shard that fails (damaged, or an OS
+// error such as ENOSPC) is skipped and named at the end.
 async function compact (ctx) {
   const { shards } = ctx
   const order = []
@@ -111,24 +111,31 @@ async function compact (ctx) {
     order.push({ index, dead: figures.diskBytes - figures.used })
   }
   order.sort((a, b) => b.dead - a.dead || a.index - b.index)
-  const damaged = []
+  const failed = []
   for (const { index } of order) {
     try {
       await ctx.op(() => shards.inShard(index, (shard) => shard.compact(), READING))
     } catch (err) {
-      if (!errors.isCorrupt(err)) throw err
-      damaged.push(err)
+      if (err.code === 'ECLOSED') throw err
+      failed.push({ shard: index, error: err })
     }
   }
-  if (damaged.length) throw someCorrupt(damaged, 'compacted')
+  if (failed.length) throw someFailed(failed, 'compacted', order.length > failed.length)
 }
 
-// One ECORRUPT for the damaged shards met by an operation that went on with the others.
-function someCorrupt (damaged, done) {
-  const shards = [...new Set(damaged.map((err) => err.shard))]
-  const names = shards.map(shardName).join(', ')
-  const reasons = damaged.map((err) => (err.cause && err.cause.message ? err.cause.message : err.message)).join('; ')
-  return errors.corrupt(`shard${shards.length > 1 ? 's' : ''} ${names}`, `${reasons}; the other shards were ${done}`, { shard: shards[0], shards, cause: damaged[0] })
+// One error for the shards an operation could not do, once it did the others:
+// `failed` is [{ shard, error }]. ECORRUPT if every failure was damage, otherwise the
+// code of the first that was not (EMFILE, EIO, ENOSPC, EBUSY...), which is not cured by
+// a repair. err.shards names the shards, err.errors holds each failure.
+function someFailed (failed, done, others) {
+  const shards = [...new Set(failed.map((f) => f.shard))]
+  const what = `shard${shards.length > 1 ? 's' : ''} ${shards.map(shardName).join(', ')}`
+  const reasons = failed.map(({ error }) => (error.cause && error.cause.message ? error.cause.message : error.message)).join('; ')
+  const rest = others ? `; the other shards were ${done}` : ''
+  const notDamage = failed.find(({ error }) => !errors.isCorrupt(error))
+  const props = { shard: shards[0], shards, errors: failed.map((f) => f.error), cause: (notDamage || failed[0]).error }
+  if (!notDamage) return errors.corrupt(what, reasons + rest, props)
+  return errors.system(`${what} could not be ${done}`, { code: notDamage.error.code, message: reasons + rest }, props)
 }
 
-module.exports = { verify, repair, compact, someCorrupt }
+module.exports = { verify, repair, compact, someFailed }

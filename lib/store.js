@@ -409,8 +409,9 @@ class Store {
 
   // An async iterable of { key, size, name } for every committed file, shard by shard;
   // reads metadata records only, a page at a time, holding no shard between pages (a
-  // paused listing must not keep a slot other operations need). A damaged shard or
-  // record does not stop the listing: ECORRUPT comes at the end, naming them.
+  // paused listing must not keep a slot other operations need). A shard that fails
+  // (damaged, or an OS error) or a damaged record does not stop the listing: one error
+  // comes at the end, naming them (maintenance.someFailed).
   list (shard) {
     if (shard !== undefined) args.shardIndex(shard, this.shardCount)
     return this.#list(shard)
@@ -419,7 +420,7 @@ class Store {
   async * #list (only) {
     await this.#op(() => {})
     if (only !== undefined) args.shardIndex(only, this.shardCount)
-    const damaged = []
+    const failed = [] // { shard, error }
     const op = (fn) => this.#op(fn)
     const indices = this.#shards.indices().filter((i) => only === undefined || i === only)
     // The first pages of the next shards are fetched ahead, so that opening them (a few
@@ -440,7 +441,7 @@ class Store {
           if (this.#closed) throw errors.closed() // a page fetched ahead is not handed out after close()
           for (const meta of page) {
             if (meta.error) {
-              damaged.push(meta.error)
+              failed.push({ shard: index, error: meta.error })
               continue
             }
             const entry = { key: meta.key, size: meta.size }
@@ -449,11 +450,12 @@ class Store {
           }
         }
       } catch (err) {
-        if (!errors.isCorrupt(err)) throw err
-        damaged.push(err)
+        if (err.code === 'ECLOSED') throw err
+        failed.push({ shard: index, error: err })
       }
     }
-    if (damaged.length) throw maintenance.someCorrupt(damaged, 'listed')
+    const others = indices.some((index) => !failed.some((f) => f.shard === index))
+    if (failed.length) throw maintenance.someFailed(failed, 'listed', others)
   }
 
   async usage () {

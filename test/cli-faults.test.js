@@ -159,6 +159,30 @@ describe('kfs command line under faults', function () {
     expect((await cli(['exists', empty])).stdout.toString()).to.equal('false\n')
   })
 
+  it('list prints every file of the readable shards before naming the damaged ones; list N of a sound shard says nothing of them', async () => {
+    const kfs = require('..')
+    const { keyInShard, REF } = require('./helpers')
+    const store = kfs(db, { referenceId: REF })
+    const keys = [1, 2, 3, 4, 5].map((shard) => keyInShard(REF, shard, 'cli list'))
+    for (const key of keys) await store.writeFile(key, 'x')
+    await store.close()
+    const shardDir = (n) => path.join(db, `00${n}.s`)
+    for (const f of fs.readdirSync(shardDir(2)).filter((f) => f.endsWith('.ldb'))) fs.rmSync(path.join(shardDir(2), f)) // a table lost
+    for (const f of fs.readdirSync(shardDir(4)).filter((f) => f.startsWith('MANIFEST'))) fs.rmSync(path.join(shardDir(4), f))
+    const all = await cli(['list'])
+    expect(all.code).to.equal(1)
+    expect(all.stdout.toString().split('\n').filter(Boolean).map((l) => l.split('\t')[0]).sort()).to.deep.equal([keys[0], keys[2], keys[4]].sort())
+    oneLine(all.stderr)
+    expect(all.stderr).to.match(/^kfs: shards 002, 004 are corrupt: .*the other shards were listed\n$/)
+    const one = await cli(['list', '3'])
+    expect(one).to.include({ code: 0, stderr: '' })
+    expect(one.stdout.toString()).to.equal(`${keys[2]}\t1\t\n`)
+    const damaged = await cli(['list', '4'])
+    expect(damaged.code).to.equal(1)
+    expect(damaged.stderr).to.match(/^kfs: shard 004 is corrupt: /)
+    expect(damaged.stderr).to.not.contain('other shards')
+  })
+
   it('list escapes tabs, newlines, backslashes and control characters in names', async () => {
     const name = 'a\tb\nc\\d\re\x01f'
     await cli(['put', '--key', name], { input: 'x' })

@@ -202,6 +202,41 @@ describe('damage is named', () => {
     }
   })
 
+  it('list() goes on past shards it cannot open, damaged or failing, and names exactly those at the end', async () => {
+    const { Shard } = require('../lib/shard')
+    const errors = require('../lib/errors')
+    const store = t.open({ referenceId: REF })
+    const keys = [1, 2, 3, 4].map((shard) => keyInShard(REF, shard, 'l'))
+    for (const key of keys) await store.writeFile(key, key)
+    await store.close()
+    // Shard 2 loses its manifest (damage); shard 3 fails to open with an OS error.
+    for (const f of fs.readdirSync(shardDir(store, 2)).filter((f) => f.startsWith('MANIFEST'))) fs.rmSync(path.join(shardDir(store, 2), f))
+    const realOpen = Shard.open
+    Shard.open = function (options) {
+      if (options.index === 3) return Promise.reject(errors.system('shard 003 could not be opened', { code: 'EIO', message: 'injected EIO' }, { shard: 3 }))
+      return realOpen.call(this, options)
+    }
+    try {
+      const again = t.open()
+      const listed = []
+      const err = await rejects(async () => { for await (const e of again.list()) listed.push(e.key) }, 'EIO')
+      expect(listed.sort()).to.deep.equal([keys[0], keys[3]].sort())
+      expect(err.shards).to.deep.equal([2, 3])
+      expect(err.errors.map((e) => e.code)).to.deep.equal(['ECORRUPT', 'EIO'])
+      expect(err.message).to.match(/^shards 002, 003 could not be listed: .*injected EIO; the other shards were listed$/)
+      // Only what was asked about: one shard, its own failure, no word of others.
+      const one = await rejects(async () => { for await (const e of again.list(3)) listed.push(e.key) }, 'EIO')
+      expect(one.shards).to.deep.equal([3])
+      expect(one.message).to.equal('shard 003 could not be listed: injected EIO')
+      const damaged = await rejects(async () => { for await (const e of again.list(2)) listed.push(e.key) }, 'ECORRUPT')
+      expect(damaged.message).to.not.contain('other shards')
+      expect(await collect(again.list(4))).to.deep.equal([{ key: keys[3], size: keys[3].length }])
+      await rejects(again.compact(), 'EIO') // compact() goes on past them too, and names them
+    } finally {
+      Shard.open = realOpen
+    }
+  })
+
   it('an unreadable metadata record is ECORRUPT naming shard and key, and does not hide the rest of its shard', async () => {
     const store = t.open({ referenceId: REF })
     const keys = [0, 1, 2].map((i) => keyInShard(REF, 3, `m${i}`)).sort()

@@ -179,10 +179,12 @@ async function stat (store, io, key, { human, json }) {
 
 // Lines go out in pieces of about 64 KiB: a write per line would cost more than the
 // listing itself.
+// What was listed is printed even when the listing then fails (shards it could not
+// read): the error follows, on stderr.
 async function list (store, io, shard, { json }) {
   const out = new Output(io.stdout)
+  let piece = ''
   try {
-    let piece = ''
     for await (const entry of store.list(shard)) {
       piece += (json ? JSON.stringify(entry) : `${entry.key}\t${entry.size}\t${escapeField(entry.name ?? '')}`) + '\n'
       if (piece.length >= 65536) {
@@ -190,10 +192,13 @@ async function list (store, io, shard, { json }) {
         piece = ''
       }
     }
-    await out.write(piece)
-    await out.flush()
   } finally {
-    out.close()
+    try {
+      await out.write(piece)
+      await out.flush()
+    } finally {
+      out.close()
+    }
   }
   return 0
 }
