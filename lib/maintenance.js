@@ -16,8 +16,8 @@ const errors = require('./errors')
 // Files verify() checks at once: LevelDB reads on libuv's threads while this thread
 // hashes, which pays off for many small files.
 const VERIFY_CONCURRENCY = 4
-// Verifying reads and compacting frees space: both may give up the disk reserve.
-const READING = { useReserve: true }
+// verify() reads and compact() frees space: both may give up the disk reserve.
+const MAY_SPEND_RESERVE = { useReserve: true }
 
 // Reads every committed file whole and checks each shard's accounting and damage
 // notes. Resolves to { files, bytes, problems: [{ shard, key, kind, problem }] }, key
@@ -30,7 +30,7 @@ async function verify (ctx, { shard, onProgress }) {
   const problem = (index, key, kind, text) => report.problems.push({ shard: index, key, kind, problem: text })
   for (const index of shards.indices().filter((i) => shard === undefined || i === shard)) {
     try {
-      for (const note of await ctx.op(() => shards.inShard(index, (s) => s.damageNotes(), READING))) {
+      for (const note of await ctx.op(() => shards.inShard(index, (s) => s.damageNotes(), MAY_SPEND_RESERVE))) {
         problem(index, null, 'log', `when it was opened at ${note.at}, LevelDB dropped damaged records from its log (${note.dropped.join('; ')}): ` +
           `the writes made just before may be lost${note.pending.length ? '' : '; no write was in flight'}. kfs repair ${index} clears this note`)
         for (const key of note.pending) problem(index, key, 'write', `a write of it was in flight when its shard's log was damaged (${note.at}): that write, or the version it replaced, may be lost`)
@@ -38,7 +38,7 @@ async function verify (ctx, { shard, onProgress }) {
       for await (const page of shards.metaPages(index, ctx.op)) {
         const damages = await mapLimit(page, VERIFY_CONCURRENCY, async (meta) => {
           if (meta.error) return undefined
-          const damage = await ctx.op(() => shards.inShard(index, (s) => checkFile(s, meta.key, ctx.chunkSize), READING))
+          const damage = await ctx.op(() => shards.inShard(index, (s) => checkFile(s, meta.key, ctx.chunkSize), MAY_SPEND_RESERVE))
           report.files++
           report.bytes += meta.size
           if (onProgress) onProgress({ shard: index, files: report.files, bytes: report.bytes })
@@ -49,7 +49,7 @@ async function verify (ctx, { shard, onProgress }) {
           else if (damages[i]) problem(index, meta.key, 'file', damages[i])
         })
       }
-      const accounting = await ctx.op(() => shards.inShard(index, checkAccounting, READING))
+      const accounting = await ctx.op(() => shards.inShard(index, checkAccounting, MAY_SPEND_RESERVE))
       if (accounting) problem(index, null, 'accounting', accounting)
     } catch (err) {
       // Whatever keeps a shard from being checked (damage, EBUSY, EMFILE, EIO, ENOSPC,
@@ -114,7 +114,7 @@ async function compact (ctx) {
   const failed = []
   for (const { index } of order) {
     try {
-      await ctx.op(() => shards.inShard(index, (shard) => shard.compact(), READING))
+      await ctx.op(() => shards.inShard(index, (shard) => shard.compact(), MAY_SPEND_RESERVE))
     } catch (err) {
       if (err.code === 'ECLOSED') throw err
       failed.push({ shard: index, error: err })
