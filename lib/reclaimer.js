@@ -32,6 +32,7 @@ class Reclaimer {
   #enabled
   #idleMs
   #yieldMs
+  #now
   #running
   #timer
   #outlasted // the writing() value whose writes outlasted a wait
@@ -39,14 +40,15 @@ class Reclaimer {
 
   // openShards(): the open Shard objects; inShard(index, fn): runs fn(shard) holding it;
   // writing(): falsy when the store has no write in progress, else a value that stays
-  // the same until it has none again. idleMs, yieldMs: for tests.
-  constructor ({ openShards, inShard, writing = () => false, enabled = true, idleMs = IDLE_MS, yieldMs = YIELD_MS }) {
+  // the same until it has none again. idleMs, yieldMs, now (the clock): for tests.
+  constructor ({ openShards, inShard, writing = () => false, enabled = true, idleMs = IDLE_MS, yieldMs = YIELD_MS, now = Date.now }) {
     this.#openShards = openShards
     this.#inShard = inShard
     this.#writing = writing
     this.#enabled = enabled
     this.#idleMs = idleMs
     this.#yieldMs = yieldMs
+    this.#now = now
   }
 
   // Called whenever a shard's dead bytes grew.
@@ -90,10 +92,10 @@ class Reclaimer {
   }
 
   async #writesFirst () {
-    const until = Date.now() + this.#yieldMs
+    const until = this.#now() + this.#yieldMs
     for (let busy = this.#writing(); busy && busy !== this.#outlasted; busy = this.#writing()) {
       if (this.#stopped || this.#deadBytes() >= RECLAIM_NOW) return
-      if (Date.now() >= until) {
+      if (this.#now() >= until) {
         this.#outlasted = busy
         return
       }

@@ -132,47 +132,79 @@ describe('space comes back by itself', function () {
   })
 
   it('writes go first: a piece waits for writes in progress, but not for long ones', async () => {
+    // Driven by its own clock and by `writing`, never by real-time windows: what is
+    // asserted is the order of pieces and writes.
     const compacted = []
     let writing = 0 // as the store's writing(): 0, or the same number while writes go on
+    let polls = 0
+    let clock = 0
     const shard = {
       index: 7,
       dead: 3,
       reclaimPlan: async () => ({ pieces: [1, 2, 3], ids: ['x'], bytes: 3 }),
-      compactPiece: async (piece) => compacted.push({ piece, writing, at: Date.now() }),
+      compactPiece: async (piece) => compacted.push({ piece, writing, clock }),
       forgetDead: async () => { shard.dead = 0 }
     }
-    const reclaimer = new Reclaimer({ openShards: () => [shard], inShard: (index, fn) => fn(shard), writing: () => writing, idleMs: 100, yieldMs: 500 })
-    const until = async (condition) => {
-      const started = Date.now()
-      while (!condition() && Date.now() - started < 10000) await new Promise((resolve) => setTimeout(resolve, 10))
+    const YIELD = 100
+    const reclaimer = new Reclaimer({
+      openShards: () => [shard],
+      inShard: (index, fn) => fn(shard),
+      writing: () => { polls++; return writing },
+      idleMs: 0,
+      yieldMs: YIELD,
+      now: () => clock
+    })
+    const until = async (condition, what) => {
+      const deadline = Date.now() + 10000
+      while (!condition() && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 5))
+      expect(condition(), what).to.equal(true)
     }
-    // Reclaims the three pieces again while `writing` is as given; returns when each was
-    // compacted, in ms since it was asked.
-    const reclaim = async () => {
-      const from = compacted.length
+    // Starts reclaiming the three pieces again; resolves once it asked about writes a few times.
+    const start = async () => {
       shard.dead = 3
-      const started = Date.now()
-      reclaimer.noteDead() // due after 100 ms
-      await until(() => compacted.length === from + 3)
-      expect(compacted.slice(from).map(({ piece }) => piece)).to.deep.equal([1, 2, 3])
-      return compacted.slice(from).map(({ at }) => at - started)
+      const from = polls
+      reclaimer.noteDead()
+      await until(() => polls >= from + 3 || compacted.length % 3 !== 0, 'the reclaimer asked about writes')
     }
-    setTimeout(() => { writing = 1 }, 50)
-    setTimeout(() => { writing = 0 }, 350) // a write from 50 to 350 ms
-    const short = await reclaim()
-    expect(compacted.map((c) => c.writing)).to.deep.equal([0, 0, 0]) // it waited for it
-    expect(short[0]).to.be.within(340, 1000)
-    writing = 2 // a long write from now on: one wait, then the pieces go on alongside it
-    const long = await reclaim()
+    const pieces = (from) => compacted.slice(from).map(({ piece }) => piece)
+    try {
+      await steps()
+    } finally {
+      await reclaimer.stop()
+    }
+
+    async function steps () {
+    // A write in progress: nothing is compacted while the window lasts; then it ends.
+    writing = 1
+    await start()
+    expect(compacted).to.deep.equal([])
+    writing = 0
+    await until(() => compacted.length === 3, 'the pieces once the write ended')
+    expect(compacted.map((c) => c.writing)).to.deep.equal([0, 0, 0])
+    expect(pieces(0)).to.deep.equal([1, 2, 3])
+
+    // A long write: the pieces wait for it until the window is over, then go on beside it.
+    writing = 2
+    await start()
+    expect(compacted).to.have.length(3)
+    clock += YIELD
+    await until(() => compacted.length === 6, 'the pieces once the write outlasted the window')
     expect(compacted.slice(3).map((c) => c.writing)).to.deep.equal([2, 2, 2])
-    expect(long[0]).to.be.within(100 + 500 - 50, 100 + 500 + 1000)
-    expect(long[2] - long[0]).to.be.below(300)
-    const still = await reclaim() // the same writes: no more waiting for them
-    expect(still[0]).to.be.below(400)
-    writing = 3 // other writes: waited for again
-    const other = await reclaim()
-    expect(other[0]).to.be.within(100 + 500 - 50, 100 + 500 + 1000)
-    await reclaimer.stop()
+
+    // The same writes still going on: not waited for again, though the clock stands still.
+    shard.dead = 3
+    reclaimer.noteDead()
+    await until(() => compacted.length === 9, 'the pieces beside the same long write')
+    expect(compacted.slice(6).map((c) => c.clock)).to.deep.equal([clock, clock, clock])
+
+    // Other writes: waited for again.
+    writing = 3
+    await start()
+    expect(compacted).to.have.length(9)
+    clock += YIELD
+    await until(() => compacted.length === 12, 'the pieces once the other write outlasted the window')
+    expect(pieces(9)).to.deep.equal([1, 2, 3])
+    }
   })
 })
 
