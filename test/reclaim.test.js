@@ -174,36 +174,36 @@ describe('space comes back by itself', function () {
     }
 
     async function steps () {
-    // A write in progress: nothing is compacted while the window lasts; then it ends.
-    writing = 1
-    await start()
-    expect(compacted).to.deep.equal([])
-    writing = 0
-    await until(() => compacted.length === 3, 'the pieces once the write ended')
-    expect(compacted.map((c) => c.writing)).to.deep.equal([0, 0, 0])
-    expect(pieces(0)).to.deep.equal([1, 2, 3])
+      // A write in progress: nothing is compacted while the window lasts; then it ends.
+      writing = 1
+      await start()
+      expect(compacted).to.deep.equal([])
+      writing = 0
+      await until(() => compacted.length === 3, 'the pieces once the write ended')
+      expect(compacted.map((c) => c.writing)).to.deep.equal([0, 0, 0])
+      expect(pieces(0)).to.deep.equal([1, 2, 3])
 
-    // A long write: the pieces wait for it until the window is over, then go on beside it.
-    writing = 2
-    await start()
-    expect(compacted).to.have.length(3)
-    clock += YIELD
-    await until(() => compacted.length === 6, 'the pieces once the write outlasted the window')
-    expect(compacted.slice(3).map((c) => c.writing)).to.deep.equal([2, 2, 2])
+      // A long write: the pieces wait for it until the window is over, then go on beside it.
+      writing = 2
+      await start()
+      expect(compacted).to.have.length(3)
+      clock += YIELD
+      await until(() => compacted.length === 6, 'the pieces once the write outlasted the window')
+      expect(compacted.slice(3).map((c) => c.writing)).to.deep.equal([2, 2, 2])
 
-    // The same writes still going on: not waited for again, though the clock stands still.
-    shard.dead = 3
-    reclaimer.noteDead()
-    await until(() => compacted.length === 9, 'the pieces beside the same long write')
-    expect(compacted.slice(6).map((c) => c.clock)).to.deep.equal([clock, clock, clock])
+      // The same writes still going on: not waited for again, though the clock stands still.
+      shard.dead = 3
+      reclaimer.noteDead()
+      await until(() => compacted.length === 9, 'the pieces beside the same long write')
+      expect(compacted.slice(6).map((c) => c.clock)).to.deep.equal([clock, clock, clock])
 
-    // Other writes: waited for again.
-    writing = 3
-    await start()
-    expect(compacted).to.have.length(9)
-    clock += YIELD
-    await until(() => compacted.length === 12, 'the pieces once the other write outlasted the window')
-    expect(pieces(9)).to.deep.equal([1, 2, 3])
+      // Other writes: waited for again.
+      writing = 3
+      await start()
+      expect(compacted).to.have.length(9)
+      clock += YIELD
+      await until(() => compacted.length === 12, 'the pieces once the other write outlasted the window')
+      expect(pieces(9)).to.deep.equal([1, 2, 3])
     }
   })
 })
