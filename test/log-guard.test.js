@@ -7,7 +7,7 @@ const path = require('node:path')
 const { spawn, spawnSync } = require('node:child_process')
 const leveldown = require('leveldown')
 const { LevelDb } = require('../lib/leveldb')
-const { readManifest, parseManifest, logName, keptName, lockHeld } = require('../lib/log-guard')
+const { guardedOpen, readManifest, parseManifest, logName, keptName, lockHeld } = require('../lib/log-guard')
 const { useTmp, rejects } = require('./helpers')
 
 const ROOT = path.join(__dirname, '..')
@@ -393,6 +393,45 @@ describe('the log guard', function () {
     } finally {
       await db.close()
     }
+  })
+
+  it('makes its links durable before LevelDB opens, and their removal after', async () => {
+    const dir = path.join(t.dir, 'db')
+    const db = raw(dir)
+    await db.open()
+    await db.put('k', 'v')
+    await db.close() // its log holds the record: the guard keeps a link to it
+    // What the guard does to the directory, in order: links, removals, and syncs of the
+    // directory itself (lib/sync-dir.js opens it and syncs the handle).
+    const events = []
+    const fsp = require('node:fs/promises')
+    const real = { link: fsp.link, unlink: fsp.unlink, open: fsp.open }
+    fsp.link = async (from, to) => { await real.link(from, to); events.push(`link ${path.basename(to)}`) }
+    fsp.unlink = async (file) => { await real.unlink(file); events.push(`unlink ${path.basename(file)}`) }
+    fsp.open = async (file, ...rest) => {
+      const handle = await real.open(file, ...rest)
+      if (path.resolve(String(file)) === dir) {
+        const sync = handle.sync.bind(handle)
+        handle.sync = async () => { await sync(); events.push('sync') }
+      }
+      return handle
+    }
+    const binding = leveldown(dir)
+    try {
+      await guardedOpen(dir, {
+        open: () => new Promise((resolve, reject) => {
+          events.push('open')
+          binding.open({ createIfMissing: false }, (err) => (err ? reject(err) : resolve()))
+        }),
+        close: () => new Promise((resolve) => binding.close(resolve)),
+        classify: (status) => new Error(status)
+      })
+    } finally {
+      Object.assign(fsp, real)
+    }
+    await new Promise((resolve) => binding.close(resolve))
+    const kept = events.find((e) => e.startsWith('link ')).slice('link '.length)
+    expect(events).to.deep.equal([`link ${kept}`, 'sync', 'open', `unlink ${kept}`, 'sync'])
   })
 
   it('adds nothing to a cleanly closed database: no link, no file left', async () => {
