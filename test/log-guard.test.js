@@ -395,43 +395,118 @@ describe('the log guard', function () {
     }
   })
 
-  it('makes its links durable before LevelDB opens, and their removal after', async () => {
-    const dir = path.join(t.dir, 'db')
-    const db = raw(dir)
-    await db.open()
-    await db.put('k', 'v')
-    await db.close() // its log holds the record: the guard keeps a link to it
-    // What the guard does to the directory, in order: links, removals, and syncs of the
-    // directory itself (lib/sync-dir.js opens it and syncs the handle).
-    const events = []
-    const fsp = require('node:fs/promises')
-    const real = { link: fsp.link, unlink: fsp.unlink, open: fsp.open }
-    fsp.link = async (from, to) => { await real.link(from, to); events.push(`link ${path.basename(to)}`) }
-    fsp.unlink = async (file) => { await real.unlink(file); events.push(`unlink ${path.basename(file)}`) }
-    fsp.open = async (file, ...rest) => {
-      const handle = await real.open(file, ...rest)
-      if (path.resolve(String(file)) === dir) {
-        const sync = handle.sync.bind(handle)
-        handle.sync = async () => { await sync(); events.push('sync') }
+  describe('syncing the directory after each change, before its next step', () => {
+    // Runs guardedOpen(dir) with `open` standing for LevelDB's open, recording what the
+    // guard does to the directory, in order: links, renames, removals, syncs of the
+    // directory itself (lib/sync-dir.js opens it and syncs the handle), open and close.
+    // Resolves to { events, err } (err: what guardedOpen rejected with).
+    async function record (dir, open) {
+      const events = []
+      const name = (file) => path.basename(String(file))
+      const fsp = require('node:fs/promises')
+      const real = { link: fsp.link, unlink: fsp.unlink, rename: fsp.rename, open: fsp.open }
+      fsp.link = async (from, to) => { await real.link(from, to); events.push(`link ${name(to)}`) }
+      fsp.rename = async (from, to) => { await real.rename(from, to); events.push(`rename ${name(from)} ${name(to)}`) }
+      fsp.unlink = async (file) => { await real.unlink(file); events.push(`unlink ${name(file)}`) }
+      fsp.open = async (file, ...rest) => {
+        const handle = await real.open(file, ...rest)
+        if (path.resolve(String(file)) === dir) {
+          const sync = handle.sync.bind(handle)
+          handle.sync = async () => { await sync(); events.push('sync') }
+        }
+        return handle
       }
-      return handle
+      let err
+      try {
+        await guardedOpen(dir, {
+          open: async () => { events.push('open'); await open() },
+          close: async () => events.push('close'),
+          classify: (status) => new Error(status)
+        })
+      } catch (e) {
+        err = e
+      } finally {
+        Object.assign(fsp, real)
+      }
+      return { events, err }
     }
-    const binding = leveldown(dir)
-    try {
-      await guardedOpen(dir, {
-        open: () => new Promise((resolve, reject) => {
-          events.push('open')
-          binding.open({ createIfMissing: false }, (err) => (err ? reject(err) : resolve()))
-        }),
-        close: () => new Promise((resolve) => binding.close(resolve)),
-        classify: (status) => new Error(status)
-      })
-    } finally {
-      Object.assign(fsp, real)
+
+    // A real open through the binding; close() closes it.
+    function binding (dir) {
+      const db = leveldown(dir)
+      return {
+        open: () => new Promise((resolve, reject) => db.open({ createIfMissing: false }, (err) => (err ? reject(err) : resolve()))),
+        close: () => new Promise((resolve) => db.close(resolve))
+      }
     }
-    await new Promise((resolve) => binding.close(resolve))
-    const kept = events.find((e) => e.startsWith('link ')).slice('link '.length)
-    expect(events).to.deep.equal([`link ${kept}`, 'sync', 'open', `unlink ${kept}`, 'sync'])
+
+    async function oneLog (dir) {
+      const db = raw(dir)
+      await db.open()
+      await db.put('k', 'v')
+      await db.close() // its log holds the record: the guard keeps a link to it
+      const [log] = logNumbers(dir).filter((n) => fs.statSync(path.join(dir, logName(n))).size > 0)
+      return log
+    }
+
+    it('makes its links durable before LevelDB opens, and their removal after', async () => {
+      const dir = path.join(t.dir, 'db')
+      const log = await oneLog(dir)
+      const db = binding(dir)
+      const { events, err } = await record(dir, db.open)
+      await db.close()
+      expect(err).to.equal(undefined)
+      expect(events).to.deep.equal([`link ${keptName(log)}`, 'sync', 'open', `unlink ${keptName(log)}`, 'sync'])
+    })
+
+    it('turns the links an interrupted open left back into logs one durable rename at a time, before it links anew', async () => {
+      const dir = path.join(t.dir, 'db')
+      const logs = await twoLogs(dir)
+      for (const n of logs) fs.linkSync(path.join(dir, logName(n)), path.join(dir, keptName(n)))
+      const db = binding(dir)
+      const { events, err } = await record(dir, db.open)
+      await db.close()
+      expect(err).to.equal(undefined)
+      const [first, second] = events.filter((e) => e.startsWith('rename ')).map((e) => Number(e.split(' ')[2].slice(0, -'.log'.length)))
+      expect(first).to.be.above(logs[1])
+      const live = [...logs, first, second]
+      expect(events).to.deep.equal([
+        `rename ${keptName(logs[0])} ${logName(first)}`, 'sync',
+        `rename ${keptName(logs[1])} ${logName(second)}`, 'sync',
+        ...live.map((n) => `link ${keptName(n)}`), 'sync',
+        'open',
+        ...live.flatMap((n) => [`unlink ${keptName(n)}`, 'sync'])
+      ])
+      await expectTwoLogsRead(dir)
+    })
+
+    it('turns its links back into logs durably when it cannot tell that LevelDB replayed them', async () => {
+      const dir = path.join(t.dir, 'db')
+      const log = await oneLog(dir)
+      // An "open" that leaves LevelDB's LOG as it was: the guard cannot tell that the log
+      // was replayed, so the open fails and the link becomes the newest log.
+      const { events, err } = await record(dir, async () => {})
+      expect(err).to.include({ code: 'EMFILE', reason: 'system' })
+      const renamed = events.find((e) => e.startsWith('rename ')).split(' ')[2]
+      expect(events).to.deep.equal([`link ${keptName(log)}`, 'sync', 'open', `rename ${keptName(log)} ${renamed}`, 'sync', 'close'])
+      expect(keptLinks(dir)).to.deep.equal([])
+      const opened = await LevelDb.open(dir) // replays it
+      try {
+        expect(String(await opened.get('k'))).to.equal('v')
+      } finally {
+        await opened.close()
+      }
+    })
+
+    it('removes its links durably when the open fails', async () => {
+      const dir = path.join(t.dir, 'db')
+      const log = await oneLog(dir)
+      const failure = Object.assign(new Error('open failed'), { reason: 'corruption' })
+      const { events, err } = await record(dir, async () => { throw failure })
+      expect(err).to.equal(failure)
+      expect(events).to.deep.equal([`link ${keptName(log)}`, 'sync', 'open', `unlink ${keptName(log)}`, 'sync'])
+      expect(keptLinks(dir)).to.deep.equal([])
+    })
   })
 
   it('adds nothing to a cleanly closed database: no link, no file left', async () => {
