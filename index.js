@@ -1,7 +1,7 @@
 'use strict'
 
 const { Store } = require('./lib/store')
-const errors = require('./lib/errors')
+const errors = require('./lib/api/errors')
 
 // const store = kfs(dir, options): the store opens itself on first use.
 function kfs (dir, options) {

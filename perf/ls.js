@@ -29,7 +29,7 @@ const async = require('async')
 const { inChild, cliList, now, msSince } = require('./child')
 const { runScript, UsageError, optionValue, parseCount, fmt } = require('./script')
 const { lineChart } = require('./svg')
-const { shardFor } = require('../lib/routing')
+const { shardFor } = require('../lib/shard/routing')
 const PUBLISHED = require('./published')
 const { median } = require('./stats')
 

@@ -5,9 +5,9 @@
 
 const { Suite } = require('benchmark')
 const crypto = require('node:crypto')
-const { coerceKey } = require('../lib/keys')
-const { shardFor, routingByte } = require('../lib/routing')
-const { ChunkKeys, encodeMeta, decodeMeta } = require('../lib/records')
+const { coerceKey } = require('../lib/api/keys')
+const { shardFor, routingByte } = require('../lib/shard/routing')
+const { ChunkKeys, encodeMeta, decodeMeta } = require('../lib/shard/records')
 
 const referenceId = crypto.randomBytes(20)
 const hexKey = crypto.randomBytes(32).toString('hex')

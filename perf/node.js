@@ -28,7 +28,7 @@ const REF = '00112233445566778899aabbccddeeff00112233'
 
 // Keys that route to distinct shards of a store with reference ID REF.
 function keysForShards (count) {
-  const { shardFor } = require('../lib/routing')
+  const { shardFor } = require('../lib/shard/routing')
   const ref = Buffer.from(REF, 'hex')
   const seen = new Map()
   for (let i = 0; seen.size < count; i++) {
@@ -131,7 +131,7 @@ const CASES = {
     if (engine === 'raw256') {
       // What sharding alone costs: 256 LevelDBs with kfs's shard settings, one put per
       // file into the one its key picks, so successive puts land in different databases.
-      const options = { ...require('../lib/leveldb').DEFAULTS, writeBufferSize: require('../lib/shards').writeBufferSize(256) }
+      const options = { ...require('../lib/leveldb/leveldb').DEFAULTS, writeBufferSize: require('../lib/shard/shards').writeBufferSize(256) }
       fs.mkdirSync(dir, { recursive: true })
       const dbs = []
       for (let i = 0; i < 256; i++) dbs.push(await openRaw(path.join(dir, String(i)), options))

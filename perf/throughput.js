@@ -23,7 +23,7 @@ const { spawn } = require('node:child_process')
 const { Readable, Writable } = require('node:stream')
 const { pipeline } = require('node:stream/promises')
 const kfs = require('..')
-const { UNCHECKED } = require('../lib/chunk-reader')
+const { UNCHECKED } = require('../lib/data/chunk-reader')
 
 const MiB = 1024 * 1024
 

@@ -4,8 +4,8 @@ const { expect } = require('chai')
 const { Readable } = require('node:stream')
 const { pipeline } = require('node:stream/promises')
 const path = require('node:path')
-const { Shard } = require('../lib/shard')
-const { ChunkKeys } = require('../lib/records')
+const { Shard } = require('../lib/shard/shard')
+const { ChunkKeys } = require('../lib/shard/records')
 const { useTmp, rejects, bytes, sha256, collect, openShardLocks, keysForShards, assertNoStrayChunks, REF } = require('./helpers')
 
 const C = 1024

@@ -5,8 +5,8 @@ const { expect } = require('chai')
 const fs = require('node:fs')
 const path = require('node:path')
 const { spawn } = require('node:child_process')
-const { LevelDb } = require('../lib/leveldb')
-const { ChunkWriter } = require('../lib/chunk-writer')
+const { LevelDb } = require('../lib/leveldb/leveldb')
+const { ChunkWriter } = require('../lib/data/chunk-writer')
 const { useTmp, rejects, bytes, sha256, collect, keyInShard, REF, killingDigestThread } = require('./helpers')
 
 const C = 1024
@@ -180,8 +180,8 @@ describe('damage is named', () => {
   })
 
   it('verify reports a shard it cannot open for an OS error (EMFILE, EIO, ENOSPC, EACCES) and checks the others', async () => {
-    const { Shard } = require('../lib/shard')
-    const errors = require('../lib/errors')
+    const { Shard } = require('../lib/shard/shard')
+    const errors = require('../lib/api/errors')
     const store = t.open({ referenceId: REF, diskReserve: 0 })
     const failing = { 2: 'EMFILE', 3: 'EIO', 4: 'ENOSPC', 5: 'EACCES' }
     for (let shard = 1; shard <= 6; shard++) await store.writeFile(keyInShard(REF, shard, 'v'), `in ${shard}`)
@@ -203,8 +203,8 @@ describe('damage is named', () => {
   })
 
   it('list() goes on past shards it cannot open, damaged or failing, and names exactly those at the end', async () => {
-    const { Shard } = require('../lib/shard')
-    const errors = require('../lib/errors')
+    const { Shard } = require('../lib/shard/shard')
+    const errors = require('../lib/api/errors')
     const store = t.open({ referenceId: REF })
     const keys = [1, 2, 3, 4].map((shard) => keyInShard(REF, shard, 'l'))
     for (const key of keys) await store.writeFile(key, key)
@@ -305,8 +305,8 @@ describe('damage is named', () => {
     it('a chunk writer used after it was aborted or committed fails with ECANCELED or EINVAL', async () => {
       const store = t.open({ referenceId: REF })
       await store.writeFile(keyInShard(REF, 2, 'w'), 'x') // the shard exists
-      const { Shard } = require('../lib/shard')
-      const { ChunkKeys } = require('../lib/records')
+      const { Shard } = require('../lib/shard/shard')
+      const { ChunkKeys } = require('../lib/shard/records')
       await store.close()
       const shard = await Shard.open({ index: 2, location: path.join(store.location, '002.s'), cap: 1e9, chunkKeys: new ChunkKeys(1e9, C), sync: false })
       try {

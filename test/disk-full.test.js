@@ -119,7 +119,7 @@ describe('a full disk', function () {
   })
 
   it('100 failed 2 MiB overwrites give back all their memory and never spend the reserve; then a write and close() succeed', async () => {
-    const { WriteBudget } = require('../lib/write-budget')
+    const { WriteBudget } = require('../lib/data/write-budget')
     const dir = path.join(fsys.mnt, 'store6')
     const store = kfs(dir)
     // Every byte taken from the write budget must come back, whatever LevelDB says.
@@ -160,7 +160,7 @@ describe('a full disk', function () {
   })
 
   it('reclaiming in the background never gives up the reserve; unlink, list, verify and compact still can', async () => {
-    const { Shard } = require('../lib/shard')
+    const { Shard } = require('../lib/shard/shard')
     const dir = path.join(fsys.mnt, 'store8')
     const store = kfs(dir, { shardCount: 1 })
     // What the reclaimer's work on the shard met.
@@ -188,7 +188,7 @@ describe('a full disk', function () {
       expect(fs.existsSync(path.join(dir, 'reserve')), `the reserve is still in place (${met})`).to.equal(true)
       // The reserve is there for these.
       await store.unlink('f3')
-      expect((await collect(store.list())).map((e) => e.key).sort()).to.deep.equal([4, 5].map((i) => require('../lib/keys').coerceKey(`f${i}`).key).sort())
+      expect((await collect(store.list())).map((e) => e.key).sort()).to.deep.equal([4, 5].map((i) => require('../lib/api/keys').coerceKey(`f${i}`).key).sort())
       expect((await store.verify()).problems).to.deep.equal([])
       await store.compact()
       expect(sha256(await store.readFile('f5'))).to.equal(sha256(bytes(2 * MiB, 'f5')))
@@ -201,8 +201,8 @@ describe('a full disk', function () {
   })
 
   it('reopening the state database after a failed write never gives up the reserve', async () => {
-    const { openStoreDir } = require('../lib/store-dir')
-    const { parseOptions } = require('../lib/options')
+    const { openStoreDir } = require('../lib/dir/store-dir')
+    const { parseOptions } = require('../lib/api/options')
     const dir = path.join(fsys.mnt, 'store7')
     const { given, resolved } = parseOptions({})
     const opened = await openStoreDir(dir, given, resolved)
@@ -316,7 +316,7 @@ describe('a full disk', function () {
       if (fs.statfsSync(fsys.mnt).bavail * fs.statfsSync(fsys.mnt).bsize >= MiB) fillToTheLastBlock(filler)
       const { bavail, bsize } = fs.statfsSync(fsys.mnt)
       expect(bavail * bsize).to.be.below(MiB) // full
-      const key = (name) => require('../lib/keys').coerceKey(name).key
+      const key = (name) => require('../lib/api/keys').coerceKey(name).key
       const got = cli(dir, 'get', 'b3')
       expect(got.stderr).to.equal('')
       expect(sha256(got.stdout)).to.equal(stored.get('b3'))

@@ -3,7 +3,7 @@
 const { expect } = require('chai')
 const fs = require('node:fs')
 const path = require('node:path')
-const { DiskReserve, diskUsage } = require('../lib/disk-space')
+const { DiskReserve, diskUsage } = require('../lib/dir/disk-space')
 const { useTmp } = require('./helpers')
 
 describe('disk reserve', () => {

@@ -141,7 +141,7 @@ describe('durability of what is renamed into place', function () {
     const script = `
       const fs = require('node:fs')
       fs.mkdirSync(process.argv[1] + '/tmp')
-      require('./lib/shard').Shard.create(process.argv[1] + '/000.s', process.argv[1] + '/tmp')`
+      require('./lib/shard/shard').Shard.create(process.argv[1] + '/000.s', process.argv[1] + '/tmp')`
     const calls = trace(script, t.dir)
     const renamed = calls.findIndex((c) => c.call === 'rename' && c.path === path.join(t.dir, '000.s'))
     expect(renamed).to.be.above(-1)
@@ -159,7 +159,7 @@ describe('durability of what is renamed into place', function () {
   it('the disk reserve\'s bytes are synced before it is renamed into place, and its directory after', () => {
     const script = `
       const fs = require('node:fs')
-      const { DiskReserve } = require('./lib/disk-space')
+      const { DiskReserve } = require('./lib/dir/disk-space')
       fs.mkdirSync(process.argv[1] + '/tmp')
       new DiskReserve(process.argv[1], process.argv[1] + '/tmp', ${2 * MiB}).init()`
     const calls = trace(script, t.dir)

@@ -83,7 +83,7 @@ function openShardLocks (dir) {
 
 // Keys that route to distinct shards of a store with the given reference ID.
 function keysForShards (referenceId, count) {
-  const { shardFor } = require('../lib/routing')
+  const { shardFor } = require('../lib/shard/routing')
   const ref = Buffer.from(referenceId, 'hex')
   const seen = new Map()
   for (let i = 0; seen.size < count; i++) {
@@ -96,7 +96,7 @@ function keysForShards (referenceId, count) {
 
 // A key that routes to the given shard.
 function keyInShard (referenceId, shard, salt = '') {
-  const { shardFor } = require('../lib/routing')
+  const { shardFor } = require('../lib/shard/routing')
   const ref = Buffer.from(referenceId, 'hex')
   for (let i = 0; ; i++) {
     const key = sha256(`${salt} ${i}`)
@@ -110,7 +110,7 @@ async function collect (iterable) {
   return out
 }
 
-const { LevelDb } = require('../lib/leveldb')
+const { LevelDb } = require('../lib/leveldb/leveldb')
 
 // Opens every shard's LevelDB directly and checks that each chunk record belongs to a
 // committed file version and that no pending records remain.
@@ -180,7 +180,7 @@ async function toFormat1 (storeDir) {
 // Runs fn() with the digest thread terminated at the `nth` call (from 0) of Digester's
 // `method`; resolves to how many calls there were.
 async function killingDigestThread (method, nth, fn) {
-  const { Digester } = require('../lib/digester')
+  const { Digester } = require('../lib/data/digester')
   const real = Digester.prototype[method]
   let calls = 0
   Digester.prototype[method] = function (...args) {

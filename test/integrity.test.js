@@ -3,7 +3,7 @@
 const { expect } = require('chai')
 const fs = require('node:fs')
 const path = require('node:path')
-const { LevelDb } = require('../lib/leveldb')
+const { LevelDb } = require('../lib/leveldb/leveldb')
 const { useTmp, rejects, bytes, collect, killingDigestThread } = require('./helpers')
 
 const C = 1024
@@ -49,7 +49,7 @@ describe('integrity', () => {
     fs.writeFileSync(table, raw)
 
     const store = t.open()
-    const key = require('../lib/keys').coerceKey('f').key
+    const key = require('../lib/api/keys').coerceKey('f').key
     const damaged = async (read) => {
       const err = await rejects(read, 'EINTEGRITY')
       expect(err).to.include({ key, chunk: 3 })
@@ -85,7 +85,7 @@ describe('integrity', () => {
 
   it('the whole-file SHA-256 is still checked by verify(): a chunk rewritten with a matching digest is found', async () => {
     const dir = await storeWithFile()
-    const { sealChunk } = require('../lib/records')
+    const { sealChunk } = require('../lib/shard/records')
     await tamper(dir, async (db, keys) => {
       const value = Buffer.from(await db.get(keys[4]))
       value[40] ^= 1
@@ -143,7 +143,7 @@ describe('integrity', () => {
 
   it('unreadable metadata is ECORRUPT', async () => {
     const dir = await storeWithFile()
-    await tamper(dir, (db) => db.put('!m!' + require('../lib/keys').coerceKey('f').key, '{not json'))
+    await tamper(dir, (db) => db.put('!m!' + require('../lib/api/keys').coerceKey('f').key, '{not json'))
     const store = t.open()
     await rejects(store.readFile('f'), 'ECORRUPT')
     await rejects(store.stat('f'), 'ECORRUPT')

@@ -2,7 +2,7 @@
 
 const { expect } = require('chai')
 const crypto = require('node:crypto')
-const { coerceKey, MAX_NAME_BYTES } = require('../lib/keys')
+const { coerceKey, MAX_NAME_BYTES } = require('../lib/api/keys')
 const { throws } = require('./helpers')
 
 describe('keys', () => {

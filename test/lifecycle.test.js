@@ -151,7 +151,7 @@ describe('lifecycle', () => {
     })
 
     it('closes the digest thread and the state even when a shard fails to close', async () => {
-      const { Shard } = require('../lib/shard')
+      const { Shard } = require('../lib/shard/shard')
       const store = t.open({ referenceId: REF })
       for (const { key } of keysForShards(REF, 2)) await store.writeFile(key, 'x')
       await store.readFile(keysForShards(REF, 1)[0].key)
@@ -186,7 +186,7 @@ describe('lifecycle', () => {
     })
 
     it('close() ends a write waiting for the write budget with ECLOSED', async () => {
-      const { WriteBudget } = require('../lib/write-budget')
+      const { WriteBudget } = require('../lib/data/write-budget')
       const store = t.open()
       await store.open()
       // No memory to be had: the write waits in the budget for bytes nobody will give.
@@ -208,7 +208,7 @@ describe('lifecycle', () => {
     })
 
     it('destroying a write stream ends its wait for the write budget, leaving nothing', async () => {
-      const { WriteBudget } = require('../lib/write-budget')
+      const { WriteBudget } = require('../lib/data/write-budget')
       const store = t.open()
       await store.open()
       const real = WriteBudget.prototype.tryTake

@@ -6,8 +6,8 @@ const os = require('node:os')
 const path = require('node:path')
 const { spawn, spawnSync } = require('node:child_process')
 const leveldown = require('leveldown')
-const { LevelDb } = require('../lib/leveldb')
-const { guardedOpen, readManifest, parseManifest, logName, keptName, lockHeld } = require('../lib/log-guard')
+const { LevelDb } = require('../lib/leveldb/leveldb')
+const { guardedOpen, readManifest, parseManifest, logName, keptName, lockHeld } = require('../lib/leveldb/log-guard')
 const { useTmp, rejects } = require('./helpers')
 
 const ROOT = path.join(__dirname, '..')
@@ -152,7 +152,7 @@ function child (script, args, env = {}) {
 
 // Writes COUNT records through LevelDb, then dies by SIGKILL: the log holds them all.
 const CRASH_WRITER = `
-const { LevelDb } = require('./lib/leveldb')
+const { LevelDb } = require('./lib/leveldb/leveldb')
 LevelDb.open(process.argv[1], { createIfMissing: true }).then(async (db) => {
   for (let i = 0; i < ${COUNT}; i++) await db.put('key-' + String(i).padStart(4, '0'), 'value ' + i)
   process.kill(process.pid, 'SIGKILL')
@@ -172,7 +172,7 @@ async function main () {
       close: () => new Promise((resolve) => binding.close(resolve))
     }
   } else {
-    db = await require('./lib/leveldb').LevelDb.open(dir)
+    db = await require('./lib/leveldb/leveldb').LevelDb.open(dir)
   }
   let found = 0
   for (const k of keys) if ((await db.get(k)) !== undefined) found++

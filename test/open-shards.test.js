@@ -5,7 +5,7 @@ const path = require('node:path')
 const { execFileSync } = require('node:child_process')
 const { expect } = require('chai')
 const { useTmp, keysForShards, bytes, collect, openShardLocks, REF } = require('./helpers')
-const { defaultOpenShards } = require('../lib/descriptors')
+const { defaultOpenShards } = require('../lib/dir/descriptors')
 
 const C = 4096
 

@@ -1,7 +1,7 @@
 'use strict'
 
 const { expect } = require('chai')
-const { ReadAhead, readAheadShape, MIN_EACH, MAX_EACH, READ_AHEAD_BUDGET } = require('../lib/read-ahead')
+const { ReadAhead, readAheadShape, MIN_EACH, MAX_EACH, READ_AHEAD_BUDGET } = require('../lib/data/read-ahead')
 
 describe('read-ahead shared among readers', () => {
   it('one reader reads ahead the most; 256 readers together stay within the budget plus a minimum each', () => {

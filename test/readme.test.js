@@ -32,7 +32,7 @@ describe('README', () => {
   })
 
   it('documents every option', () => {
-    const { DEFAULTS } = require('../lib/options')
+    const { DEFAULTS } = require('../lib/api/options')
     for (const option of [...Object.keys(DEFAULTS), 'referenceId']) expect(readme, option).to.contain(`\`${option}\``)
   })
 
@@ -47,7 +47,7 @@ describe('README', () => {
     }
     // Codes LevelDB reports as strerror text, mapped in lib/leveldb.js: they pass
     // through to callers with the code, so each needs documenting too.
-    const leveldb = fs.readFileSync(path.join(libDir, 'leveldb.js'), 'utf8')
+    const leveldb = fs.readFileSync(path.join(libDir, 'leveldb', 'leveldb.js'), 'utf8')
     const map = /const SYSTEM_ERRORS = \{([^}]*)\}/.exec(leveldb)
     expect(map, 'SYSTEM_ERRORS in lib/leveldb.js: update this test if it moved').to.not.equal(null)
     const system = [...map[1].matchAll(/:\s*['"`](E[A-Z]+)['"`]/g)].map((m) => m[1])

@@ -3,11 +3,11 @@
 const { execFileSync } = require('node:child_process')
 const path = require('node:path')
 const { expect } = require('chai')
-const { diskUsage } = require('../lib/disk-space')
+const { diskUsage } = require('../lib/dir/disk-space')
 const { useTmp, keyInShard, bytes, REF } = require('./helpers')
-const { Shard } = require('../lib/shard')
-const { ChunkKeys } = require('../lib/records')
-const { Reclaimer } = require('../lib/reclaimer')
+const { Shard } = require('../lib/shard/shard')
+const { ChunkKeys } = require('../lib/shard/records')
+const { Reclaimer } = require('../lib/maintenance/reclaimer')
 
 const MiB = 1024 * 1024
 const FILES = 6

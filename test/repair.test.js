@@ -5,7 +5,7 @@ const { expect } = require('chai')
 const fs = require('node:fs')
 const path = require('node:path')
 const { spawn } = require('node:child_process')
-const { LevelDb } = require('../lib/leveldb')
+const { LevelDb } = require('../lib/leveldb/leveldb')
 const { useTmp, rejects, bytes, collect, keyInShard, assertNoStrayChunks, REF } = require('./helpers')
 
 const C = 1024
@@ -48,7 +48,7 @@ describe('repair', () => {
     // A process repairs the shard and is killed right after it dropped the damaged
     // file's metadata, before its chunks and the accounting were rewritten.
     const script = `
-      const { LevelDb } = require('./lib/leveldb')
+      const { LevelDb } = require('./lib/leveldb/leveldb')
       const batch = LevelDb.prototype.batch
       let dropped = false
       LevelDb.prototype.batch = async function (ops, options) {

@@ -2,7 +2,7 @@
 
 const { expect } = require('chai')
 const crypto = require('node:crypto')
-const { shardFor, SHARD_COUNT } = require('../lib/routing')
+const { shardFor, SHARD_COUNT } = require('../lib/shard/routing')
 
 // Pearson's chi-square statistic of counts against a uniform spread.
 function chiSquare (counts) {

@@ -2,12 +2,12 @@
 
 const path = require('node:path')
 const { expect } = require('chai')
-const { WriteBudget } = require('../lib/write-budget')
-const { ChunkWriter } = require('../lib/chunk-writer')
-const { Shard } = require('../lib/shard')
-const { ChunkKeys } = require('../lib/records')
+const { WriteBudget } = require('../lib/data/write-budget')
+const { ChunkWriter } = require('../lib/data/chunk-writer')
+const { Shard } = require('../lib/shard/shard')
+const { ChunkKeys } = require('../lib/shard/records')
 const { useTmp, bytes, keyInShard, rejects, REF } = require('./helpers')
-const errors = require('../lib/errors')
+const errors = require('../lib/api/errors')
 
 const C = 1024
 const MiB = 1024 * 1024

@@ -7,10 +7,10 @@ const { pipeline } = require('node:stream/promises')
 const { Progress } = require('./progress')
 const { Output } = require('./output')
 const { humanSize, table, escapeField } = require('./text')
-const { diskUsage } = require('../disk-space')
-const { syncDir } = require('../sync-dir')
-const { shardName } = require('../routing')
-const args = require('../args')
+const { diskUsage } = require('../dir/disk-space')
+const { syncDir } = require('../dir/sync-dir')
+const { shardName } = require('../shard/routing')
+const args = require('../api/args')
 
 // Each command gets the store, its arguments and `io` ({ stdin, stdout, stderr, and
 // `temps`, a Set of files to remove if the process is interrupted }) and resolves to

@@ -4,10 +4,10 @@ const fs = require('node:fs/promises')
 const path = require('node:path')
 const crypto = require('node:crypto')
 const { syncDir } = require('./sync-dir')
-const { LevelDb } = require('./leveldb')
-const { SHARD_COUNT, shardName } = require('./routing')
+const { LevelDb } = require('../leveldb/leveldb')
+const { SHARD_COUNT, shardName } = require('../shard/routing')
 const { DiskReserve } = require('./disk-space')
-const errors = require('./errors')
+const errors = require('../api/errors')
 
 // The store directory: format.json (the persisted options), the `state` LevelDB (the
 // store's lock and usage cache), tmp/, the disk reserve and the shards NNN.s.

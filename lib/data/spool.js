@@ -5,8 +5,8 @@ const path = require('node:path')
 const crypto = require('node:crypto')
 const { Transform } = require('node:stream')
 const { pipeline } = require('node:stream/promises')
-const { contentHash } = require('./keys')
-const errors = require('./errors')
+const { contentHash } = require('../api/keys')
+const errors = require('../api/errors')
 
 // put(readable) needs the content's hash to know the key, and so the shard, before it
 // writes: the input is spooled to a file in the store's tmp/ while it is hashed.

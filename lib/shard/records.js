@@ -3,7 +3,7 @@
 const crypto = require('node:crypto')
 const zlib = require('node:zlib')
 const { shardName } = require('./routing')
-const errors = require('./errors')
+const errors = require('../api/errors')
 
 // The records inside one shard (doc/format.md). System records start with '!', which
 // sorts before every hex digit, so they never interleave with chunks.

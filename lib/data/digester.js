@@ -2,7 +2,7 @@
 
 const path = require('node:path')
 const { Worker } = require('node:worker_threads')
-const { sha256Of } = require('./keys')
+const { sha256Of } = require('../api/keys')
 
 // put(buffer) copies the caller's bytes to the thread in pieces this large, at most
 // PIECES_AHEAD of them ahead of the hashing: memory stays bounded for any buffer.

@@ -3,11 +3,11 @@
 const fs = require('node:fs/promises')
 const path = require('node:path')
 const crypto = require('node:crypto')
-const { LevelDb } = require('./leveldb')
+const { LevelDb } = require('../leveldb/leveldb')
 const { shardName } = require('./routing')
-const { syncDir } = require('./sync-dir')
+const { syncDir } = require('../dir/sync-dir')
 const records = require('./records')
-const errors = require('./errors')
+const errors = require('../api/errors')
 
 // Removed versions of at least this size are noted for the Reclaimer.
 const DEAD_NOTED = 64 * 1024

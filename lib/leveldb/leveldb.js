@@ -6,9 +6,9 @@
 const fs = require('node:fs/promises')
 const path = require('node:path')
 const leveldown = require('leveldown')
-const { shardName } = require('./routing')
+const { shardName } = require('../shard/routing')
 const { guardedOpen, settleForRepair } = require('./log-guard')
-const errors = require('./errors')
+const errors = require('../api/errors')
 
 // Tuned for 128 KiB values (perf/throughput.js): no compression (stored files are
 // mostly compressed or encrypted already); LevelDB's default 4 MiB write buffer, as

@@ -1,6 +1,6 @@
 'use strict'
 
-const errors = require('./errors')
+const errors = require('../api/errors')
 
 // Keeps at most `maxOpen` shards open. Shards open on first use and close after
 // `idleTimeout` ms without users, or sooner when another shard needs the slot. When

@@ -1,9 +1,9 @@
 'use strict'
 
-const { contentHash } = require('./keys')
-const { newVersion, newChunkRecord, CHUNK_DIGEST, CHUNK_HEADER } = require('./records')
+const { contentHash } = require('../api/keys')
+const { newVersion, newChunkRecord, CHUNK_DIGEST, CHUNK_HEADER } = require('../shard/records')
 const { WriteBudget } = require('./write-budget')
-const errors = require('./errors')
+const errors = require('../api/errors')
 
 // Chunks go to LevelDB in batches of about BATCH_BYTES, with up to MAX_IN_FLIGHT
 // batches outstanding so the JS thread chunks and hashes while LevelDB writes

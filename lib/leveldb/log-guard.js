@@ -10,7 +10,7 @@
 // again, numbered to be replayed at the next open, and this open fails with the cause.
 const fs = require('node:fs/promises')
 const path = require('node:path')
-const { syncDir } = require('./sync-dir')
+const { syncDir } = require('../dir/sync-dir')
 
 const LOG_FILE = /^(\d+)\.log$/
 const KEPT_FILE = /^kfs-kept-(\d+)\.log$/ // not a name LevelDB's ParseFileName accepts

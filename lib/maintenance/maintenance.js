@@ -2,12 +2,12 @@
 
 const fs = require('node:fs')
 const { mapLimit } = require('async')
-const { LevelDb } = require('./leveldb')
-const { Shard } = require('./shard')
-const { shardName } = require('./routing')
-const { checkFile, checkAccounting, rebuild } = require('./shard-check')
-const args = require('./args')
-const errors = require('./errors')
+const { LevelDb } = require('../leveldb/leveldb')
+const { Shard } = require('../shard/shard')
+const { shardName } = require('../shard/routing')
+const { checkFile, checkAccounting, rebuild } = require('./file-check')
+const args = require('../api/args')
+const errors = require('../api/errors')
 
 // Store-wide maintenance over the shards of an open store: verify, repair, compact.
 // `ctx` is { shards, chunkSize, shardCount, op }: `op(fn)` runs fn as an operation the

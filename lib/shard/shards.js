@@ -3,11 +3,11 @@
 const fs = require('node:fs')
 const path = require('node:path')
 const { Shard } = require('./shard')
-const { ShardPool } = require('./shard-pool')
-const { defaultOpenShards } = require('./descriptors')
+const { ShardPool } = require('./pool')
+const { defaultOpenShards } = require('../dir/descriptors')
 const { shardName } = require('./routing')
-const { shardDirName } = require('./store-dir')
-const errors = require('./errors')
+const { shardDirName } = require('../dir/store-dir')
+const errors = require('../api/errors')
 
 // Metadata records read per shard visit by list() and verify().
 const META_PAGE = 1000

@@ -1,7 +1,7 @@
 'use strict'
 
-const { ChunkReader } = require('./chunk-reader')
-const records = require('./records')
+const { ChunkReader } = require('../data/chunk-reader')
+const records = require('../shard/records')
 
 // A damaged file, as opposed to a failure of the check itself.
 const isDamage = (err) => err.code === 'EINTEGRITY' || err.code === 'ECORRUPT'

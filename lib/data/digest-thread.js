@@ -3,8 +3,8 @@
 // Worker side of Digester: one SHA-256 per job id, fed in order, or a check of chunk
 // records against their digests.
 const { parentPort } = require('node:worker_threads')
-const { contentHash } = require('./keys')
-const { chunkIntact } = require('./records')
+const { contentHash } = require('../api/keys')
+const { chunkIntact } = require('../shard/records')
 
 const jobs = new Map()
 

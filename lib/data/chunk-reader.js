@@ -1,9 +1,9 @@
 'use strict'
 
-const { contentHash } = require('./keys')
+const { contentHash } = require('../api/keys')
 const { readAheadShape, MAX_EACH } = require('./read-ahead')
-const { CHUNK_HEADER, chunkIntact } = require('./records')
-const errors = require('./errors')
+const { CHUNK_HEADER, chunkIntact } = require('../shard/records')
+const errors = require('../api/errors')
 
 // Only for perf/throughput.js, to measure what checking costs: a read stream or
 // readFile given this option (a symbol, so no caller sets it by accident) skips the

@@ -1,6 +1,6 @@
 'use strict'
 
-const { shardName } = require('./routing')
+const { shardName } = require('../shard/routing')
 
 // Each shard's figures { used, files, diskBytes }, kept in the store's `state` LevelDB
 // so usage() need not open every shard. A shard is marked open while this process may
