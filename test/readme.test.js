@@ -45,11 +45,11 @@ describe('README', () => {
     for (const file of libFiles(libDir, ['cli'])) {
       for (const m of stripComments(fs.readFileSync(file, 'utf8')).matchAll(/\bE[A-Z]{2,}\b/g)) codes.add(m[0])
     }
-    // Codes LevelDB reports as strerror text, mapped in lib/leveldb.js: they pass
+    // Codes LevelDB reports as strerror text, mapped in lib/leveldb/classify.js: they pass
     // through to callers with the code, so each needs documenting too.
-    const leveldb = fs.readFileSync(path.join(libDir, 'leveldb', 'leveldb.js'), 'utf8')
+    const leveldb = fs.readFileSync(path.join(libDir, 'leveldb', 'classify.js'), 'utf8')
     const map = /const SYSTEM_ERRORS = \{([^}]*)\}/.exec(leveldb)
-    expect(map, 'SYSTEM_ERRORS in lib/leveldb.js: update this test if it moved').to.not.equal(null)
+    expect(map, 'SYSTEM_ERRORS in lib/leveldb/classify.js: update this test if it moved').to.not.equal(null)
     const system = [...map[1].matchAll(/:\s*['"`](E[A-Z]+)['"`]/g)].map((m) => m[1])
     expect(system).to.include.members(['EMFILE', 'EACCES', 'EIO'])
     for (const code of system) codes.add(code)

@@ -4,6 +4,8 @@ const fs = require('node:fs/promises')
 const path = require('node:path')
 const crypto = require('node:crypto')
 const { syncDir } = require('./sync-dir')
+const { retryOnce } = require('./retry')
+const errors = require('../api/errors')
 
 const RESERVE_FILE = 'reserve'
 const PIECE = 1024 * 1024
@@ -47,6 +49,12 @@ class DiskReserve {
     if (this.#size === 0) return false
     this.#low = true
     return fs.rm(this.#file).then(() => true, () => false)
+  }
+
+  // Runs fn; if it fails because the disk is full, gives up the reserve and tries once
+  // more (LevelDB needs room to open a database, to delete and to compact).
+  withRoom (fn) {
+    return retryOnce(fn, (err) => errors.isDiskFull(err) && this.release())
   }
 
   // Whether new data may be written: after a release, only once the reserve is back.

@@ -1,13 +1,13 @@
 'use strict'
 
 // The only module that touches the LevelDB binding, so it can be swapped. Every error
-// the binding reports leaves this module through classify(): with a code from the
-// README's table, naming the shard when the database is one.
+// the binding reports leaves lib/leveldb/ through classify() (classify.js).
 const fs = require('node:fs/promises')
 const path = require('node:path')
 const leveldown = require('leveldown')
-const { shardName } = require('../shard/routing')
 const { guardedOpen, settleForRepair } = require('./log-guard')
+const { Iterator } = require('./iterator')
+const { classify, classifyOpenError } = require('./classify')
 const errors = require('../api/errors')
 
 // Tuned for 128 KiB values (perf/throughput.js): no compression (stored files are
@@ -124,6 +124,16 @@ class LevelDb {
     return iterator
   }
 
+  // Yields every entry of iterator(options) and ends the iterator however the loop ends.
+  async * scan (options) {
+    const it = this.iterator(options)
+    try {
+      for (let entry = await it.next(); entry; entry = await it.next()) yield entry
+    } finally {
+      await it.end()
+    }
+  }
+
   approximateSize (start, end) {
     if (this.#closed) return Promise.reject(errors.closed())
     return new Promise((resolve, reject) => {
@@ -152,102 +162,4 @@ class LevelDb {
   }
 }
 
-class Iterator {
-  #binding
-  #shard
-  #prefetch
-  #onEnd
-  #queue = []
-  #fetching = false
-  #exhausted = false
-  #failure
-  #waiting = [] // resolved whenever a fetch completes
-  #ended
-
-  constructor (binding, shard, prefetch, onEnd) {
-    this.#binding = binding
-    this.#shard = shard
-    this.#prefetch = prefetch
-    this.#onEnd = onEnd
-  }
-
-  // Resolves to the next { key, value }, or undefined at the end.
-  async next () {
-    if (this.#ended) throw errors.closed()
-    this.#fetch()
-    while (this.#queue.length === 0 && !this.#exhausted) await new Promise((resolve) => this.#waiting.push(resolve))
-    if (this.#queue.length === 0 && this.#failure) throw this.#failure
-    const entry = this.#queue.shift()
-    this.#fetch()
-    return entry
-  }
-
-  #fetch () {
-    if (this.#fetching || this.#exhausted || this.#ended || this.#queue.length > this.#prefetch) return
-    this.#fetching = true
-    this.#binding.next((err, key, value) => {
-      this.#fetching = false
-      if (err) [this.#failure, this.#exhausted] = [classify(err, this.#shard), true]
-      else if (key === undefined && value === undefined) this.#exhausted = true
-      else this.#queue.push({ key, value })
-      this.#waiting.splice(0).forEach((resolve) => resolve())
-      if (this.#queue.length > 0 || this.#exhausted) this.#fetch()
-    })
-  }
-
-  // Ends the iterator once the fetch in flight is done (the binding refuses end()
-  // during a next()); ending twice is harmless.
-  end () {
-    if (!this.#ended) {
-      this.#ended = (async () => {
-        while (this.#fetching) await new Promise((resolve) => this.#waiting.push(resolve))
-        this.#queue = []
-        this.#onEnd()
-        await new Promise((resolve) => this.#binding.end(() => resolve()))
-      })()
-    }
-    return this.#ended
-  }
-}
-
-// LevelDB reports OS errors by their strerror text only.
-const SYSTEM_ERRORS = {
-  'Too many open files': 'EMFILE',
-  'Permission denied': 'EACCES',
-  'No space left on device': 'ENOSPC',
-  'Read-only file system': 'EROFS',
-  'Input/output error': 'EIO',
-  'Cannot allocate memory': 'ENOMEM',
-  'Disk quota exceeded': 'EDQUOT'
-}
-
-// The one classifier: damage becomes ECORRUPT naming the shard, an OS failure its own
-// code (a full disk ENOSPC), a closed database ECLOSED, anything else EIO.
-function classify (err, shard) {
-  if (err.code) return err // classified already
-  const cause = err.cause && err.cause.message ? err.cause : err
-  const message = String(cause.message || cause)
-  const system = Object.keys(SYSTEM_ERRORS).find((text) => message.includes(text))
-  const where = shard === undefined ? 'the store state' : `shard ${shardName(shard)}`
-  if (system === 'No space left on device') return errors.diskFull(where, message, { shard, cause: err })
-  if (system) return errors.system(where, { code: SYSTEM_ERRORS[system], message }, { shard, cause: err })
-  // A table file that is missing, damaged or cut short (a read past its end is EINVAL).
-  if (/Corruption:|No such file or directory|\.(ldb|sst): Invalid argument/.test(message)) {
-    const hint = shard === undefined ? '' : `; kfs repair ${shard} may recover it`
-    return errors.corrupt(where, `${message}${hint}`, { shard, cause: err })
-  }
-  if (/Database is not open|not open|after close/i.test(message)) return errors.closed()
-  return errors.system(where, { code: 'EIO', message }, { shard, cause: err })
-}
-
-function classifyOpenError (err) {
-  const cause = err.cause || err
-  const message = String(cause.message || cause)
-  let reason = 'damaged'
-  if (/does not exist \(create_if_missing is false\)/.test(message)) reason = 'missing'
-  else if (/\/LOCK: (already held by process|Resource temporarily unavailable)/.test(message)) reason = 'locked'
-  else if (Object.keys(SYSTEM_ERRORS).some((text) => message.includes(text))) reason = 'system'
-  return Object.assign(new Error(message), { reason, code: reason === 'system' ? classify(cause).code : undefined, cause })
-}
-
-module.exports = { LevelDb, classify, DEFAULTS }
+module.exports = { LevelDb, DEFAULTS }
