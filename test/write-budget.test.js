@@ -64,7 +64,7 @@ describe('write budget: memory held by writers is bounded', function () {
     await store.close()
     const shard = await Shard.open({ index: 3, location: path.join(store.location, '003.s'), cap: 1e9, chunkKeys: new ChunkKeys(1e9, C), sync: false })
     const budget = new WriteBudget(4 * C)
-    const writer = (key) => new ChunkWriter({ shard, key, chunkSize: C, release: () => {}, budget })
+    const writer = (key) => new ChunkWriter({ lease: { shard, release: () => {} }, key, chunkSize: C, budget })
     try {
       const stalled = writer('s'.repeat(40))
       await stalled.write(bytes(4 * C, 's')) // holds the whole budget, then its caller goes quiet
@@ -100,7 +100,7 @@ describe('write budget: memory held by writers is bounded', function () {
         ? Promise.reject(errors.diskFull('shard 003', 'No space left on device'))
         : real(key, ...rest)
     }
-    const writer = (key, budget, options = {}) => new ChunkWriter({ shard, key, chunkSize: 128 * 1024, release: () => {}, budget, ...options })
+    const writer = (key, budget, options = {}) => new ChunkWriter({ lease: { shard, release: () => {} }, key, chunkSize: 128 * 1024, budget, ...options })
 
     it('gives the budget back when the first batch fails: 100 failed 2 MiB writes, then a write succeeds', async () => {
       const budget = new WriteBudget(8 * MiB)

@@ -102,6 +102,22 @@ function notStore (dir, entry) {
   return make(Error, 'EINVAL', `${dir} is not a kfs store: it holds "${entry}" and no format.json`, { path: dir })
 }
 
+// One error for the shards an operation could not do, once it did the others:
+// `failed` is [{ shard, error }], `done` what was done ('listed'), `others` whether
+// other shards were. ECORRUPT if every failure was damage, otherwise the code of the
+// first that was not (EMFILE, EIO, ENOSPC, EBUSY...), which is not cured by a repair.
+// err.shards names the shards, err.errors holds each failure.
+function shardsFailed (failed, done, others) {
+  const shards = [...new Set(failed.map((f) => f.shard))]
+  const what = `shard${shards.length > 1 ? 's' : ''} ${shards.map(shardName).join(', ')}`
+  const reasons = failed.map(({ error }) => (error.cause && error.cause.message ? error.cause.message : error.message)).join('; ')
+  const rest = others ? `; the other shards were ${done}` : ''
+  const notDamage = failed.find(({ error }) => error.code !== 'ECORRUPT')
+  const props = { shard: shards[0], shards, errors: failed.map((f) => f.error), cause: (notDamage || failed[0]).error }
+  if (!notDamage) return corrupt(what, reasons + rest, props)
+  return system(`${what} could not be ${done}`, { code: notDamage.error.code, message: reasons + rest }, props)
+}
+
 function describe (value) {
   if (value === null) return 'null'
   if (Buffer.isBuffer(value)) return 'a Buffer'
@@ -133,6 +149,7 @@ module.exports = {
   shardBusy,
   cancelled,
   system,
+  shardsFailed,
   closed,
   notDirectory,
   notStore,

@@ -23,8 +23,8 @@ const MAX_ATTEMPTS = 100
 class ChunkReader {
   // sha256: 'always' also checks a whole read's SHA-256 when the chunks have digests
   // (verify()); false never (readFile checks it itself, on the Digester's thread).
-  constructor ({ shard, meta, chunkSize, first, last, start, end, iterator, entries = [], release, sha256, unchecked = false }) {
-    Object.assign(this, { shard, meta, chunkSize, last, start, end, iterator, release, unchecked })
+  constructor ({ lease, share, meta, chunkSize, first, last, start, end, iterator, entries = [], sha256, unchecked = false }) {
+    Object.assign(this, { lease, share, shard: lease.shard, meta, chunkSize, last, start, end, iterator, unchecked })
     this.index = first
     this.entries = entries // chunks read by open(): the first, or all of a short range
     this.header = meta.chunkDigest ? CHUNK_HEADER : 0
@@ -38,11 +38,26 @@ class ChunkReader {
     return whole && (sha256 === 'always' || (sha256 !== false && !this.meta.chunkDigest))
   }
 
-  // aheadBytes: what the reader may fetch ahead of its consumer (read-ahead.js). With
-  // the most, the binding fetches 1 MiB per trip and 2 MiB of chunks wait queued, so it
-  // fetches the next batch on its thread while this one is hashed and copied
-  // (perf/throughput.js).
-  static async open ({ shard, key, chunkSize, range = {}, release, sha256, unchecked, aheadBytes = MAX_EACH }) {
+  // Opens a reader of `key` in the leased shard: { shard, release? }, released by
+  // close(), or now if the open fails. readAhead: the store's ReadAhead, which the reader
+  // takes its share from (what it may fetch ahead of its consumer) and gives it back to
+  // in the same places; without it, the most a reader takes. With the most, the binding
+  // fetches a third per trip and the rest waits queued, so it fetches the next batch on
+  // its thread while this one is checked and copied.
+  static async open ({ lease, readAhead, ...options }) {
+    const share = readAhead ? readAhead.take() : { bytes: MAX_EACH, give () {} }
+    try {
+      return await ChunkReader.#open({ ...options, lease, share })
+    } catch (err) {
+      share.give()
+      if (lease.release) lease.release()
+      throw err
+    }
+  }
+
+  static async #open ({ lease, share, key, chunkSize, range = {}, sha256, unchecked }) {
+    const { shard } = lease
+    const aheadBytes = share.bytes
     const { chunkKeys } = shard
     for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
       const meta = await shard.getMeta(key)
@@ -50,7 +65,7 @@ class ChunkReader {
       const start = range.start || 0
       if (start > meta.size) throw errors.invalidValue('start', `(${start}) is beyond the end of file ${key} (${meta.size} bytes)`, { key })
       const end = Math.min(range.end === undefined ? Infinity : range.end, meta.size - 1)
-      const base = { shard, meta, chunkSize, start, end, release, sha256, unchecked }
+      const base = { lease, share, meta, chunkSize, start, end, sha256, unchecked }
       if (end < start) return new ChunkReader({ ...base, first: 0, last: -1 })
       const first = Math.floor(start / chunkSize)
       const last = Math.floor(end / chunkSize)
@@ -120,16 +135,17 @@ class ChunkReader {
     checkDigest(this.meta, this.hash.digest('hex'))
   }
 
+  // Ends the read and gives back what open() took: the lease and the read-ahead share.
   async close () {
-    const { iterator, release } = this
+    const { iterator } = this
     this.iterator = undefined
-    this.release = undefined
     this.index = this.last + 1
     this.entries = []
     try {
       if (iterator) await iterator.end()
     } finally {
-      if (release) release()
+      this.share.give()
+      if (this.lease.release) this.lease.release()
     }
   }
 }

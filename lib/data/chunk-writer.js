@@ -15,19 +15,24 @@ const MAX_IN_FLIGHT = 2
 // before the commit, which costs less than an fsync per batch (perf/throughput.js).
 const SYNCED_BATCHES = 4
 
-// Writes one version of one file into a shard and commits it. Nothing is visible until
-// finish() commits; abort() (or any failure) removes what was written. Calls must not
-// overlap: each write() is awaited before the next, as a Writable does.
+// Writes one version of one file into a leased shard and commits it. Nothing is
+// visible until finish() commits; abort() (or any failure) removes what was written.
+// Calls must not overlap: each write() is awaited before the next, as a Writable does.
+// The writer owns what it takes: its lease, its space in the shard (a Reservation) and
+// its bytes of the write budget (a Ticket), all given back in one place (#end) however
+// the write ends.
 class ChunkWriter {
   #stopWait // aborted by abort(): ends a wait for the budget
 
+  // lease: { shard, release, mayWrite } (Shards#lease); mayWrite() throws if no more
+  // data may be written (the disk reserve was given up).
   // sha256: the content's hash, known to the caller (put): not computed again.
   // expectedSha256: checked before the commit; a mismatch fails with EINTEGRITY.
-  // mayWrite: throws if no more data may be written (the disk reserve was given up).
   // budget: the store's WriteBudget, taken for every whole chunk until LevelDB wrote it.
-  constructor ({ shard, key, name, chunkSize, size, sha256, expectedSha256, release, budget = new WriteBudget(), mayWrite = () => {} }) {
-    this.mayWrite = mayWrite
-    this.budget = budget
+  constructor ({ lease, key, name, chunkSize, size, sha256, expectedSha256, budget = new WriteBudget() }) {
+    const { shard } = lease
+    this.lease = lease
+    this.mayWrite = lease.mayWrite || (() => {})
     // Others wait for memory: the chunks this writer holds go to LevelDB now, after the
     // write in progress if any, rather than at its caller's next write.
     this.sendHeld = () => this.#serial(() => this.#flush()).catch(() => {})
@@ -40,7 +45,6 @@ class ChunkWriter {
     this.expectedSha256 = expectedSha256
     this.hash = sha256 ? undefined : contentHash()
     this.version = newVersion()
-    this.release = release
     this.size = 0
     this.chunks = 0 // chunks handed to LevelDB
     this.batches = 0
@@ -54,6 +58,7 @@ class ChunkWriter {
     this.state = 'writing' // -> 'committed' | 'aborted'
     // A known size is claimed before anything is written: ENOSPC costs no I/O.
     this.reservation = shard.reserve(size || 0, size !== undefined)
+    this.ticket = budget.ticket()
     shard.writing.add(this.version)
   }
 
@@ -64,10 +69,14 @@ class ChunkWriter {
   finish () {
     return this.#serial(async () => {
       try {
-        return await this.#finish()
+        const meta = await this.#commit()
+        this.state = 'committed'
+        return meta
       } catch (err) {
         await this.#abort()
         throw err
+      } finally {
+        this.#end()
       }
     })
   }
@@ -77,7 +86,13 @@ class ChunkWriter {
   abort () {
     this.aborting = true
     if (this.#stopWait) this.#stopWait.abort(errors.cancelled(this.key))
-    return this.#serial(() => this.#abort(), true)
+    return this.#serial(async () => {
+      try {
+        await this.#abort()
+      } finally {
+        this.#end()
+      }
+    }, true)
   }
 
   #serial (fn, always = false) {
@@ -123,13 +138,13 @@ class ChunkWriter {
   }
 
   async #addChunk (chunk) {
-    if (!this.budget.tryTake(chunk.length)) {
+    if (!this.ticket.tryTake(chunk.length)) {
       await this.#flush() // what this writer holds must not be waited for while it waits
       this.#stopWait = this.#stopWait || new AbortController()
       if (this.aborting) throw errors.cancelled(this.key)
-      await this.budget.take(chunk.length, this.#stopWait.signal)
+      await this.ticket.take(chunk.length, this.#stopWait.signal)
     }
-    if (this.batch.length === 0) this.budget.hold(this.sendHeld)
+    if (this.batch.length === 0) this.ticket.hold(this.sendHeld)
     this.batch.push(chunk)
     this.batchBytes += chunk.length
     if (this.batchBytes >= BATCH_BYTES) await this.#flush()
@@ -139,7 +154,7 @@ class ChunkWriter {
     const chunks = this.batch
     if (chunks.length === 0) return
     const bytes = this.batchBytes
-    this.budget.unhold(this.sendHeld)
+    this.ticket.unhold()
     this.batch = []
     this.batchBytes = 0
     const first = this.chunks
@@ -152,10 +167,10 @@ class ChunkWriter {
     while (this.inflight.length >= MAX_IN_FLIGHT) await this.inflight.shift()
   }
 
-  // The one place where a batch's bytes go back to the budget, however the batch ends:
-  // refused before it was sent, written, or failed. A failure is kept: a batch sent for
-  // another writer (sendHeld) has nobody awaiting it, and the write must never commit
-  // without its chunks.
+  // A batch's bytes go back to the budget however the batch ends: refused before it was
+  // sent, written, or failed. A failure is kept: a batch sent for another writer
+  // (sendHeld) has nobody awaiting it, and the write must never commit without its
+  // chunks.
   #send (first, chunks, bytes) {
     let written
     try {
@@ -166,7 +181,7 @@ class ChunkWriter {
     } catch (err) {
       written = Promise.reject(err)
     }
-    const settled = () => this.budget.give(bytes)
+    const settled = () => this.ticket.give(bytes)
     written.then(settled, (err) => {
       this.failure = this.failure || err
       settled()
@@ -178,15 +193,14 @@ class ChunkWriter {
     if (this.hash) for (const chunk of chunks) this.hash.update(chunk.subarray(CHUNK_HEADER))
   }
 
-  async #finish () {
+  async #commit () {
     if (this.partialBytes > 0) this.batch.push(this.#takePartial())
     // A file that fits in one batch goes into the commit batch itself: one atomic write,
     // no pending record.
     let inline = []
     if (this.chunks === 0) {
-      inline = this.batch
-      this.inlineBytes = this.batchBytes // given back once committed or aborted
-      this.budget.unhold(this.sendHeld)
+      inline = this.batch // its bytes stay taken until the write ends
+      this.ticket.unhold()
       this.batch = []
       this.batchBytes = 0
       if (inline.length) this.mayWrite()
@@ -215,9 +229,6 @@ class ChunkWriter {
       name: this.name
     }
     await this.shard.commit(meta, this.reservation, () => this.aborting, inline)
-    this.#giveInline()
-    this.state = 'committed'
-    this.#release()
     return meta
   }
 
@@ -225,31 +236,24 @@ class ChunkWriter {
     if (this.state !== 'writing') return
     this.state = 'aborted'
     await Promise.allSettled(this.inflight)
-    this.budget.unhold(this.sendHeld)
-    this.budget.give(this.batchBytes)
     this.batch = []
     this.batchBytes = 0
-    this.#giveInline()
-    this.reservation.release()
     try {
       if (this.batches > 0) await this.shard.discard(this.key, this.version)
     } catch {
       // The pending record stays: compact(), or the next process to open the shard,
       // removes these chunks.
     }
+  }
+
+  // Gives back all the writer took, however the write ended: what is left of its budget
+  // (batches LevelDB wrote gave theirs back already), its claim on the shard's space
+  // (a commit consumed it), and its lease. Idempotent.
+  #end () {
+    this.ticket.close()
+    this.reservation.release()
     this.shard.writing.delete(this.version)
-    this.#release()
-  }
-
-  #giveInline () {
-    this.budget.give(this.inlineBytes || 0)
-    this.inlineBytes = 0
-  }
-
-  #release () {
-    const release = this.release
-    this.release = undefined
-    if (release) release()
+    this.lease.release()
   }
 }
 

@@ -16,6 +16,11 @@ class WriteBudget {
     this.#free = bytes
   }
 
+  // A writer's account: what it takes through the ticket it gives back through it.
+  ticket () {
+    return new Ticket(this)
+  }
+
   // Takes `bytes` now if they are free and nobody waits before this caller.
   tryTake (bytes) {
     if (this.#waiting.length > 0 || !this.#fits(bytes)) return false
@@ -91,6 +96,59 @@ class WriteBudget {
   // More than the whole budget is granted when nothing else is taken.
   #fits (bytes) {
     return bytes <= this.#free || this.#free === this.total
+  }
+}
+
+// Every byte one writer takes from the budget, given back by the same ticket: as
+// LevelDB writes each batch (give), and whatever is left when the write ends, however it
+// ends (close, in a finally).
+class Ticket {
+  #budget
+  #held = 0
+  #send // the holder callback registered with the budget, if any
+  #closed = false
+
+  constructor (budget) {
+    this.#budget = budget
+  }
+
+  get held () {
+    return this.#held
+  }
+
+  tryTake (bytes) {
+    if (this.#closed || !this.#budget.tryTake(bytes)) return false
+    this.#held += bytes
+    return true
+  }
+
+  async take (bytes, signal) {
+    await this.#budget.take(bytes, signal)
+    if (this.#closed) this.#budget.give(bytes) // granted to a write that ended meanwhile
+    else this.#held += bytes
+  }
+
+  give (bytes) {
+    const given = Math.min(bytes, this.#held)
+    this.#held -= given
+    this.#budget.give(given)
+  }
+
+  // send(): called once, should someone wait for the budget: sends what this writer holds.
+  hold (send) {
+    this.#send = send
+    this.#budget.hold(send)
+  }
+
+  unhold () {
+    if (this.#send) this.#budget.unhold(this.#send)
+    this.#send = undefined
+  }
+
+  close () {
+    this.#closed = true
+    this.unhold()
+    this.give(this.#held)
   }
 }
 

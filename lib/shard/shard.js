@@ -4,6 +4,7 @@ const fs = require('node:fs/promises')
 const path = require('node:path')
 const crypto = require('node:crypto')
 const { LevelDb } = require('../leveldb/leveldb')
+const { openFailure } = require('../leveldb/classify')
 const { shardName } = require('./routing')
 const { syncDir } = require('../dir/sync-dir')
 const records = require('./records')
@@ -91,14 +92,11 @@ class Shard {
   // unnoted: dropped records an earlier open found and could not note.
   // writeBufferSize: LevelDB's memtable size for this shard.
   static async open ({ index, location, cap, chunkKeys, sync, writeBufferSize, unnoted = [] }) {
-    const name = shardName(index)
     let db
     try {
       db = await LevelDb.open(location, { shard: index, writeBufferSize })
     } catch (err) {
-      if (err.reason === 'locked') throw errors.busy(location, err)
-      if (err.reason === 'system') throw errors.system(`shard ${name} could not be opened`, err, { shard: index })
-      throw damaged(index, err)
+      throw openFailed(index, location, err)
     }
     let dropped = []
     try {
@@ -111,7 +109,7 @@ class Shard {
       return shard
     } catch (err) {
       await db.close().catch(() => {})
-      const failure = err.code ? err : damaged(index, err) // an OS error is not damage
+      const failure = err.code ? err : openFailed(index, location, err) // an OS error is not damage
       if (dropped.length) failure.dropped = dropped
       throw failure
     }
@@ -352,13 +350,8 @@ class Shard {
     return pending
   }
 
-  async * #scan (range, options = {}) {
-    const it = this.db.iterator({ ...range, valueAsBuffer: false, ...options })
-    try {
-      for (let entry = await it.next(); entry; entry = await it.next()) yield entry
-    } finally {
-      await it.end()
-    }
+  #scan (range, options = {}) {
+    return this.db.scan({ ...range, valueAsBuffer: false, ...options })
   }
 
   // Up to `limit` metadata records with keys after `after` (from the start without it).
@@ -425,8 +418,9 @@ function fingerprint (key) {
   return parseInt(key.slice(0, 7), 16)
 }
 
-function damaged (index, err) {
-  return errors.corrupt(`shard ${shardName(index)}`, `${err.message}; kfs repair ${index} may recover it`, { shard: index, cause: err })
+function openFailed (index, location, err) {
+  const name = `shard ${shardName(index)}`
+  return openFailure(err, { dir: location, what: name, damaged: name, hint: `kfs repair ${index} may recover it`, props: { shard: index } })
 }
 
 // LevelDB drops a log record that fails its checksum while opening, and says so only in

@@ -20,16 +20,19 @@ const MEMTABLES = 384 * 1024 * 1024
 const MiB = 1024 * 1024
 const writeBufferSize = (maxOpen) => Math.round(Math.max(MiB, Math.min(4 * MiB, MEMTABLES / maxOpen)))
 
-// The shards of an open store: which exist, opening (and creating) them through the
-// pool, their cached figures, exclusive holds for repair, and the disk reserve that
-// lets them open and free space on a full disk.
+// The shards of an open store: which exist, leases on them (opening and creating them
+// through the pool), their cached figures, exclusive holds for repair, and the disk
+// reserve that lets them open and free space on a full disk.
 class Shards {
   #pool
   #existing // indices of shards created, on disk or known to the usage cache
   #cleaned = new Set() // shards whose abandoned writes were discarded since open
   #unnoted = new Map() // index -> log records LevelDB dropped, not yet noted in the shard
+  #operations // the store's: every lease is one of them
+  #writers = 0 // write leases not yet released
+  #busyPeriod = 0 // counts the times #writers rose from 0
 
-  constructor ({ location, tmpDir, cap, chunkKeys, shardCount, existing, usage, reserve, options }) {
+  constructor ({ location, tmpDir, cap, chunkKeys, shardCount, existing, usage, reserve, operations, options }) {
     this.location = location
     this.tmpDir = tmpDir
     this.cap = cap
@@ -38,6 +41,7 @@ class Shards {
     this.reserve = reserve
     this.sync = options.sync
     this.onDead = () => {} // called when a shard holds more dead bytes (Reclaimer)
+    this.#operations = operations
     this.#existing = new Set([...existing, ...usage.known])
     const maxOpen = options.maxOpenShards || defaultOpenShards(shardCount)
     this.writeBufferSize = writeBufferSize(maxOpen)
@@ -62,64 +66,78 @@ class Shards {
     return [...this.#existing].sort((a, b) => a - b)
   }
 
-  // The reserve is for reading and freeing space: only the operations that do that
-  // pass `useReserve` (opens for reads, list, stat, verify, unlink, compact); writes and
-  // background work (reclaiming) never give it up.
-  acquire (index, { useReserve = false } = {}) {
-    return this.#pool.acquire(index, { useReserve })
+  // Whether a write is in progress: 0 if none, else a number that stays the same until
+  // there is none again (the Reclaimer yields to writes, not for ever to a steady writer).
+  writing () {
+    return this.#writers > 0 ? this.#busyPeriod : 0
   }
 
-  release (shard) {
-    this.#pool.release(shard)
+  // The shard `index`, held for one operation: { shard, release, mayWrite }. Until
+  // release() (idempotent) the operation is one that close() waits for. A write lease
+  // counts as a write in progress, and is refused once the disk reserve was given up;
+  // its mayWrite() throws from then on, so that writes in flight stop before their next
+  // batch. The reserve is for reading and freeing space: only leases that do that pass
+  // `useReserve` (reads, list, stat, verify, unlink, compact); writes and background
+  // work (reclaiming) never give it up.
+  async lease (index, { write = false, useReserve = false } = {}) {
+    const leave = this.#operations.enter({ admitted: true })
+    if (write && this.#writers++ === 0) this.#busyPeriod++
+    let shard
+    let released = false
+    const release = () => {
+      if (released) return
+      released = true
+      if (shard) this.#pool.release(shard)
+      if (write) this.#writers--
+      leave()
+    }
+    const mayWrite = () => {
+      if (this.reserve.low) throw this.#noRoomForWrites()
+    }
+    try {
+      // Only once the reserve was given up: refused before a shard is created or opened.
+      if (write && this.reserve.low && !(await this.reserve.roomForWrites())) throw this.#noRoomForWrites()
+      shard = await this.#pool.acquire(index, { useReserve })
+      if (write) mayWrite()
+      return { shard, release, mayWrite }
+    } catch (err) {
+      release()
+      throw err
+    }
   }
 
-  // Calls fn(shard) with the shard held. On a full disk, LevelDB needs room to reopen a
-  // shard or to delete: with `useReserve`, the reserve is given up once and fn tried
+  // Calls fn(shard) with the shard leased. On a full disk, LevelDB needs room to reopen
+  // a shard or to delete: with `useReserve`, the reserve is given up once and fn tried
   // again, on a shard reopened if the failure left its LevelDB refusing writes.
   inShard (index, fn, { useReserve = false } = {}) {
     const held = async () => {
-      const shard = await this.acquire(index, { useReserve })
+      const { shard, release } = await this.lease(index, { useReserve })
       try {
         return await fn(shard)
       } finally {
-        this.release(shard)
+        release()
       }
     }
-    return useReserve ? this.withRoom(held) : held()
+    return useReserve ? this.reserve.withRoom(held) : held()
   }
 
-  async withRoom (fn) {
-    try {
-      return await fn()
-    } catch (err) {
-      if (!errors.isDiskFull(err) || !(await this.reserve.release())) throw err
-      return fn()
-    }
-  }
-
-  // New data may be written only while the reserve is in place.
-  async checkRoomForWrites () {
-    if (!(await this.reserve.roomForWrites())) throw this.noRoomForWrites()
-  }
-
-  noRoomForWrites () {
+  #noRoomForWrites () {
     return errors.diskFull(this.location, 'kfs gave up its reserve so that files stay readable and removable; ' +
       'writes resume once unlink() and compact(), or other programs, free space', {})
   }
 
   // The shard's metadata records, a page at a time, holding the shard only while a
-  // page is read; `op` runs each visit as an operation close() waits for. `first`: the
-  // first page, fetched ahead by the caller (metaPage()).
-  async * metaPages (index, op = (fn) => fn(), first = this.metaPage(index, undefined, op)) {
-    for (let page = await first; ; page = await this.metaPage(index, page[page.length - 1].key, op)) {
+  // page is read. `first`: the first page, fetched ahead by the caller (metaPage()).
+  async * metaPages (index, first = this.metaPage(index)) {
+    for (let page = await first; ; page = await this.metaPage(index, page[page.length - 1].key)) {
       if (page.length) yield page
       if (page.length < META_PAGE) return
     }
   }
 
   // One page of metadata records after the key `after` (from the first without it).
-  metaPage (index, after, op = (fn) => fn()) {
-    return op(() => this.inShard(index, (shard) => shard.metaPage(after, META_PAGE), { useReserve: true }))
+  metaPage (index, after) {
+    return this.inShard(index, (shard) => shard.metaPage(after, META_PAGE), { useReserve: true })
   }
 
   // Exact figures: live for an open shard, cached at close for the others. Only a
@@ -154,7 +172,7 @@ class Shards {
   }
 
   async #open (index, { useReserve = false } = {}) {
-    const room = useReserve ? (fn) => this.withRoom(fn) : (fn) => fn()
+    const room = useReserve ? (fn) => this.reserve.withRoom(fn) : (fn) => fn()
     if (this.usage.isRepairing(index)) {
       throw errors.corrupt(`shard ${shardName(index)}`, `a repair of it was interrupted; run kfs repair ${index} to finish it`, { shard: index })
     }

@@ -1,0 +1,66 @@
+'use strict'
+
+const { shardFor } = require('../shard/routing')
+const { ChunkWriter } = require('./chunk-writer')
+const { ChunkReader } = require('./chunk-reader')
+const errors = require('../api/errors')
+
+// The data path of an open store: routes a key to its shard, and opens writers and
+// readers of files there on shard leases, with the store's write budget and read-ahead.
+class Files {
+  constructor ({ shards, referenceId, shardCount, chunkSize, writeBudget, readAhead }) {
+    this.shards = shards
+    this.referenceId = referenceId
+    this.shardCount = shardCount
+    this.chunkSize = chunkSize
+    this.writeBudget = writeBudget
+    this.readAhead = readAhead
+  }
+
+  route (key) {
+    return shardFor(this.referenceId, key, this.shardCount)
+  }
+
+  // fn(shard) with the key's shard leased, or absent() when that shard was never
+  // created (so it cannot hold the key). useReserve: see Shards#lease.
+  inShardOf (key, fn, absent, { useReserve = true } = {}) {
+    const index = this.route(key)
+    return this.shards.has(index) ? this.shards.inShard(index, fn, { useReserve }) : absent()
+  }
+
+  // A ChunkWriter of `target` ({ key, name }) on a write lease; size, sha256 and
+  // expectedSha256 as ChunkWriter takes them.
+  async openWriter (target, { size, sha256, expectedSha256 } = {}) {
+    const lease = await this.shards.lease(this.route(target.key), { write: true })
+    try {
+      return new ChunkWriter({ lease, ...target, chunkSize: this.chunkSize, size, sha256, expectedSha256, budget: this.writeBudget })
+    } catch (err) {
+      lease.release()
+      throw err
+    }
+  }
+
+  // Writes `chunks` (an iterable of Buffers) as the file `target` and commits it.
+  async write (target, chunks, options) {
+    const writer = await this.openWriter(target, options)
+    try {
+      for await (const chunk of chunks) await writer.write(chunk)
+      return await writer.finish()
+    } catch (err) {
+      await writer.abort()
+      throw err
+    }
+  }
+
+  // A ChunkReader of bytes `range` of `key`; sha256 and unchecked as ChunkReader takes them.
+  openReader (key, range, { sha256, unchecked } = {}) {
+    const index = this.route(key)
+    if (!this.shards.has(index)) return Promise.reject(errors.notFound(key))
+    return this.shards.reserve.withRoom(async () => {
+      const lease = await this.shards.lease(index, { useReserve: true })
+      return ChunkReader.open({ lease, readAhead: this.readAhead, key, chunkSize: this.chunkSize, range, sha256, unchecked })
+    })
+  }
+}
+
+module.exports = { Files }

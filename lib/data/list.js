@@ -1,0 +1,52 @@
+'use strict'
+
+const errors = require('../api/errors')
+
+// Shards whose first page of metadata list() fetches ahead of the one it yields from.
+const LIST_AHEAD = 16
+
+// Yields { key, size, name } for every committed file of the store's shards (of shard
+// `only`, if given), shard by shard; reads metadata records only, a page at a time,
+// holding no shard between pages (a paused listing must not keep a slot other
+// operations need). A shard that fails (damaged, or an OS error) or a damaged record
+// does not stop the listing: one error comes at the end, naming them.
+// operations: the store's, closed once it closes.
+async function * list (shards, only, operations) {
+  const failed = [] // { shard, error }
+  const indices = shards.indices().filter((i) => only === undefined || i === only)
+  // The first pages of the next shards are fetched ahead, so that opening them (a few
+  // milliseconds each) overlaps: they hold no shard once fetched.
+  const ahead = new Map()
+  const fetchAhead = (n) => {
+    if (n >= indices.length || ahead.has(n)) return
+    const page = shards.metaPage(indices[n])
+    page.catch(() => {}) // met when its turn comes
+    ahead.set(n, page)
+  }
+  for (const [n, index] of indices.entries()) {
+    for (let m = n; m < n + LIST_AHEAD; m++) fetchAhead(m)
+    const first = ahead.get(n)
+    ahead.delete(n)
+    try {
+      for await (const page of shards.metaPages(index, first)) {
+        if (operations.closed) throw errors.closed() // a page fetched ahead is not handed out after close()
+        for (const meta of page) {
+          if (meta.error) {
+            failed.push({ shard: index, error: meta.error })
+            continue
+          }
+          const entry = { key: meta.key, size: meta.size }
+          if (meta.name !== undefined) entry.name = meta.name
+          yield entry
+        }
+      }
+    } catch (err) {
+      if (err.code === 'ECLOSED') throw err
+      failed.push({ shard: index, error: err })
+    }
+  }
+  const others = indices.some((index) => !failed.some((f) => f.shard === index))
+  if (failed.length) throw errors.shardsFailed(failed, 'listed', others)
+}
+
+module.exports = { list }

@@ -1,0 +1,91 @@
+'use strict'
+
+const fs = require('node:fs')
+const { sha256Of } = require('../api/keys')
+const { spool, remove } = require('./spool')
+const { OFFLOAD_DIGEST_BYTES } = require('./read-file')
+const errors = require('../api/errors')
+
+// Content addressing: put() stores data under the SHA-256 of its content, and content
+// already stored (same hash and size) is not written again.
+class Puts {
+  #files
+  #digester
+  #tmpDir
+  #cap
+  #putting = new Map() // sha256 -> the turn of the last put() of that content
+  #spools = new Set() // AbortControllers of input being spooled
+  #stopped = false
+
+  // files: the store's Files; digester: its Digester; tmpDir, cap: where input is
+  // spooled and the most it may hold.
+  constructor ({ files, digester, tmpDir, cap }) {
+    this.#files = files
+    this.#digester = digester
+    this.#tmpDir = tmpDir
+    this.#cap = cap
+  }
+
+  // Resolves to the key of `buffer`'s content. A large buffer is hashed on the
+  // Digester's thread.
+  async put (buffer) {
+    const sha256 = buffer.length >= OFFLOAD_DIGEST_BYTES ? await this.#digester.digestOf(buffer) : sha256Of(buffer)
+    await this.#unlessHeld(sha256, buffer.length, () => this.#files.write({ key: sha256 }, [buffer], { size: buffer.length, sha256 }))
+    return sha256
+  }
+
+  // The key must be known before the write, so the input is spooled to tmp/ while it
+  // is hashed, then written from there.
+  async putStream (readable) {
+    const controller = new AbortController()
+    this.#spools.add(controller)
+    if (this.#stopped) controller.abort()
+    let spooled
+    try {
+      spooled = await spool(readable, { tmpDir: this.#tmpDir, cap: this.#cap, signal: controller.signal }).catch((err) => {
+        throw this.#stopped ? errors.closed() : err
+      })
+      const { file, size, sha256 } = spooled
+      await this.#unlessHeld(sha256, size, async () => {
+        const input = fs.createReadStream(file, { highWaterMark: this.#files.chunkSize })
+        try {
+          await this.#files.write({ key: sha256 }, input, { size, sha256 })
+        } finally {
+          input.destroy() // also when the write failed before reading it
+        }
+      })
+      return sha256
+    } finally {
+      this.#spools.delete(controller)
+      if (spooled) await remove(spooled.file)
+    }
+  }
+
+  // The store is closing: input being spooled, and any from now on, is abandoned.
+  stop () {
+    this.#stopped = true
+    for (const controller of this.#spools) controller.abort()
+  }
+
+  // Calls write() unless the content is stored. Puts of one content take turns: at
+  // once, each would find it missing and write it, every version but the last then
+  // dead bytes. Once a put is done, the next finds the content stored (or writes it,
+  // if that one failed).
+  #unlessHeld (sha256, size, write) {
+    const run = (this.#putting.get(sha256) || Promise.resolve()).then(async () => {
+      if (!(await this.#holds(sha256, size))) await write()
+    })
+    const turn = run.catch(() => {})
+    this.#putting.set(sha256, turn)
+    turn.then(() => this.#putting.get(sha256) === turn && this.#putting.delete(sha256))
+    return run
+  }
+
+  // A write's own lookup: it never gives up the reserve.
+  async #holds (sha256, size) {
+    const meta = await this.#files.inShardOf(sha256, (shard) => shard.getMeta(sha256), () => undefined, { useReserve: false })
+    return Boolean(meta) && meta.sha256 === sha256 && meta.size === size
+  }
+}
+
+module.exports = { Puts }

@@ -1,0 +1,93 @@
+'use strict'
+
+const { constants: { MAX_LENGTH } } = require('node:buffer')
+const { contentHash } = require('../api/keys')
+const { CHUNK_HEADER, chunkIntact } = require('../shard/records')
+const { checkDigest, damagedChunk } = require('./chunk-reader')
+const errors = require('../api/errors')
+
+// Below this, a whole-file read checks here: handing bytes to a thread costs more.
+const OFFLOAD_DIGEST_BYTES = 4 * 1024 * 1024
+// Chunks readFile sends to the Digester's thread to check at a time.
+const CHECK_BATCH = 8
+// readFile's way of saying that the thread checking its chunks failed.
+const THREAD_FAILED = Symbol('the digest thread failed')
+
+// The whole file `key` in one Buffer, every byte checked before it is returned.
+// files: the store's Files; digester: its Digester. unchecked: perf/throughput.js only.
+async function readFile (files, digester, key, { unchecked = false } = {}) {
+  for (let offload = true; ; offload = false) {
+    // The reader leaves the chunk digests to readChecked.
+    const reader = await files.openReader(key, {}, { sha256: false, unchecked: true })
+    try {
+      if (reader.length > MAX_LENGTH) throw errors.tooBigToRead(key, reader.length)
+      if (!reader.meta.chunkDigest) return await readFormat1(reader, digester)
+      const check = unchecked ? 'no' : offload && reader.length >= OFFLOAD_DIGEST_BYTES ? 'thread' : 'here'
+      return await readChecked(reader, digester, check)
+    } catch (err) {
+      if (err !== THREAD_FAILED) throw err
+    } finally {
+      await reader.close()
+    }
+  }
+}
+
+// Checks every chunk's digest, `check` 'here' or 'thread': on the Digester's thread
+// once copied into place, CHECK_BATCH at a time, while this thread copies the next;
+// nothing is returned before every one matched. Should the thread fail, the records
+// it held are gone: THREAD_FAILED, and readFile reads again, checking here. ('no' is
+// for perf/throughput.js.)
+async function readChecked (reader, digester, check) {
+  const out = Buffer.allocUnsafe(reader.length)
+  const { shard, meta } = reader
+  const checks = []
+  let batch = { first: 0, keys: [], records: [] }
+  const send = () => {
+    const { first, keys, records } = batch
+    checks.push(digester.checkChunks(keys, records).then((bad) => (bad === -1 ? -1 : first + bad)))
+    checks[checks.length - 1].catch(() => {}) // awaited below
+    batch = { first: first + keys.length, keys: [], records: [] }
+  }
+  let offset = 0
+  for (let index = 0, piece = await reader.read(); piece; index++, piece = await reader.read()) {
+    // A whole chunk: its record is the data and the header before it.
+    const chunkKey = shard.chunkKeys.key(meta.key, meta.version, index)
+    const record = Buffer.from(piece.buffer, piece.byteOffset - CHUNK_HEADER, piece.length + CHUNK_HEADER)
+    if (check === 'here' && !chunkIntact(chunkKey, record)) throw damagedChunk(meta.key, index)
+    offset += piece.copy(out, offset)
+    if (check !== 'thread') continue
+    batch.keys.push(chunkKey)
+    batch.records.push(record)
+    if (batch.keys.length === CHECK_BATCH) send()
+  }
+  if (batch.keys.length) send()
+  const bad = (await Promise.all(checks).catch(() => { throw THREAD_FAILED })).find((i) => i !== -1)
+  if (bad !== undefined) throw damagedChunk(meta.key, bad)
+  return out
+}
+
+// A file written by format 1 has no chunk digests: its SHA-256 is checked here, for a
+// large file on the Digester's thread while this one copies; each chunk is handed
+// over once copied, so it is never touched twice here. If the thread fails, the copy
+// is hashed here instead.
+async function readFormat1 (reader, digester) {
+  const job = reader.length >= OFFLOAD_DIGEST_BYTES ? digester.begin() : undefined
+  const hash = job ? undefined : contentHash()
+  const out = Buffer.allocUnsafe(reader.length)
+  let offset = 0
+  try {
+    for (let piece = await reader.read(); piece; piece = await reader.read()) {
+      offset += piece.copy(out, offset)
+      if (job) digester.update(job, piece)
+      else hash.update(piece)
+    }
+  } catch (err) {
+    if (job) digester.cancel(job)
+    throw err
+  }
+  const digest = job ? await digester.finish(job).catch(() => contentHash().update(out).digest('hex')) : hash.digest('hex')
+  checkDigest(reader.meta, digest)
+  return out
+}
+
+module.exports = { readFile, OFFLOAD_DIGEST_BYTES }
