@@ -141,7 +141,7 @@ describe('durability of what is renamed into place', function () {
     const script = `
       const fs = require('node:fs')
       fs.mkdirSync(process.argv[1] + '/tmp')
-      require('./lib/shard/shard').Shard.create(process.argv[1] + '/000.s', process.argv[1] + '/tmp')`
+      require('./lib/shard/create').createShard(process.argv[1] + '/000.s', process.argv[1] + '/tmp')`
     const calls = trace(script, t.dir)
     const renamed = calls.findIndex((c) => c.call === 'rename' && c.path === path.join(t.dir, '000.s'))
     expect(renamed).to.be.above(-1)

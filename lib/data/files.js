@@ -9,12 +9,7 @@ const errors = require('../api/errors')
 // readers of files there on shard leases, with the store's write budget and read-ahead.
 class Files {
   constructor ({ shards, referenceId, shardCount, chunkSize, writeBudget, readAhead }) {
-    this.shards = shards
-    this.referenceId = referenceId
-    this.shardCount = shardCount
-    this.chunkSize = chunkSize
-    this.writeBudget = writeBudget
-    this.readAhead = readAhead
+    Object.assign(this, { shards, referenceId, shardCount, chunkSize, writeBudget, readAhead })
   }
 
   route (key) {

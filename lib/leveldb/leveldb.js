@@ -61,6 +61,14 @@ class LevelDb {
     return new LevelDb(db, location, shard)
   }
 
+  // What LevelDB dropped from damaged logs when it last opened the database at
+  // `location`: a log record that fails its checksum is dropped, and said so only in
+  // the database's LOG file, which each open starts afresh.
+  static async droppedOnRecovery (location) {
+    const log = await fs.readFile(path.join(location, 'LOG'), 'utf8').catch(() => '')
+    return log.split('\n').filter((line) => /: dropping \d+ bytes; /.test(line)).map((line) => line.replace(/^\S+ \S+ /, ''))
+  }
+
   static async repair (location, shard) {
     try {
       await settleForRepair(location) // logs an interrupted open left aside

@@ -3,6 +3,7 @@
 const fs = require('node:fs')
 const { LevelDb } = require('../leveldb/leveldb')
 const { Shard } = require('../shard/shard')
+const { createShard } = require('../shard/create')
 const { shardName } = require('../shard/routing')
 const records = require('../shard/records')
 const { checkFile } = require('./file-check')
@@ -28,7 +29,7 @@ async function repair (ctx, index) {
     await shards.usage.repairing(index)
     // Nothing is left to repair from a shard whose directory is gone: an empty shard
     // lets its keys be written again.
-    if (lost) await Shard.create(location, shards.tmpDir)
+    if (lost) await createShard(location, shards.tmpDir)
     else await LevelDb.repair(location, index)
     const db = await LevelDb.open(location, { shard: index }).catch((err) => {
       throw errors.corrupt(`shard ${shardName(index)}`, `LevelDB's repair could not make it readable: ${err.message}`, { shard: index, cause: err })

@@ -1,26 +1,17 @@
 'use strict'
 
-const fs = require('node:fs/promises')
-const path = require('node:path')
-const crypto = require('node:crypto')
 const { LevelDb } = require('../leveldb/leveldb')
 const { openFailure } = require('../leveldb/classify')
 const { shardName } = require('./routing')
-const { syncDir } = require('../dir/sync-dir')
 const records = require('./records')
+const scans = require('./scans')
+const { Reservation } = require('./reservation')
+const { Fingerprints } = require('./fingerprints')
+const { planReclaim } = require('./reclaim-plan')
 const errors = require('../api/errors')
 
 // Removed versions of at least this size are noted for the Reclaimer.
 const DEAD_NOTED = 64 * 1024
-// Removed versions are compacted away in key ranges holding about this much of them:
-// one table file (lib/leveldb.js maxFileSize). LevelDB compacts whole table files, so
-// smaller pieces rewrite the same files again: with 8 or 16 MiB pieces, reclaiming
-// fell behind a steady writer (0.96 GB left against 0.16 GB) and a write after a
-// 512 MiB unlink waited longer, not shorter (perf/node.js, perf/benchmark.js).
-const RECLAIM_PIECE = 32 * 1024 * 1024
-// A shard holding at most this many files keeps their keys' fingerprints in memory
-// (about 30 bytes each: at most 60 MiB for 256 shards).
-const MAX_PRINTED = 8192
 
 // One S-bucket: a LevelDB holding chunks, metadata and its own exact accounting.
 // Accounting (`used`, `files`) changes only inside the same atomic batch that commits
@@ -43,48 +34,9 @@ class Shard {
     this.onDead = () => {} // called when `dead` grew
   }
 
-  // How many of the shard's keys share each fingerprint (a key's first 28 bits), or
-  // undefined. A commit of a key whose fingerprint is absent is known to create a file,
-  // and skips reading its metadata: a trip to LevelDB's thread, which is most of a
-  // small file's time. Made by the first commit (a shard opened to be read or listed
-  // has no use for it).
-  #prints
-  #printsMade = false
-
-  // Builds an empty shard in `tmpDir` and renames it into place, so a crash
-  // mid-creation never leaves a half-made shard that would later look damaged. A
-  // failure here is never damage: the shard did not exist.
-  static async create (location, tmpDir) {
-    // rename() would replace an empty directory: whatever is in the way is not ours to take.
-    const inTheWay = await fs.stat(location).then(() => true, () => false)
-    if (inTheWay) throw errors.system(`shard ${path.basename(location)} could not be created`, { code: 'EEXIST', message: `${location} exists but this store never created it` })
-    const staging = path.join(tmpDir, `${path.basename(location)}-${crypto.randomBytes(4).toString('hex')}`)
-    try {
-      // Made here, not by LevelDB, which ignores a failed mkdir and then reports the
-      // missing LOCK file as damage.
-      await fs.mkdir(staging)
-      const db = await LevelDb.open(staging, { createIfMissing: true, errorIfExists: true })
-      try {
-        await db.put(records.ACCOUNT, JSON.stringify({ used: 0, files: 0 }), { sync: true })
-        // Into a table: a shard's first open then replays no log. LevelDB skips a log
-        // it cannot open (out of descriptors) and forgets it: the record would be lost.
-        await db.flush()
-      } finally {
-        await db.close()
-      }
-      // Its entries durable before it is in place. LevelDB 1.20 happens to sync the
-      // directory with its manifest, but not after renaming CURRENT or removing a
-      // replayed log: a shard must not depend on the order of its work.
-      await syncDir(staging)
-      await fs.rename(staging, location)
-      await syncDir(path.dirname(location)) // a failure here leaves a shard that exists
-    } catch (err) {
-      await fs.rm(staging, { recursive: true, force: true })
-      if (err.code === 'ENOSPC' && !err.disk) throw errors.diskFull(`shard ${path.basename(location)} could not be created`, err.message, { cause: err })
-      if (err.code) throw err
-      throw errors.system(`shard ${path.basename(location)} could not be created`, { code: 'EIO', message: err.message }, { cause: err })
-    }
-  }
+  // Fingerprints of the shard's keys: a commit of a key the shard is known not to hold
+  // skips reading its metadata (fingerprints.js).
+  #prints = new Fingerprints()
 
   // Opens the existing shard at `location`. A shard that LevelDB cannot open is
   // reported as damaged, never recreated. Records that LevelDB dropped from a damaged
@@ -104,7 +56,7 @@ class Shard {
       if (raw === undefined) throw new Error('its accounting record is missing')
       const shard = new Shard({ index, location, db, cap, chunkKeys, sync, account: JSON.parse(raw) })
       shard.dead = await shard.#deadBytes()
-      dropped = [...unnoted, ...(await droppedOnRecovery(location))]
+      dropped = [...unnoted, ...(await LevelDb.droppedOnRecovery(location))]
       if (dropped.length) await shard.#noteDamage(dropped)
       return shard
     } catch (err) {
@@ -141,43 +93,15 @@ class Shard {
     return raw === undefined ? undefined : records.decodeMeta(raw, this.index, key)
   }
 
-  // The fingerprints of every stored key, or undefined if a metadata record cannot be
-  // read (verify() reports that; commits then read metadata as before).
-  async #printKeys () {
-    const prints = new Map()
-    try {
-      for await (const entry of this.#scan(records.metaRange(), { values: false })) {
-        const print = fingerprint(entry.key.slice(records.META.length))
-        prints.set(print, (prints.get(print) || 0) + 1)
-      }
-    } catch {
-      return undefined
-    }
-    return prints
-  }
-
   // The metadata of the version a commit replaces, without reading it when the key's
   // fingerprint says the shard cannot hold it. Runs in the exclusive section, as every
   // change to the shard's keys does, so the fingerprints made here miss none.
   async #replaced (key) {
-    if (!this.#printsMade && this.files <= MAX_PRINTED) {
-      this.#printsMade = true
-      this.#prints = await this.#printKeys()
-    }
-    return this.#prints && !this.#prints.has(fingerprint(key)) ? undefined : this.getMeta(key)
+    return (await this.#prints.mayHold(key, this.files, () => this.#storedKeys())) ? this.getMeta(key) : undefined
   }
 
-  // Keeps the fingerprints exact after a commit created a file (+1) or an unlink removed one (-1).
-  #printed (key, change) {
-    if (!this.#prints) return
-    if (this.files > MAX_PRINTED) {
-      this.#prints = undefined
-      return
-    }
-    const print = fingerprint(key)
-    const count = (this.#prints.get(print) || 0) + change
-    if (count > 0) this.#prints.set(print, count)
-    else this.#prints.delete(print)
+  #storedKeys () {
+    return scans.storedKeys(this.db)
   }
 
   // Writes chunk records of an uncommitted version. The first batch of a version also
@@ -218,7 +142,7 @@ class Shard {
       if (old) this.#deleteChunks(ops, meta.key, old)
       await this.#apply(ops, { used: this.used - (old ? old.size : 0) + meta.size, files: this.files + (old ? 0 : 1) })
       if (old) this.#died(old)
-      else this.#printed(meta.key, 1)
+      else this.#prints.added(meta.key, this.files)
       reservation.release()
       // Inside the exclusive section: discardAbandoned(), which runs there too, can
       // never see this version as pending and no longer being written.
@@ -234,7 +158,7 @@ class Shard {
       this.#deleteChunks(ops, key, old)
       await this.#apply(ops, { used: this.used - old.size, files: this.files - 1 })
       this.#died(old)
-      this.#printed(key, -1)
+      this.#prints.removed(key, this.files)
     })
   }
 
@@ -262,47 +186,19 @@ class Shard {
     this.onDead(this)
   }
 
-  async #deadVersions () {
-    const dead = []
-    for await (const entry of this.#scan(records.deadRange())) {
-      dead.push({ id: entry.key, prefix: entry.key.slice(records.DEAD.length), bytes: Number(entry.value) || 0 })
-    }
-    return dead
+  #deadVersions () {
+    return scans.deadVersions(this.db)
   }
 
   async #deadBytes () {
     return (await this.#deadVersions()).reduce((sum, d) => sum + d.bytes, 0)
   }
 
-  // What reclaiming the dead versions noted so far takes: key ranges to compact, each
-  // holding about RECLAIM_PIECE bytes of them (a large version in several pieces, small
-  // neighbours together), so that no single compaction holds LevelDB's one background
-  // thread for long; then forgetDead(plan) removes the notes. A crash midway leaves the
-  // notes: the next plan does it again.
+  // What reclaiming the dead versions noted so far takes (reclaim-plan.js); then
+  // forgetDead(plan) removes the notes. A crash midway leaves the notes: the next plan
+  // does it again.
   async reclaimPlan () {
-    const dead = await this.#deadVersions()
-    const pieces = []
-    let group
-    for (const { prefix, bytes } of dead) {
-      if (bytes > RECLAIM_PIECE) {
-        if (group) pieces.push(group)
-        group = undefined
-        const [key, version] = prefix.split(' ')
-        const chunks = Math.ceil(bytes / this.chunkKeys.chunkSize)
-        const step = Math.max(1, Math.floor(RECLAIM_PIECE / this.chunkKeys.chunkSize))
-        for (let i = 0; i < chunks; i += step) {
-          pieces.push({ from: this.chunkKeys.key(key, version, i), to: this.chunkKeys.key(key, version, Math.min(chunks, i + step) - 1) })
-        }
-      } else if (group && group.bytes + bytes <= RECLAIM_PIECE) {
-        group.to = `${prefix} ~`
-        group.bytes += bytes
-      } else {
-        if (group) pieces.push(group)
-        group = { from: `${prefix} `, to: `${prefix} ~`, bytes }
-      }
-    }
-    if (group) pieces.push(group)
-    return { pieces: pieces.map(({ from, to }) => ({ from, to })), ids: dead.map((d) => d.id), bytes: dead.reduce((sum, d) => sum + d.bytes, 0) }
+    return planReclaim(await this.#deadVersions(), this.chunkKeys)
   }
 
   compactPiece ({ from, to }) {
@@ -336,53 +232,26 @@ class Shard {
   // exclusive of commits, which leave `writing` in their own exclusive section.
   discardAbandoned () {
     return this.exclusive(async () => {
-      for (const { key, version } of await this.#pending()) {
+      for (const { key, version } of await scans.pendingVersions(this.db)) {
         if (!this.writing.has(version)) await this.discard(key, version)
       }
     })
   }
 
-  async #pending () {
-    const pending = []
-    for await (const entry of this.#scan(records.pendingRange())) {
-      pending.push({ key: entry.value, version: entry.key.slice(records.PENDING.length) })
-    }
-    return pending
+  // Up to `limit` metadata records with keys after `after` (scans.js).
+  metaPage (after, limit) {
+    return scans.metaPage(this.db, this.index, after, limit)
   }
 
-  #scan (range, options = {}) {
-    return this.db.scan({ ...range, valueAsBuffer: false, ...options })
-  }
-
-  // Up to `limit` metadata records with keys after `after` (from the start without it).
-  // A record that cannot be decoded comes as { key, error } and does not hide the rest.
-  async metaPage (after, limit) {
-    const range = records.metaRange()
-    if (after !== undefined) range.gt = records.metaKey(after)
-    const page = []
-    for await (const entry of this.#scan(range, { limit })) {
-      const key = entry.key.slice(records.META.length)
-      try {
-        page.push(records.decodeMeta(entry.value, this.index, key))
-      } catch (error) {
-        page.push({ key, error })
-      }
-    }
-    return page
-  }
-
-  // What LevelDB dropped from damaged logs when this shard was opened, as noted then:
-  // [{ at, dropped: [lines of LevelDB's LOG], pending: [keys whose writes were cut] }].
-  async damageNotes () {
-    const notes = []
-    for await (const entry of this.#scan(records.damageRange())) notes.push({ id: entry.key, ...records.decodeNote(entry.value) })
-    return notes
+  // What LevelDB dropped from damaged logs when this shard was opened, as noted then (scans.js).
+  damageNotes () {
+    return scans.damageNotes(this.db)
   }
 
   // Writes in flight when the log was damaged may have lost their commit: their keys
   // are noted with the damage before discardAbandoned() removes their chunks.
   async #noteDamage (dropped) {
-    const pending = [...new Set((await this.#pending()).map((p) => p.key))]
+    const pending = [...new Set((await scans.pendingVersions(this.db)).map((p) => p.key))]
     const at = Date.now()
     await this.db.put(records.damageKey(at), JSON.stringify({ at: new Date(at).toISOString(), dropped, pending }), { sync: true })
   }
@@ -413,48 +282,9 @@ class Shard {
   }
 }
 
-// Keys are hex: their first 7 digits make a small integer (V8 keeps it unboxed).
-function fingerprint (key) {
-  return parseInt(key.slice(0, 7), 16)
-}
-
 function openFailed (index, location, err) {
   const name = `shard ${shardName(index)}`
   return openFailure(err, { dir: location, what: name, damaged: name, hint: `kfs repair ${index} may recover it`, props: { shard: index } })
-}
-
-// LevelDB drops a log record that fails its checksum while opening, and says so only in
-// the database's LOG file, which each open starts afresh.
-async function droppedOnRecovery (location) {
-  const log = await fs.readFile(path.join(location, 'LOG'), 'utf8').catch(() => '')
-  return log.split('\n').filter((line) => /: dropping \d+ bytes; /.test(line)).map((line) => line.replace(/^\S+ \S+ /, ''))
-}
-
-// The space one write claims in its shard: the file's size when it was announced, else
-// what has come so far.
-class Reservation {
-  constructor (shard, sizeKnown) {
-    this.shard = shard
-    this.bytes = 0
-    this.sizeKnown = sizeKnown
-    // What ENOSPC reports: the room there was for this file, not what is left once
-    // part of it was claimed.
-    this.freeAtStart = shard.free
-  }
-
-  add (bytes) {
-    const { shard } = this
-    if (bytes > shard.cap - shard.used - shard.reserved) throw errors.noSpace(shard.index, this.bytes + bytes, this.freeAtStart, this.sizeKnown)
-    shard.reserved += bytes
-    this.bytes += bytes
-  }
-
-  // Gives the claim up. A commit calls it in the tick it adds the file to `used`, so
-  // used + reserved never counts the file twice.
-  release () {
-    this.shard.reserved -= this.bytes
-    this.bytes = 0
-  }
 }
 
 module.exports = { Shard }

@@ -3,6 +3,7 @@
 const fs = require('node:fs')
 const path = require('node:path')
 const { Shard } = require('./shard')
+const { createShard } = require('./create')
 const { ShardPool } = require('./pool')
 const { defaultOpenShards } = require('../dir/descriptors')
 const { shardName } = require('./routing')
@@ -13,9 +14,8 @@ const errors = require('../api/errors')
 const META_PAGE = 1000
 // LevelDB holds up to two memtables per database (one filling, one being written out),
 // each of writeBufferSize. Shared out among the shards that may be open, so that all
-// 256 writing at once stay under 1 GiB (1.5 MiB each: 857 to 947 MiB of RSS growth for
-// 256 concurrent 8 MiB writes); 4 MiB, LevelDB's default, is the most. Smaller
-// memtables cost a single writer speed: about 30% at 1 MiB, 5 to 10% at 2 MiB.
+// 256 writing at once stay under 1 GiB; 4 MiB, LevelDB's default, is the most, since
+// smaller memtables cost a single writer speed (doc/performance.md).
 const MEMTABLES = 384 * 1024 * 1024
 const MiB = 1024 * 1024
 const writeBufferSize = (maxOpen) => Math.round(Math.max(MiB, Math.min(4 * MiB, MEMTABLES / maxOpen)))
@@ -179,7 +179,7 @@ class Shards {
     const location = this.locationOf(index)
     if (!this.#existing.has(index)) {
       try {
-        await room(() => Shard.create(location, this.tmpDir))
+        await room(() => createShard(location, this.tmpDir))
       } finally {
         // Renamed into place (even if syncing the directory then failed): it exists.
         if (fs.existsSync(location)) this.#existing.add(index)

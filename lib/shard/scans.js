@@ -1,0 +1,59 @@
+'use strict'
+
+const records = require('./records')
+
+// Reads of a shard's records, one key range each (doc/format.md): `db` is the shard's
+// LevelDb. Each reads from one snapshot and holds nothing once it resolves.
+
+const scan = (db, range, options = {}) => db.scan({ ...range, valueAsBuffer: false, ...options })
+
+// The keys of the files the shard holds (keys only).
+async function * storedKeys (db) {
+  for await (const entry of scan(db, records.metaRange(), { values: false })) yield entry.key.slice(records.META.length)
+}
+
+// Up to `limit` metadata records with keys after `after` (from the start without it).
+// A record that cannot be decoded comes as { key, error } and does not hide the rest.
+async function metaPage (db, shard, after, limit) {
+  const range = records.metaRange()
+  if (after !== undefined) range.gt = records.metaKey(after)
+  const page = []
+  for await (const entry of scan(db, range, { limit })) {
+    const key = entry.key.slice(records.META.length)
+    try {
+      page.push(records.decodeMeta(entry.value, shard, key))
+    } catch (error) {
+      page.push({ key, error })
+    }
+  }
+  return page
+}
+
+// Versions being written, or abandoned: [{ key, version }].
+async function pendingVersions (db) {
+  const pending = []
+  for await (const entry of scan(db, records.pendingRange())) {
+    pending.push({ key: entry.value, version: entry.key.slice(records.PENDING.length) })
+  }
+  return pending
+}
+
+// Removed versions whose space is still to be reclaimed, in key order:
+// [{ id (the note's key), prefix: '<key> <version>', bytes }].
+async function deadVersions (db) {
+  const dead = []
+  for await (const entry of scan(db, records.deadRange())) {
+    dead.push({ id: entry.key, prefix: entry.key.slice(records.DEAD.length), bytes: Number(entry.value) || 0 })
+  }
+  return dead
+}
+
+// What LevelDB dropped from damaged logs when the shard was opened, as noted then:
+// [{ id, at, dropped: [lines of LevelDB's LOG], pending: [keys whose writes were cut] }].
+async function damageNotes (db) {
+  const notes = []
+  for await (const entry of scan(db, records.damageRange())) notes.push({ id: entry.key, ...records.decodeNote(entry.value) })
+  return notes
+}
+
+module.exports = { storedKeys, metaPage, pendingVersions, deadVersions, damageNotes }
