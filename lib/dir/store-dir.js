@@ -6,7 +6,7 @@ const crypto = require('node:crypto')
 const { syncDir } = require('./sync-dir')
 const { LevelDb } = require('../leveldb/leveldb')
 const { SHARD_COUNT, shardName } = require('../shard/routing')
-const { DiskReserve } = require('./disk-space')
+const { DiskReserve } = require('./disk-reserve')
 const errors = require('../api/errors')
 
 // The store directory: format.json (the persisted options), the `state` LevelDB (the
