@@ -4,6 +4,7 @@ const fs = require('node:fs/promises')
 const path = require('node:path')
 const crypto = require('node:crypto')
 const { LevelDb } = require('../leveldb/leveldb')
+const { openFailure } = require('../leveldb/classify')
 const { shardName } = require('../shard/routing')
 const { DiskReserve } = require('./disk-reserve')
 const { FORMAT_VERSION, FORMAT_FILE, readFormat, writeFormat, checkOptions } = require('./format')
@@ -71,20 +72,13 @@ async function openStoreDir (dir, given, resolved) {
   }
 }
 
-// reserve: given up if opening meets a full disk (the store's open, which every read needs).
-async function openState (dir, reserve) {
-  const open = () => LevelDb.open(path.join(dir, STATE_DB), { createIfMissing: true, writeBufferSize: 64 * 1024, maxOpenFiles: 16 })
-  try {
-    return await open().catch(async (err) => {
-      // Opening writes (a manifest, the log replayed): on a full disk, use the reserve.
-      if (err.code === 'ENOSPC' && reserve && (await reserve.release())) return open()
-      throw err
-    })
-  } catch (err) {
-    if (err.reason === 'locked') throw errors.busy(dir, err)
-    if (err.reason === 'system') throw errors.system(`the store at ${dir} could not be opened`, err, { path: dir })
-    throw errors.corrupt(`the store state at ${path.join(dir, STATE_DB)}`, err.message, { path: dir, cause: err })
-  }
+// Opening writes (a manifest, the log replayed), and every read needs the store open:
+// on a full disk, `reserve` (when given) is given up to make room.
+function openState (dir, reserve) {
+  const open = () => LevelDb.open(path.join(dir, STATE_DB), { createIfMissing: true, writeBufferSize: 64 * 1024, maxOpenFiles: 16 }).catch((err) => {
+    throw openFailure(err, { dir, what: `the store at ${dir}`, damaged: `the store state at ${path.join(dir, STATE_DB)}`, props: { path: dir } })
+  })
+  return reserve ? reserve.withRoom(open) : open()
 }
 
 async function listDir (dir, create) {
