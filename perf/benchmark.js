@@ -28,7 +28,7 @@ const path = require('node:path')
 const crypto = require('node:crypto')
 const { fork } = require('node:child_process')
 const kfs = require('..')
-const { diskUsage } = require('../lib/dir/disk-space')
+const { diskUsage } = require('../lib/dir/disk-usage')
 const { Progress } = require('../lib/cli/progress')
 const { humanSize } = require('../lib/cli/text')
 

@@ -3,7 +3,8 @@
 const { expect } = require('chai')
 const fs = require('node:fs')
 const path = require('node:path')
-const { DiskReserve, diskUsage } = require('../lib/dir/disk-space')
+const { DiskReserve } = require('../lib/dir/disk-reserve')
+const { diskUsage } = require('../lib/dir/disk-usage')
 const { useTmp } = require('./helpers')
 
 describe('disk reserve', () => {

@@ -159,7 +159,7 @@ describe('durability of what is renamed into place', function () {
   it('the disk reserve\'s bytes are synced before it is renamed into place, and its directory after', () => {
     const script = `
       const fs = require('node:fs')
-      const { DiskReserve } = require('./lib/dir/disk-space')
+      const { DiskReserve } = require('./lib/dir/disk-reserve')
       fs.mkdirSync(process.argv[1] + '/tmp')
       new DiskReserve(process.argv[1], process.argv[1] + '/tmp', ${2 * MiB}).init()`
     const calls = trace(script, t.dir)

@@ -3,7 +3,7 @@
 const { execFileSync } = require('node:child_process')
 const path = require('node:path')
 const { expect } = require('chai')
-const { diskUsage } = require('../lib/dir/disk-space')
+const { diskUsage } = require('../lib/dir/disk-usage')
 const { useTmp, keyInShard, bytes, REF } = require('./helpers')
 const { Shard } = require('../lib/shard/shard')
 const { ChunkKeys } = require('../lib/shard/records')

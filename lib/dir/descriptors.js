@@ -3,10 +3,10 @@
 const fs = require('node:fs')
 
 // File descriptors an open shard holds: LevelDB's LOCK, LOG, current log and MANIFEST
-// (4, measured with every shard of a store open), plus 2 for what LevelDB opens for a
-// while: the next log when the memtable fills, a table it is writing. Table files it
-// reads are memory-mapped (LevelDB 1.20, up to 1,000 per process) and hold none; past
-// that, each table read holds one (doc/about.md, Resources).
+// (4, as measured: doc/performance.md), plus 2 for what LevelDB opens for a while: the
+// next log when the memtable fills, a table it is writing. Table files it reads are
+// memory-mapped (LevelDB 1.20, up to 1,000 per process) and hold none; past that, each
+// table read holds one (doc/about.md, Resources).
 const PER_SHARD = 6
 // Left to the rest of the process: Node, the app, its sockets and files.
 const KEPT_FREE = 64

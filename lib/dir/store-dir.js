@@ -3,21 +3,15 @@
 const fs = require('node:fs/promises')
 const path = require('node:path')
 const crypto = require('node:crypto')
-const { syncDir } = require('./sync-dir')
 const { LevelDb } = require('../leveldb/leveldb')
-const { SHARD_COUNT, shardName } = require('../shard/routing')
-const { DiskReserve } = require('./disk-space')
+const { openFailure } = require('../leveldb/classify')
+const { shardName } = require('../shard/routing')
+const { DiskReserve } = require('./disk-reserve')
+const { FORMAT_VERSION, FORMAT_FILE, readFormat, writeFormat, checkOptions } = require('./format')
 const errors = require('../api/errors')
 
-// The store directory: format.json (the persisted options), the `state` LevelDB (the
-// store's lock and usage cache), tmp/, the disk reserve and the shards NNN.s.
-// Format 2 added a digest to every chunk record (doc/format.md). A format 1 store is
-// upgraded when it opens: its files keep their bare chunks (their metadata says so),
-// new writes use the new records, and format.json then keeps older kfs versions, which
-// would misread those, out with ENOTSUP.
-const FORMAT_VERSION = 2
-const OLDEST_FORMAT = 1
-const FORMAT_FILE = 'format.json'
+// The store directory: format.json (the persisted options, format.js), the `state`
+// LevelDB (the store's lock and usage cache), tmp/, the disk reserve and the shards NNN.s.
 const STATE_DB = 'state'
 const TMP_DIR = 'tmp'
 const SHARD_DIR = /^(\d{3})\.s$/
@@ -78,20 +72,13 @@ async function openStoreDir (dir, given, resolved) {
   }
 }
 
-// reserve: given up if opening meets a full disk (the store's open, which every read needs).
-async function openState (dir, reserve) {
-  const open = () => LevelDb.open(path.join(dir, STATE_DB), { createIfMissing: true, writeBufferSize: 64 * 1024, maxOpenFiles: 16 })
-  try {
-    return await open().catch(async (err) => {
-      // Opening writes (a manifest, the log replayed): on a full disk, use the reserve.
-      if (err.code === 'ENOSPC' && reserve && (await reserve.release())) return open()
-      throw err
-    })
-  } catch (err) {
-    if (err.reason === 'locked') throw errors.busy(dir, err)
-    if (err.reason === 'system') throw errors.system(`the store at ${dir} could not be opened`, err, { path: dir })
-    throw errors.corrupt(`the store state at ${path.join(dir, STATE_DB)}`, err.message, { path: dir, cause: err })
-  }
+// Opening writes (a manifest, the log replayed), and every read needs the store open:
+// on a full disk, `reserve` (when given) is given up to make room.
+function openState (dir, reserve) {
+  const open = () => LevelDb.open(path.join(dir, STATE_DB), { createIfMissing: true, writeBufferSize: 64 * 1024, maxOpenFiles: 16 }).catch((err) => {
+    throw openFailure(err, { dir, what: `the store at ${dir}`, damaged: `the store state at ${path.join(dir, STATE_DB)}`, props: { path: dir } })
+  })
+  return reserve ? reserve.withRoom(open) : open()
 }
 
 async function listDir (dir, create) {
@@ -107,48 +94,4 @@ async function listDir (dir, create) {
   return fs.readdir(dir)
 }
 
-function checkOptions (given, format) {
-  checkOption('referenceId', given.referenceId, format.referenceId)
-  checkOption('shardCount', given.shardCount, format.shardCount)
-  checkOption('maxTableSize', given.maxTableSize && Math.floor(given.maxTableSize / format.shardCount), format.shardCap, ' per shard')
-  checkOption('chunkSize', given.chunkSize, format.chunkSize)
-}
-
-function checkOption (name, given, stored, unit = '') {
-  if (given !== undefined && given !== stored) {
-    throw errors.invalidValue(`options.${name}`, `gives ${given}${unit} but the store was created with ${stored}${unit}`)
-  }
-}
-
-async function writeFormat (dir, format) {
-  const file = path.join(dir, FORMAT_FILE)
-  const tmp = `${file}.${crypto.randomBytes(4).toString('hex')}`
-  const handle = await fs.open(tmp, 'wx')
-  try {
-    await handle.writeFile(JSON.stringify(format, null, 2) + '\n')
-    await handle.sync()
-  } finally {
-    await handle.close()
-  }
-  await fs.rename(tmp, file)
-  await syncDir(dir)
-}
-
-async function readFormat (dir) {
-  const file = path.join(dir, FORMAT_FILE)
-  let format
-  try {
-    format = JSON.parse(await fs.readFile(file, 'utf8'))
-  } catch (err) {
-    throw errors.corrupt(`the format file ${file}`, err.message, { path: dir, cause: err })
-  }
-  if (format && Number.isInteger(format.format) && format.format > FORMAT_VERSION) throw errors.newerFormat(file, format.format, FORMAT_VERSION)
-  const valid = format && Number.isInteger(format.format) && format.format >= OLDEST_FORMAT && /^[0-9a-f]{40}$/.test(format.referenceId) &&
-    Number.isSafeInteger(format.chunkSize) && format.chunkSize > 0 && Number.isSafeInteger(format.shardCap) && format.shardCap > 0 &&
-    Number.isInteger(format.shardCount) && format.shardCount >= 1 && format.shardCount <= SHARD_COUNT && (format.shardCount & (format.shardCount - 1)) === 0
-  if (!valid) throw errors.corrupt(`the format file ${file}`, `it is not a kfs format ${OLDEST_FORMAT} to ${FORMAT_VERSION} record`, { path: dir })
-  return format
-}
-
-
-module.exports = { openStoreDir, shardDirName, FORMAT_VERSION }
+module.exports = { openStoreDir, shardDirName }

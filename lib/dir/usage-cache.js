@@ -1,6 +1,7 @@
 'use strict'
 
 const { shardName } = require('../shard/routing')
+const { retryOnce } = require('./retry')
 
 // Each shard's figures { used, files, diskBytes }, kept in the store's `state` LevelDB
 // so usage() need not open every shard. A shard is marked open while this process may
@@ -33,20 +34,15 @@ class UsageCache {
     const trusted = new Map()
     const known = new Set()
     const repairing = new Set()
-    const it = state.iterator({ gt: REPAIR, lt: USAGE + '\xff', keyAsBuffer: false, valueAsBuffer: false })
-    try {
-      for (let entry = await it.next(); entry; entry = await it.next()) {
-        if (entry.key.startsWith(REPAIR)) {
-          repairing.add(Number(entry.key.slice(REPAIR.length)))
-          continue
-        }
-        const index = Number(entry.key.slice(USAGE.length))
-        const record = JSON.parse(entry.value)
-        known.add(index)
-        if (!record.open) trusted.set(index, record)
+    for await (const entry of state.scan({ gt: REPAIR, lt: USAGE + '\xff', keyAsBuffer: false, valueAsBuffer: false })) {
+      if (entry.key.startsWith(REPAIR)) {
+        repairing.add(Number(entry.key.slice(REPAIR.length)))
+        continue
       }
-    } finally {
-      await it.end()
+      const index = Number(entry.key.slice(USAGE.length))
+      const record = JSON.parse(entry.value)
+      known.add(index)
+      if (!record.open) trusted.set(index, record)
     }
     return new UsageCache(state, reopen, trusted, known, repairing)
   }
@@ -76,15 +72,13 @@ class UsageCache {
 
   // LevelDB refuses every write after a background flush failed (a full disk) until the
   // database is reopened; every shard open writes here, so the state is reopened once.
-  async #write (fn) {
-    try {
-      return await fn(this.#state)
-    } catch (err) {
-      if (!this.#state.failed) throw err
+  #write (fn) {
+    return retryOnce(() => fn(this.#state), async () => {
+      if (!this.#state.failed) return false
       await this.#state.close().catch(() => {})
       this.#state = await this.#reopen()
-      return fn(this.#state)
-    }
+      return true
+    })
   }
 
   close () {

@@ -50,7 +50,7 @@ class LevelDb {
       }
     }
     const db = leveldown(location)
-    // LevelDB forgets a log it could not open (out of descriptors): lib/log-guard.js.
+    // LevelDB forgets a log it could not open (out of descriptors): log-guard.js.
     await guardedOpen(location, {
       open: () => new Promise((resolve, reject) => {
         db.open({ ...DEFAULTS, ...tuning, createIfMissing, errorIfExists }, (err) => (err ? reject(classifyOpenError(err)) : resolve()))

@@ -26,7 +26,8 @@ const deadRange = () => prefixRange(DEAD)
 // A fresh version per write keeps an overwrite's chunks apart from the ones readers
 // may still be streaming; the commit batch then swaps metadata and deletes the old.
 // Drawn from a pool of random bytes refilled 512 versions at a time: one call into
-// the system's random source per version cost a small file about 3 us.
+// the system's random source per version made small-file writes measurably slower
+// (doc/performance.md).
 const versionPool = Buffer.alloc(8 * 512)
 let versionOffset = versionPool.length
 function newVersion () {

@@ -1,0 +1,20 @@
+'use strict'
+
+const fs = require('node:fs/promises')
+const path = require('node:path')
+const { RESERVE_FILE } = require('./disk-reserve')
+
+// Bytes of every file under dir (the sizes the files report, not blocks), leaving out a
+// store's disk reserve, which holds no data.
+async function diskUsage (dir, top = true) {
+  let total = 0
+  for (const entry of await fs.readdir(dir, { withFileTypes: true })) {
+    const full = path.join(dir, entry.name)
+    if (top && entry.name === RESERVE_FILE) continue
+    if (entry.isDirectory()) total += await diskUsage(full, false)
+    else if (entry.isFile()) total += (await fs.stat(full).catch(() => ({ size: 0 }))).size // gone meanwhile: LevelDB deletes files
+  }
+  return total
+}
+
+module.exports = { diskUsage }
