@@ -237,6 +237,8 @@ declare namespace kfs {
     unlink (key: string): Promise<void>
     list (shard?: number): AsyncGenerator<ListEntry, void, undefined>
     usage (): Promise<Usage>
+    /** Gives back now the space of removed and replaced files noted in the open shards. */
+    reclaim (): Promise<void>
     compact (): Promise<void>
     verify (options?: VerifyOptions): Promise<VerifyReport>
     repair (shard: number): Promise<RepairResult>

@@ -234,6 +234,12 @@ class Store {
     })
   }
 
+  // Gives back now the disk space of files removed or replaced that the store would
+  // otherwise reclaim in the background (the reclaim option), in the shards open.
+  async reclaim () {
+    return this.#op(() => this.#reclaimer.reclaimNow())
+  }
+
   async compact () {
     return this.#op(() => compact(this.#shards))
   }

@@ -6,6 +6,7 @@ const path = require('node:path')
 const { spawn } = require('node:child_process')
 const kfs = require('..')
 const { useTmp, bytes, sha256, damageChunk } = require('./helpers')
+const { diskUsage } = require('../lib/dir/disk-usage')
 
 const BIN = path.join(__dirname, '..', 'bin', 'kfs.js')
 
@@ -156,12 +157,28 @@ describe('kfs command line', function () {
     })
 
     it('compact reports disk space before and after', async () => {
-      const key = (await cli(['put'], { input: bytes(3 * 1024 * 1024) })).stdout.toString().trim()
-      await cli(['unlink', key])
+      // Removed by the library with reclaiming off: the space is still to be reclaimed.
+      const store = kfs(db, { reclaim: false })
+      const key = await store.put(bytes(3 * 1024 * 1024))
+      await store.unlink(key)
+      await store.close()
       const r = await cli(['compact'])
       expect(r.code).to.equal(0)
       const m = r.stdout.toString().match(/: ([\d.]+) MiB before, ([\d.]+ (?:B|KiB)) after\n$/)
       expect(m, r.stdout.toString()).to.not.equal(null)
+    })
+
+    it('unlink, and put --key over a file, give its disk space back before they exit', async () => {
+      const MiB = 1024 * 1024
+      const storeBytes = () => diskUsage(db)
+      expect((await cli(['put', '--key', 'big', file('big', bytes(32 * MiB, 'a'))])).code).to.equal(0)
+      const full = await storeBytes()
+      expect(full).to.be.above(32 * MiB)
+      // Replaced: the first version's 32 MiB come back, the second's stay.
+      expect((await cli(['put', '--key', 'big', file('big', bytes(32 * MiB, 'b'))])).code).to.equal(0)
+      expect(await storeBytes()).to.be.below(full + 8 * MiB)
+      expect((await cli(['unlink', 'big'])).code).to.equal(0)
+      expect(await storeBytes()).to.be.below(8 * MiB)
     })
 
     it('uses ~/.kfs/default when neither --db nor KFS_DB is given, and --db over KFS_DB', async () => {

@@ -42,6 +42,7 @@ const OPERATIONS = {
   unlink: (s) => s.unlink('present'),
   list: (s) => collect(s.list()),
   usage: (s) => s.usage(),
+  reclaim: (s) => s.reclaim(),
   compact: (s) => s.compact(),
   verify: (s) => s.verify(),
   repair: async (s) => s.repair(await presentShard(s)),

@@ -59,6 +59,20 @@ describe('space comes back by itself', function () {
     expect(await diskUsage(store.location)).to.be.below(FILES * SIZE * 0.3)
   })
 
+  it('reclaim() gives the space back before it resolves, even with reclaim: false', async () => {
+    const store = t.open({ referenceId: REF, reclaim: false })
+    await writeAndRemove(store)
+    expect(await diskUsage(store.location)).to.be.above(FILES * SIZE * 0.9)
+    await store.reclaim()
+    const live = (FILES / 2) * (SIZE / 4)
+    expect(await diskUsage(store.location)).to.be.at.most(live + 2 * MiB)
+    await store.reclaim() // nothing left: resolves at once
+    for (const [i, key] of keys.entries()) {
+      if (i % 2 === 0) expect(await store.exists(key)).to.equal(false)
+      else expect((await store.readFile(key)).equals(bytes(SIZE / 4, key))).to.equal(true)
+    }
+  })
+
   it('removals noted before a crash are reclaimed once the shard is used again, losing nothing', async () => {
     const dir = path.join(t.dir, 'store')
     execFileSync(process.execPath, ['-e', `

@@ -262,4 +262,12 @@ function println (stream, line) {
   return write(stream, line + '\n')
 }
 
-module.exports = { put, get, unlink, exists, stat, list, compact, verify, repair }
+// The space of a file removed or replaced comes back before the command ends: the
+// store reclaims it in the background, but only after the process would be gone.
+const reclaiming = (command) => async (store, ...args) => {
+  const code = await command(store, ...args)
+  await store.reclaim()
+  return code
+}
+
+module.exports = { put: reclaiming(put), get, unlink: reclaiming(unlink), exists, stat, list, compact, verify, repair }

@@ -103,6 +103,18 @@ class Reclaimer {
     }
   }
 
+  // Reclaims now whatever the open shards have noted, after any work in progress, even
+  // with reclaiming in the background turned off; rejects with the first failure (a
+  // full disk), whose notes are left for the next try.
+  async reclaimNow () {
+    while (this.#running) await this.#running
+    const run = this.#run(0)
+    this.#running = run.catch(() => {}).finally(() => {
+      this.#running = undefined
+    })
+    return run
+  }
+
   // No new work starts; resolves once the work in progress is done.
   stop () {
     this.#stopped = true

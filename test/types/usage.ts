@@ -108,6 +108,9 @@ async function main (): Promise<void> {
     assertType<typeof shard.index | typeof shard.used | typeof shard.free | typeof shard.files | typeof shard.diskBytes, number>(true)
   }
 
+  const reclaimed = await store.reclaim()
+  assertType<typeof reclaimed, void>(true)
+
   const compacted = await store.compact()
   assertType<typeof compacted, void>(true)
 
