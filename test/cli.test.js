@@ -119,7 +119,7 @@ describe('kfs command line', function () {
       const plain = (await cli(['stat', 'doc'])).stdout.toString()
       expect(plain).to.match(/^key +[0-9a-f]{40}$/m).and.to.match(/^size +2097152$/m).and.to.match(/^chunks +16$/m)
       expect(plain).to.match(/^shard +\d{3}$/m).and.to.match(/^mtime +\d{4}-/m).and.to.match(/^name +doc$/m)
-      expect((await cli(['stat', '-h', 'doc'])).stdout.toString()).to.match(/^size +2\.0 MiB$/m)
+      expect((await cli(['stat', '-H', 'doc'])).stdout.toString()).to.match(/^size +2\.0 MiB$/m)
       const json = JSON.parse((await cli(['stat', '--json', 'doc'])).stdout)
       expect(json).to.include({ size: 2097152, chunks: 16, name: 'doc' })
       expect(new Date(json.mtime).getTime()).to.be.above(0)
@@ -295,15 +295,46 @@ describe('kfs command line', function () {
       expect(r.stdout.toString()).to.equal(require('../package.json').version + '\n')
     })
 
-    it('--help documents every command and each command documents its options', async () => {
-      const top = (await cli(['--help'])).stdout.toString()
-      for (const word of ['put|write', 'get|read', 'unlink', 'exists', 'stat', 'list', 'compact', 'verify', 'repair', '--db', '--version']) expect(top).to.contain(word)
-      const expected = { put: ['--key'], get: ['--start', '--end'], stat: ['-h, --human', '--json'], list: ['--json'], unlink: [], exists: [], compact: [], verify: ['--shard', '--json'], repair: ['--json'] }
+    it('--help, -h and `kfs help` document every command, and exit 0', async () => {
+      const top = await cli(['--help'])
+      expect(top).to.include({ code: 0, stderr: '' })
+      for (const word of ['put|write', 'get|read', 'unlink', 'exists', 'stat', 'list', 'compact', 'verify', 'repair', 'help [command]', '-d, --db <dir>', 'KFS_DB', '--version', '-h, --help']) expect(top.stdout.toString()).to.contain(word)
+      for (const args of [['-h'], ['help']]) expect(await cli(args), args.join(' ')).to.deep.include({ code: 0, stdout: top.stdout, stderr: '' })
+    })
+
+    it('each command documents its options and the global -d, --db, with -h, --help and `kfs help <command>`', async () => {
+      const expected = { put: ['--key'], get: ['--start', '--end'], stat: ['-H, --human', '--json'], list: ['--json'], unlink: [], exists: [], compact: [], verify: ['--shard', '--json'], repair: ['--json'] }
       for (const [command, options] of Object.entries(expected)) {
-        const r = await cli([command, '--help'])
-        expect(r.code).to.equal(0)
-        for (const option of options) expect(r.stdout.toString(), command).to.contain(option)
+        const r = await cli([command, '-h'])
+        expect(r, command).to.include({ code: 0, stderr: '' })
+        const help = r.stdout.toString()
+        expect(help, command).to.match(new RegExp(`^Usage: kfs ${command}`))
+        for (const option of [...options, '-h, --help', '-d, --db <dir>', 'KFS_DB']) expect(help, command).to.contain(option)
+        expect((await cli([command, '--help'])).stdout.toString(), command).to.equal(help)
+        expect(await cli(['help', command]), command).to.deep.include({ code: 0, stdout: r.stdout, stderr: '' })
       }
+    })
+
+    it('main() writes a command\'s help and usage errors to the streams it is given', async () => {
+      const { main } = require('../lib/cli/program')
+      const sink = () => ({ text: '', write (s) { this.text += s; return true } })
+      const io = { stdin: undefined, stdout: sink(), stderr: sink() }
+      expect(await main(['node', 'kfs', 'put', '-h'], io, {})).to.equal(0)
+      expect(io.stdout.text).to.match(/^Usage: kfs put/)
+      expect(await main(['node', 'kfs', 'put', '--ky'], io, {})).to.equal(2)
+      expect(io.stderr.text).to.equal("kfs: unknown option '--ky' (did you mean --key?); see 'kfs put --help'\n")
+    })
+
+    it('an unknown command or option is one kfs: line naming the nearest one and the help, exit 2', async () => {
+      const expected = [
+        [['pt'], "kfs: unknown command 'pt' (did you mean put?); see 'kfs --help'"],
+        [['bogus'], "kfs: unknown command 'bogus'; see 'kfs --help'"],
+        [['help', 'verfy'], "kfs: unknown command 'verfy' (did you mean verify?); see 'kfs --help'"],
+        [['put', '--ky', 'x'], "kfs: unknown option '--ky' (did you mean --key?); see 'kfs put --help'"],
+        [['stat', '--hman'], "kfs: unknown option '--hman' (did you mean --human?); see 'kfs stat --help'"],
+        [['get'], "kfs: missing required argument 'key'; see 'kfs get --help'"]
+      ]
+      for (const [args, line] of expected) expect(await cli(args), args.join(' ')).to.deep.include({ code: 2, stdout: Buffer.alloc(0), stderr: line + '\n' })
     })
   })
 

@@ -22,15 +22,18 @@ function shardNumber (value) {
 }
 
 // Builds the command line. `run(name, args)` is called with the command's name and its
-// arguments (commander's parsed options last).
-function buildProgram (run, env) {
+// arguments (commander's parsed options last); `output` ({ writeOut, writeErr }) is
+// where help and errors go, stdout and stderr by default.
+function buildProgram (run, env, output = {}) {
   const program = new Command('kfs')
     .description('Store files in a kfs store: sharded, chunked and content-addressed, on LevelDB.')
     .version(version, '-V, --version', 'print the version')
-    .helpOption('--help', 'show help') // -h is stat's --human
+    .helpOption('-h, --help', 'show help')
+    .helpCommand(false) // a command of its own, below
+    // Each command's help shows -d, --db too: it applies to every command.
+    .configureHelp({ showGlobalOptions: true })
     .option('-d, --db <dir>', `the store to use (default: $KFS_DB, else ~/.kfs/default; now ${defaultDb(env)})`)
     .exitOverride()
-    .configureOutput({ outputError: (message, write) => write(`kfs: ${message.replace(/^error: /, '')}`) })
 
   program.command('put').alias('write')
     .argument('[file]', 'the file to store; standard input when absent or "-"')
@@ -58,7 +61,7 @@ function buildProgram (run, env) {
 
   program.command('stat')
     .argument('[key]', 'the key (or name) of a file; without it, the store\'s usage per shard')
-    .option('-h, --human', 'sizes in KiB, MiB, GiB...')
+    .option('-H, --human', 'sizes in KiB, MiB, GiB...')
     .option('--json', 'print JSON')
     .description('show a file\'s size, chunks, shard, time and name, or the store\'s usage per shard')
     .action((key, options) => run('stat', [key, options]))
@@ -85,7 +88,31 @@ function buildProgram (run, env) {
     .description('compact every shard, reclaiming the space of removed data; prints disk use before and after')
     .action(() => run('compact', []))
 
+  program.command('help')
+    .argument('[command]', 'the command to describe')
+    .description('show help for a command, or the list of commands')
+    .action((name) => {
+      if (name === undefined) return program.help()
+      const command = program.commands.find((c) => c.name() === name || c.aliases().includes(name))
+      if (command) return command.help()
+      // Parsed as a command, an unknown name is the usual usage error, with commander's
+      // suggestion of the nearest command.
+      return program.parseAsync([name], { from: 'user' })
+    })
+
+  // A command copies the program's output settings when it is created: set on each.
+  for (const command of [program, ...program.commands]) {
+    command.configureOutput({ ...output, outputError: (message, write) => write(usageError(message, command)) })
+  }
   return program
+}
+
+// A usage error as one line: commander's "(Did you mean put?)" goes on the same line,
+// and the line says where the help is.
+function usageError (message, command) {
+  const text = message.trim().replace(/^error: /, '').replace(/\n\(Did you mean (.*)\?\)$/, ' (did you mean $1?)').replace(/\.$/, '')
+  const help = command.parent ? `kfs ${command.name()} --help` : 'kfs --help'
+  return `kfs: ${text}; see '${help}'\n`
 }
 
 // Runs the command line and resolves to the exit code: 0 success, 1 runtime error (or
@@ -98,13 +125,14 @@ async function main (argv, io = { stdin: process.stdin, stdout: process.stdout, 
     store = kfs(program.opts().db || defaultDb(env), { create: name === 'put' })
     io.exitCode = await commands[name](store, io, ...args)
   }
-  const program = buildProgram(run, env)
-  program.configureOutput({ ...program.configureOutput(), writeOut: (s) => io.stdout.write(s), writeErr: (s) => io.stderr.write(s) })
+  const program = buildProgram(run, env, { writeOut: (s) => io.stdout.write(s), writeErr: (s) => io.stderr.write(s) })
   try {
     await program.parseAsync(argv)
     return io.exitCode ?? 0
   } catch (err) {
-    if (err instanceof CommanderError) return err.code === 'commander.helpDisplayed' || err.code === 'commander.version' ? 0 : 2
+    // Help asked for (--help, -h, `kfs help`) and --version exit 0; `kfs` alone prints
+    // the help on stderr, a usage error.
+    if (err instanceof CommanderError) return err.exitCode === 0 ? 0 : 2
     if (err.code === 'EPIPE') return 0 // the reader went away (`kfs get KEY | head`): not an error
     io.stderr.write(`kfs: ${describeError(err)}\n`)
     if (env.KFS_DEBUG === '1') io.stderr.write(`${err.stack}\n`)
