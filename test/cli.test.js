@@ -85,6 +85,47 @@ describe('kfs command line', function () {
       expect(reversed.stderr).to.match(/^kfs: end \(4\) must not be less than start \(5\)\n$/)
     })
 
+    it('put of a character device without --size is a usage error, at once, and creates nothing', async () => {
+      const store = kfs(db, { maxTableSize: 256 * 1024 }) // shards of 1 KiB: before the fix, the put fails fast
+      await store.open()
+      await store.close()
+      const line = 'kfs: /dev/zero is a character device, which may never end: give --size <bytes> to store that many bytes of it\n'
+      for (const args of [['put', '/dev/zero'], ['put', '--key', 'zeros', '/dev/zero']]) {
+        expect(await cli(args), args.join(' ')).to.deep.include({ code: 2, stdout: Buffer.alloc(0), stderr: line })
+      }
+      expect(fs.readdirSync(path.join(db, 'tmp'))).to.deep.equal([])
+      db = path.join(t.dir, 'none')
+      expect(await cli(['put', '/dev/zero'])).to.include({ code: 2, stderr: line })
+      expect(fs.existsSync(db)).to.equal(false)
+    })
+
+    it('put --size stores exactly the first bytes of a device, a file or standard input', async () => {
+      const zeros = Buffer.alloc(300 * 1024)
+      const put = await cli(['put', '--size', String(zeros.length), '/dev/zero'])
+      expect(put).to.deep.include({ code: 0, stdout: Buffer.from(sha256(zeros) + '\n'), stderr: '' })
+      expect((await cli(['get', sha256(zeros)])).stdout.equals(zeros)).to.equal(true)
+      expect((await cli(['put', '--size', '1000', '--key', 'zeros', '/dev/zero'])).code).to.equal(0)
+      expect((await cli(['get', 'zeros'])).stdout.equals(Buffer.alloc(1000))).to.equal(true)
+      const hello = file('hello', 'hello')
+      expect((await cli(['put', '--size', '3', hello])).stdout.toString()).to.equal(sha256(Buffer.from('hel')) + '\n')
+      expect((await cli(['put', '--size', '4', '--key', 'hell'], { input: 'hello' })).code).to.equal(0)
+      expect((await cli(['get', 'hell'])).stdout.toString()).to.equal('hell')
+      expect((await cli(['put', '--size', '0', '/dev/zero'])).stdout.toString()).to.equal(sha256(Buffer.alloc(0)) + '\n')
+    })
+
+    it('put --size: input that ends sooner stores nothing; a size too large for a shard fails at once', async () => {
+      const hello = file('hello', 'hello')
+      for (const [args, input, name] of [[['put', '--size', '6', hello], undefined, hello], [['put', '--size', '6'], 'hello', 'standard input'], [['put', '--size', '6', '--key', 'k'], 'hello', 'standard input']]) {
+        expect(await cli(args, { input }), args.join(' ')).to.include({ code: 1, stderr: `kfs: ${name} ended after 5 bytes, fewer than --size (6); nothing was stored\n` })
+      }
+      expect((await cli(['list'])).stdout.toString()).to.equal('')
+      expect((await cli(['put', '--size', '-1', hello])).code).to.equal(2)
+      const started = Date.now()
+      const big = await cli(['put', '--size', String(64 * 1024 ** 3), '/dev/zero'])
+      expect(big).to.include({ code: 1, stderr: 'kfs: a file of 68719476736 bytes cannot be stored: a shard holds at most 34359738368\n' })
+      expect(Date.now() - started).to.be.below(5000)
+    })
+
     it('write and read are aliases of put and get', async () => {
       const key = (await cli(['write'], { input: 'alias' })).stdout.toString().trim()
       expect((await cli(['read', key])).stdout.toString()).to.equal('alias')

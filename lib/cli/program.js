@@ -38,6 +38,7 @@ function buildProgram (run, env, output = {}) {
   program.command('put').alias('write')
     .argument('[file]', 'the file to store; standard input when absent or "-"')
     .option('--key <key>', 'store it under this key (40 or 64 hex characters) or name instead of its SHA-256')
+    .option('--size <bytes>', 'store exactly the first <bytes> bytes of the input; needed for a character device such as /dev/zero', nonNegativeInteger)
     .description('store a file and print its key (the SHA-256 of its content, unless --key is given)')
     .action((file, options) => run('put', [file, options]))
 
