@@ -80,6 +80,10 @@ describe('kfs command line', function () {
       expect((await range('--start', '10', '--end', '19')).equals(data.subarray(10, 20))).to.equal(true)
       expect((await range('--start', String(200 * 1024))).equals(data.subarray(200 * 1024))).to.equal(true)
       expect((await range('--end', '0')).equals(data.subarray(0, 1))).to.equal(true)
+      // Past the end means to the end, 2^53 and beyond included.
+      for (const end of [String(data.length), '9007199254740991', '9007199254740992', '99999999999999999999999']) {
+        expect((await range('--start', '10', '--end', end)).equals(data.subarray(10)), end).to.equal(true)
+      }
       const reversed = await cli(['get', key, '--start', '5', '--end', '4'])
       expect(reversed.code).to.equal(2)
       expect(reversed.stderr).to.match(/^kfs: end \(4\) must not be less than start \(5\)\n$/)

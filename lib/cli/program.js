@@ -11,8 +11,16 @@ const { version } = require('../../package.json')
 const defaultDb = (env) => env.KFS_DB || path.join(os.homedir(), '.kfs', 'default')
 
 function nonNegativeInteger (value) {
-  if (!/^\d+$/.test(value) || !Number.isSafeInteger(Number(value))) throw new InvalidArgumentError('must be a non-negative integer.')
+  if (!/^\d+$/.test(value)) throw new InvalidArgumentError('must be a non-negative integer.')
+  if (!Number.isSafeInteger(Number(value))) throw new InvalidArgumentError(`must be at most ${Number.MAX_SAFE_INTEGER}.`)
   return Number(value)
+}
+
+// --end: any non-negative integer. No file holds 2^53 bytes, so a larger one means
+// "to the end", as every value past the end does.
+function lastByte (value) {
+  if (!/^\d+$/.test(value)) throw new InvalidArgumentError('must be a non-negative integer.')
+  return Math.min(Number(value), Number.MAX_SAFE_INTEGER)
 }
 
 function shardNumber (value) {
@@ -46,7 +54,7 @@ function buildProgram (run, env, output = {}) {
     .argument('<key>', 'the key (or name) of the file')
     .argument('[file]', 'where to write it; standard output when absent or "-"')
     .option('--start <n>', 'first byte to read (default 0)', nonNegativeInteger)
-    .option('--end <n>', 'last byte to read, inclusive (default: the end of the file)', nonNegativeInteger)
+    .option('--end <n>', 'last byte to read, inclusive; past the end of the file means to its end (the default)', lastByte)
     .description('write a stored file, or a byte range of it, to a file or standard output')
     .action((key, file, options) => run('get', [key, file, options]))
 
