@@ -170,16 +170,26 @@ describe('kfs command line', function () {
       expect(new Date(json.mtime).getTime()).to.be.above(0)
     })
 
-    it('stat without a key shows usage per shard', async () => {
+    it('stat without a key shows a summary of the store\'s usage; --shards a row per shard; --json both', async () => {
       await cli(['put'], { input: 'one' })
       await cli(['put'], { input: 'two!' })
       const json = JSON.parse((await cli(['stat', '--json'])).stdout)
       expect(json).to.include({ used: 7, files: 2 })
       expect(json.shards.length).to.be.within(1, 2)
-      const human = (await cli(['stat', '--human'])).stdout.toString()
-      expect(human).to.match(/^shard +used +free +files +disk$/m)
-      expect(human).to.match(/^total +7 B +8\.0 TiB +2 +capacity 8\.0 TiB$/m)
-      expect(human).to.contain('32.0 GiB')
+      const disk = json.shards.reduce((sum, s) => sum + s.diskBytes, 0)
+      const summary = await cli(['stat'])
+      expect(summary).to.include({ code: 0, stderr: '' })
+      expect(summary.stdout.toString()).to.equal([['used', 7], ['free', 8 * 1024 ** 4 - 7], ['capacity', 8 * 1024 ** 4], ['files', 2],
+        ['shards', `${json.shards.length} of 256 created`], ['disk', disk]].map(([name, value]) => `${name.padEnd(8)}  ${value}\n`).join(''))
+      const human = (await cli(['stat', '-H'])).stdout.toString()
+      expect(human).to.match(/^used +7 B\nfree +8\.0 TiB\ncapacity +8\.0 TiB\nfiles +2\nshards +[12] of 256 created\ndisk +[\d.]+ (B|KiB)\n$/)
+      const shards = (await cli(['stat', '--shards', '--human'])).stdout.toString()
+      expect(shards).to.match(/^shard +used +free +files +disk$/m)
+      expect(shards).to.match(/^total +7 B +8\.0 TiB +2 +capacity 8\.0 TiB$/m)
+      expect(shards).to.contain('32.0 GiB')
+      expect(shards.trim().split('\n')).to.have.length(json.shards.length + 2)
+      expect(JSON.parse((await cli(['stat', '--json', '--shards'])).stdout)).to.deep.equal(json)
+      expect(await cli(['stat', '--shards', 'somefile'])).to.include({ code: 2, stderr: 'kfs: --shards shows the store\'s shards: give no key\n' })
     })
 
     it('list prints key, size and name per line, or JSON lines, per shard on request', async () => {
@@ -348,7 +358,7 @@ describe('kfs command line', function () {
     })
 
     it('each command documents its options and the global -d, --db, with -h, --help and `kfs help <command>`', async () => {
-      const expected = { put: ['--key'], get: ['--start', '--end'], stat: ['-H, --human', '--json'], list: ['--json'], unlink: [], exists: [], compact: [], verify: ['--shard', '--json'], repair: ['--json'] }
+      const expected = { put: ['--key', '--size'], get: ['--start', '--end'], stat: ['-H, --human', '--shards', '--json'], list: ['--json'], unlink: [], exists: [], compact: [], verify: ['--shard', '--json'], repair: ['--json'] }
       for (const [command, options] of Object.entries(expected)) {
         const r = await cli([command, '-h'])
         expect(r, command).to.include({ code: 0, stderr: '' })

@@ -192,8 +192,9 @@ async function exists (store, io, key) {
   return found ? 0 : 1
 }
 
-async function stat (store, io, key, { human, json }) {
+async function stat (store, io, key, { human, json, shards }) {
   const size = human ? humanSize : String
+  if (key !== undefined && shards) throw Object.assign(new Error('--shards shows the store\'s shards: give no key'), { code: 'EINVAL' })
   if (key !== undefined) {
     const s = await store.stat(key)
     if (json) return println(io.stdout, JSON.stringify(s)).then(() => 0)
@@ -204,10 +205,17 @@ async function stat (store, io, key, { human, json }) {
   }
   const usage = await store.usage()
   if (json) return println(io.stdout, JSON.stringify(usage)).then(() => 0)
-  const rows = [['shard', 'used', 'free', 'files', 'disk']]
-  for (const s of usage.shards) rows.push([shardName(s.index), size(s.used), size(s.free), s.files, size(s.diskBytes)])
-  rows.push(['total', size(usage.used), size(usage.free), usage.files, `capacity ${size(usage.capacity)}`])
-  await write(io.stdout, table(rows))
+  if (shards) {
+    const rows = [['shard', 'used', 'free', 'files', 'disk']]
+    for (const s of usage.shards) rows.push([shardName(s.index), size(s.used), size(s.free), s.files, size(s.diskBytes)])
+    rows.push(['total', size(usage.used), size(usage.free), usage.files, `capacity ${size(usage.capacity)}`])
+    await write(io.stdout, table(rows))
+    return 0
+  }
+  // A summary: the table has a row per shard created, up to 256.
+  const disk = usage.shards.reduce((sum, s) => sum + s.diskBytes, 0)
+  await write(io.stdout, table([['used', size(usage.used)], ['free', size(usage.free)], ['capacity', size(usage.capacity)],
+    ['files', usage.files], ['shards', `${usage.shards.length} of ${store.shardCount} created`], ['disk', size(disk)]]))
   return 0
 }
 

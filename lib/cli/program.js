@@ -69,10 +69,11 @@ function buildProgram (run, env, output = {}) {
     .action((key) => run('exists', [key]))
 
   program.command('stat')
-    .argument('[key]', 'the key (or name) of a file; without it, the store\'s usage per shard')
+    .argument('[key]', 'the key (or name) of a file; without it, the store\'s usage')
     .option('-H, --human', 'sizes in KiB, MiB, GiB...')
-    .option('--json', 'print JSON')
-    .description('show a file\'s size, chunks, shard, time and name, or the store\'s usage per shard')
+    .option('--shards', 'without a key: a row per shard instead of the summary')
+    .option('--json', 'print JSON (the store\'s usage has every shard)')
+    .description('show a file\'s size, chunks, shard, time and name, or the store\'s usage: used, free, capacity, files, shards, disk')
     .action((key, options) => run('stat', [key, options]))
 
   program.command('list')
