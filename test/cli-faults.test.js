@@ -62,6 +62,10 @@ describe('kfs command line under faults', function () {
     expect(r.code).to.equal(2)
     oneLine(r.stderr)
     expect(r.stderr).to.contain('beyond the end')
+    const huge = await cli(['get', 'b', '--start', '9007199254740992'])
+    expect(huge.code).to.equal(2)
+    oneLine(huge.stderr)
+    expect(huge.stderr).to.contain('must be at most 9007199254740991')
   })
 
   it('put FILE replaces other bytes stored under its SHA-256 key with --key', async () => {

@@ -1,8 +1,46 @@
 'use strict'
 
 const { expect } = require('chai')
-const { Progress, MIN_BYTES } = require('../lib/cli/progress')
+const fs = require('node:fs')
+const os = require('node:os')
+const path = require('node:path')
+const { spawnSync } = require('node:child_process')
+const { Progress, MIN_BYTES, clearProgress } = require('../lib/cli/progress')
 const { humanSize, duration, describeError } = require('../lib/cli/text')
+
+const BIN = path.join(__dirname, '..', 'bin', 'kfs.js')
+
+// Runs `command` with stderr on a pseudo-terminal and `input` on stdin, kept open;
+// once `until` shows on the terminal, sends `signal`. Returns what the terminal got
+// (latin1) and the signal that ended the command.
+const PTY = `
+import json, os, pty, select, signal, subprocess, sys, time
+spec = json.loads(sys.argv[1])
+master, slave = pty.openpty()
+child = subprocess.Popen(spec['command'], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=slave)
+os.close(slave)
+child.stdin.write(b'\\0' * spec['input'])
+child.stdin.flush()
+seen = b''
+def read(timeout):
+    global seen
+    if not select.select([master], [], [], timeout)[0]:
+        return False
+    try:
+        data = os.read(master, 65536)
+    except OSError:  # EIO: the command is gone
+        return False
+    seen += data
+    return bool(data)
+deadline = time.time() + 20
+while spec['until'].encode() not in seen and time.time() < deadline:
+    read(0.5)
+child.send_signal(getattr(signal, spec['signal']))
+child.wait()
+while read(0.5):
+    pass
+print(json.dumps({'signal': -child.returncode, 'terminal': seen.decode('latin1')}))
+`
 
 // Records what is written, with the escape character shown as <ESC>.
 function fakeTerminal (isTTY = true) {
@@ -35,6 +73,42 @@ describe('cli progress and formatting', () => {
     expect(term.written).to.equal('')
     progress.advance(MIN_BYTES)
     expect(term.written).to.match(/^\rput 4\.0 MiB [\d.]+ [KMG]?i?B\/s<ESC>\[K$/)
+  })
+
+  it('clearProgress() clears every bar on screen, once, and no other', () => {
+    const [a, b, small] = [fakeTerminal(), fakeTerminal(), fakeTerminal()]
+    const bars = [Progress.create({ stream: a, total: undefined, label: 'a' }), Progress.create({ stream: b, total: 1e9, label: 'b' })]
+    for (const bar of bars) bar.advance(MIN_BYTES)
+    Progress.create({ stream: small, total: undefined, label: 'small' }).advance(1024) // never drawn
+    bars[1].finish()
+    const drawn = b.written
+    clearProgress()
+    expect(a.written).to.match(/\r<ESC>\[K$/)
+    expect(b.written).to.equal(drawn)
+    expect(small.written).to.equal('')
+    const cleared = a.written
+    clearProgress()
+    bars[0].finish()
+    expect(a.written).to.equal(cleared)
+  })
+
+  it('Ctrl-C clears the progress bar on the terminal before kfs ends', function () {
+    this.timeout(60000)
+    if (spawnSync('python3', ['-c', 'import pty']).status !== 0) {
+      console.log('      skipped: python3 with its pty module is not available')
+      return this.skip()
+    }
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kfs-'))
+    try {
+      const spec = { command: [process.execPath, BIN, '-d', path.join(dir, 'db'), 'put'], input: 6 * 1024 * 1024, until: 'put ', signal: 'SIGINT' }
+      const r = spawnSync('python3', ['-c', PTY, JSON.stringify(spec)], { encoding: 'utf8' })
+      expect(r.status, r.stderr).to.equal(0)
+      const { signal, terminal } = JSON.parse(r.stdout)
+      expect(signal).to.equal(2) // killed by SIGINT
+      expect(terminal.replaceAll('\x1b', '<ESC>')).to.match(/^\rput [^\r]+ [\d.]+ [KMG]?i?B\/s<ESC>\[K(\rput [^\r]+<ESC>\[K)*\r<ESC>\[K$/)
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true })
+    }
   })
 
   it('formats sizes, durations and system errors for people', () => {

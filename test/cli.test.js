@@ -81,9 +81,54 @@ describe('kfs command line', function () {
       expect((await range('--start', '10', '--end', '19')).equals(data.subarray(10, 20))).to.equal(true)
       expect((await range('--start', String(200 * 1024))).equals(data.subarray(200 * 1024))).to.equal(true)
       expect((await range('--end', '0')).equals(data.subarray(0, 1))).to.equal(true)
+      // Past the end means to the end, 2^53 and beyond included.
+      for (const end of [String(data.length), '9007199254740991', '9007199254740992', '99999999999999999999999']) {
+        expect((await range('--start', '10', '--end', end)).equals(data.subarray(10)), end).to.equal(true)
+      }
       const reversed = await cli(['get', key, '--start', '5', '--end', '4'])
       expect(reversed.code).to.equal(2)
       expect(reversed.stderr).to.match(/^kfs: end \(4\) must not be less than start \(5\)\n$/)
+    })
+
+    it('put of a character device without --size is a usage error, at once, and creates nothing', async () => {
+      const store = kfs(db, { maxTableSize: 256 * 1024 }) // shards of 1 KiB: before the fix, the put fails fast
+      await store.open()
+      await store.close()
+      const line = 'kfs: /dev/zero is a character device, which may never end: give --size <bytes> to store that many bytes of it\n'
+      for (const args of [['put', '/dev/zero'], ['put', '--key', 'zeros', '/dev/zero']]) {
+        expect(await cli(args), args.join(' ')).to.deep.include({ code: 2, stdout: Buffer.alloc(0), stderr: line })
+      }
+      expect(fs.readdirSync(path.join(db, 'tmp'))).to.deep.equal([])
+      db = path.join(t.dir, 'none')
+      expect(await cli(['put', '/dev/zero'])).to.include({ code: 2, stderr: line })
+      expect(fs.existsSync(db)).to.equal(false)
+    })
+
+    it('put --size stores exactly the first bytes of a device, a file or standard input', async () => {
+      const zeros = Buffer.alloc(300 * 1024)
+      const put = await cli(['put', '--size', String(zeros.length), '/dev/zero'])
+      expect(put).to.deep.include({ code: 0, stdout: Buffer.from(sha256(zeros) + '\n'), stderr: '' })
+      expect((await cli(['get', sha256(zeros)])).stdout.equals(zeros)).to.equal(true)
+      expect((await cli(['put', '--size', '1000', '--key', 'zeros', '/dev/zero'])).code).to.equal(0)
+      expect((await cli(['get', 'zeros'])).stdout.equals(Buffer.alloc(1000))).to.equal(true)
+      const hello = file('hello', 'hello')
+      expect((await cli(['put', '--size', '3', hello])).stdout.toString()).to.equal(sha256(Buffer.from('hel')) + '\n')
+      expect((await cli(['put', '--size', '4', '--key', 'hell'], { input: 'hello' })).code).to.equal(0)
+      expect((await cli(['get', 'hell'])).stdout.toString()).to.equal('hell')
+      expect((await cli(['put', '--size', '0', '/dev/zero'])).stdout.toString()).to.equal(sha256(Buffer.alloc(0)) + '\n')
+    })
+
+    it('put --size: input that ends sooner stores nothing; a size too large for a shard fails at once', async () => {
+      const hello = file('hello', 'hello')
+      for (const [args, input, name] of [[['put', '--size', '6', hello], undefined, hello], [['put', '--size', '6'], 'hello', 'standard input'], [['put', '--size', '6', '--key', 'k'], 'hello', 'standard input']]) {
+        expect(await cli(args, { input }), args.join(' ')).to.include({ code: 1, stderr: `kfs: ${name} ended after 5 bytes, fewer than --size (6); nothing was stored\n` })
+      }
+      expect((await cli(['list'])).stdout.toString()).to.equal('')
+      expect((await cli(['put', '--size', '-1', hello])).code).to.equal(2)
+      const started = Date.now()
+      const big = await cli(['put', '--size', String(64 * 1024 ** 3), '/dev/zero'])
+      expect(big).to.include({ code: 1, stderr: 'kfs: a file of 68719476736 bytes cannot be stored: a shard holds at most 34359738368\n' })
+      expect(Date.now() - started).to.be.below(5000)
     })
 
     it('write and read are aliases of put and get', async () => {
@@ -120,22 +165,32 @@ describe('kfs command line', function () {
       const plain = (await cli(['stat', 'doc'])).stdout.toString()
       expect(plain).to.match(/^key +[0-9a-f]{40}$/m).and.to.match(/^size +2097152$/m).and.to.match(/^chunks +16$/m)
       expect(plain).to.match(/^shard +\d{3}$/m).and.to.match(/^mtime +\d{4}-/m).and.to.match(/^name +doc$/m)
-      expect((await cli(['stat', '-h', 'doc'])).stdout.toString()).to.match(/^size +2\.0 MiB$/m)
+      expect((await cli(['stat', '-H', 'doc'])).stdout.toString()).to.match(/^size +2\.0 MiB$/m)
       const json = JSON.parse((await cli(['stat', '--json', 'doc'])).stdout)
       expect(json).to.include({ size: 2097152, chunks: 16, name: 'doc' })
       expect(new Date(json.mtime).getTime()).to.be.above(0)
     })
 
-    it('stat without a key shows usage per shard', async () => {
+    it('stat without a key shows a summary of the store\'s usage; --shards a row per shard; --json both', async () => {
       await cli(['put'], { input: 'one' })
       await cli(['put'], { input: 'two!' })
       const json = JSON.parse((await cli(['stat', '--json'])).stdout)
       expect(json).to.include({ used: 7, files: 2 })
       expect(json.shards.length).to.be.within(1, 2)
-      const human = (await cli(['stat', '--human'])).stdout.toString()
-      expect(human).to.match(/^shard +used +free +files +disk$/m)
-      expect(human).to.match(/^total +7 B +8\.0 TiB +2 +capacity 8\.0 TiB$/m)
-      expect(human).to.contain('32.0 GiB')
+      const disk = json.shards.reduce((sum, s) => sum + s.diskBytes, 0)
+      const summary = await cli(['stat'])
+      expect(summary).to.include({ code: 0, stderr: '' })
+      expect(summary.stdout.toString()).to.equal([['used', 7], ['free', 8 * 1024 ** 4 - 7], ['capacity', 8 * 1024 ** 4], ['files', 2],
+        ['shards', `${json.shards.length} of 256 created`], ['disk', disk]].map(([name, value]) => `${name.padEnd(8)}  ${value}\n`).join(''))
+      const human = (await cli(['stat', '-H'])).stdout.toString()
+      expect(human).to.match(/^used +7 B\nfree +8\.0 TiB\ncapacity +8\.0 TiB\nfiles +2\nshards +[12] of 256 created\ndisk +[\d.]+ (B|KiB)\n$/)
+      const shards = (await cli(['stat', '--shards', '--human'])).stdout.toString()
+      expect(shards).to.match(/^shard +used +free +files +disk$/m)
+      expect(shards).to.match(/^total +7 B +8\.0 TiB +2 +capacity 8\.0 TiB$/m)
+      expect(shards).to.contain('32.0 GiB')
+      expect(shards.trim().split('\n')).to.have.length(json.shards.length + 2)
+      expect(JSON.parse((await cli(['stat', '--json', '--shards'])).stdout)).to.deep.equal(json)
+      expect(await cli(['stat', '--shards', 'somefile'])).to.include({ code: 2, stderr: 'kfs: --shards shows the store\'s shards: give no key\n' })
     })
 
     it('list prints key, size and name per line, or JSON lines, per shard on request', async () => {
@@ -312,15 +367,46 @@ describe('kfs command line', function () {
       expect(r.stdout.toString()).to.equal(require('../package.json').version + '\n')
     })
 
-    it('--help documents every command and each command documents its options', async () => {
-      const top = (await cli(['--help'])).stdout.toString()
-      for (const word of ['put|write', 'get|read', 'unlink', 'exists', 'stat', 'list', 'compact', 'verify', 'repair', '--db', '--version']) expect(top).to.contain(word)
-      const expected = { put: ['--key'], get: ['--start', '--end'], stat: ['-h, --human', '--json'], list: ['--json'], unlink: [], exists: [], compact: [], verify: ['--shard', '--json'], repair: ['--json'] }
+    it('--help, -h and `kfs help` document every command, and exit 0', async () => {
+      const top = await cli(['--help'])
+      expect(top).to.include({ code: 0, stderr: '' })
+      for (const word of ['put|write', 'get|read', 'unlink', 'exists', 'stat', 'list', 'compact', 'verify', 'repair', 'help [command]', '-d, --db <dir>', 'KFS_DB', '--version', '-h, --help']) expect(top.stdout.toString()).to.contain(word)
+      for (const args of [['-h'], ['help']]) expect(await cli(args), args.join(' ')).to.deep.include({ code: 0, stdout: top.stdout, stderr: '' })
+    })
+
+    it('each command documents its options and the global -d, --db, with -h, --help and `kfs help <command>`', async () => {
+      const expected = { put: ['--key', '--size'], get: ['--start', '--end'], stat: ['-H, --human', '--shards', '--json'], list: ['--json'], unlink: [], exists: [], compact: [], verify: ['--shard', '--json'], repair: ['--json'] }
       for (const [command, options] of Object.entries(expected)) {
-        const r = await cli([command, '--help'])
-        expect(r.code).to.equal(0)
-        for (const option of options) expect(r.stdout.toString(), command).to.contain(option)
+        const r = await cli([command, '-h'])
+        expect(r, command).to.include({ code: 0, stderr: '' })
+        const help = r.stdout.toString()
+        expect(help, command).to.match(new RegExp(`^Usage: kfs ${command}`))
+        for (const option of [...options, '-h, --help', '-d, --db <dir>', 'KFS_DB']) expect(help, command).to.contain(option)
+        expect((await cli([command, '--help'])).stdout.toString(), command).to.equal(help)
+        expect(await cli(['help', command]), command).to.deep.include({ code: 0, stdout: r.stdout, stderr: '' })
       }
+    })
+
+    it('main() writes a command\'s help and usage errors to the streams it is given', async () => {
+      const { main } = require('../lib/cli/program')
+      const sink = () => ({ text: '', write (s) { this.text += s; return true } })
+      const io = { stdin: undefined, stdout: sink(), stderr: sink() }
+      expect(await main(['node', 'kfs', 'put', '-h'], io, {})).to.equal(0)
+      expect(io.stdout.text).to.match(/^Usage: kfs put/)
+      expect(await main(['node', 'kfs', 'put', '--ky'], io, {})).to.equal(2)
+      expect(io.stderr.text).to.equal("kfs: unknown option '--ky' (did you mean --key?); see 'kfs put --help'\n")
+    })
+
+    it('an unknown command or option is one kfs: line naming the nearest one and the help, exit 2', async () => {
+      const expected = [
+        [['pt'], "kfs: unknown command 'pt' (did you mean put?); see 'kfs --help'"],
+        [['bogus'], "kfs: unknown command 'bogus'; see 'kfs --help'"],
+        [['help', 'verfy'], "kfs: unknown command 'verfy' (did you mean verify?); see 'kfs --help'"],
+        [['put', '--ky', 'x'], "kfs: unknown option '--ky' (did you mean --key?); see 'kfs put --help'"],
+        [['stat', '--hman'], "kfs: unknown option '--hman' (did you mean --human?); see 'kfs stat --help'"],
+        [['get'], "kfs: missing required argument 'key'; see 'kfs get --help'"]
+      ]
+      for (const [args, line] of expected) expect(await cli(args), args.join(' ')).to.deep.include({ code: 2, stdout: Buffer.alloc(0), stderr: line + '\n' })
     })
   })
 

@@ -3,6 +3,7 @@
 const fs = require('node:fs')
 const path = require('node:path')
 const crypto = require('node:crypto')
+const { Readable } = require('node:stream')
 const { pipeline } = require('node:stream/promises')
 const { Progress } = require('./progress')
 const { Output } = require('./output')
@@ -16,25 +17,40 @@ const args = require('../api/args')
 // `temps`, a Set of files to remove if the process is interrupted }) and resolves to
 // the process exit code.
 
-async function put (store, io, file, { key }) {
+async function put (store, io, file, { key, size: wanted }) {
   const fromStdin = !file || file === '-'
-  if (fromStdin) refuseDirectory(io.stdin, 'standard input')
+  const name = fromStdin ? 'standard input' : file
+  if (fromStdin) refuseDirectory(io.stdin, name)
   const stats = fromStdin ? undefined : await fs.promises.stat(file)
   if (stats && stats.isDirectory()) throw isDirectory(file)
+  // /dev/zero or /dev/urandom never ends: it would be spooled up to the shard's cap
+  // (32 GiB by default), then refused.
+  if (stats && stats.isCharacterDevice() && wanted === undefined) {
+    throw Object.assign(new Error(`${file} is a character device, which may never end: give --size <bytes> to store that many bytes of it`), { code: 'EINVAL' })
+  }
+  const regular = Boolean(stats && stats.isFile())
+  if (regular && wanted > stats.size) throw endedEarly(file, stats.size, wanted)
+  const size = wanted ?? (regular ? stats.size : undefined)
+  const read = () => {
+    const source = fromStdin ? io.stdin : fs.createReadStream(file)
+    return wanted === undefined ? source : Readable.from(firstBytes(source, wanted, name), { objectMode: false })
+  }
+  if (wanted !== undefined && key === undefined && !regular) {
+    await store.open()
+    if (wanted > store.shardCapacity) throw Object.assign(new Error(`a file of ${wanted} bytes cannot be stored: a shard holds at most ${store.shardCapacity}`), { code: 'ENOSPC' })
+  }
   // A regular file is read with its size known; standard input, a FIFO, a device or a
   // socket can be read only once, as it comes (put() spools it while hashing it).
-  const size = stats && stats.isFile() ? stats.size : undefined
-  if (key !== undefined || size === undefined) {
-    const input = fromStdin ? io.stdin : fs.createReadStream(file)
+  if (key !== undefined || !regular) {
     const progress = Progress.create({ stream: io.stderr, total: size, label: 'put' })
-    const written = key === undefined ? store.put(metered(input, progress)) : writeTo(store, key, input, progress, size)
+    const written = key === undefined ? store.put(metered(read(), progress)) : writeTo(store, key, read(), progress, size)
     return println(io.stdout, await unchanged(file, finished(written, progress))).then(() => 0)
   }
   // A file can be read twice: hash it first, so stored content is not written again
   // and nothing is spooled, then stream it into its shard.
   const hashing = Progress.create({ stream: io.stderr, total: size, label: 'hash' })
   const hash = crypto.createHash('sha256')
-  await finished(pipeline(metered(fs.createReadStream(file), hashing), hash), hashing)
+  await finished(pipeline(metered(read(), hashing), hash), hashing)
   const sha256 = hash.digest('hex')
   // Stored already only if the same content is: other bytes may have been stored under
   // this key with --key, and are then replaced.
@@ -46,10 +62,28 @@ async function put (store, io, file, { key }) {
     // The second read is checked against the first before anything is committed; the
     // size is claimed first, so a file too large for its shard is refused at once.
     const ws = store.createWriteStream(sha256, { sha256, size })
-    await unchanged(file, finished(pipeline(metered(fs.createReadStream(file), progress), ws), progress))
+    await unchanged(file, finished(pipeline(metered(read(), progress), ws), progress))
   }
   await println(io.stdout, sha256)
   return 0
+}
+
+// The first `size` bytes of `source` (put --size), which is then destroyed: the rest is
+// never read. A source that ends sooner fails the put.
+async function * firstBytes (source, size, name) {
+  let left = size
+  if (left > 0) {
+    for await (const chunk of source) {
+      yield chunk.subarray(0, left)
+      left -= Math.min(chunk.length, left)
+      if (left === 0) break
+    }
+  }
+  if (left > 0) throw endedEarly(name, size - left, size)
+}
+
+function endedEarly (name, got, wanted) {
+  return new Error(`${name} ended after ${got} bytes, fewer than --size (${wanted}); nothing was stored`)
 }
 
 // A regular file read with its size (and hash) known beforehand: other bytes mean it
@@ -158,8 +192,9 @@ async function exists (store, io, key) {
   return found ? 0 : 1
 }
 
-async function stat (store, io, key, { human, json }) {
+async function stat (store, io, key, { human, json, shards }) {
   const size = human ? humanSize : String
+  if (key !== undefined && shards) throw Object.assign(new Error('--shards shows the store\'s shards: give no key'), { code: 'EINVAL' })
   if (key !== undefined) {
     const s = await store.stat(key)
     if (json) return println(io.stdout, JSON.stringify(s)).then(() => 0)
@@ -170,10 +205,17 @@ async function stat (store, io, key, { human, json }) {
   }
   const usage = await store.usage()
   if (json) return println(io.stdout, JSON.stringify(usage)).then(() => 0)
-  const rows = [['shard', 'used', 'free', 'files', 'disk']]
-  for (const s of usage.shards) rows.push([shardName(s.index), size(s.used), size(s.free), s.files, size(s.diskBytes)])
-  rows.push(['total', size(usage.used), size(usage.free), usage.files, `capacity ${size(usage.capacity)}`])
-  await write(io.stdout, table(rows))
+  if (shards) {
+    const rows = [['shard', 'used', 'free', 'files', 'disk']]
+    for (const s of usage.shards) rows.push([shardName(s.index), size(s.used), size(s.free), s.files, size(s.diskBytes)])
+    rows.push(['total', size(usage.used), size(usage.free), usage.files, `capacity ${size(usage.capacity)}`])
+    await write(io.stdout, table(rows))
+    return 0
+  }
+  // A summary: the table has a row per shard created, up to 256.
+  const disk = usage.shards.reduce((sum, s) => sum + s.diskBytes, 0)
+  await write(io.stdout, table([['used', size(usage.used)], ['free', size(usage.free)], ['capacity', size(usage.capacity)],
+    ['files', usage.files], ['shards', `${usage.shards.length} of ${store.shardCount} created`], ['disk', size(disk)]]))
   return 0
 }
 

@@ -11,8 +11,16 @@ const { version } = require('../../package.json')
 const defaultDb = (env) => env.KFS_DB || path.join(os.homedir(), '.kfs', 'default')
 
 function nonNegativeInteger (value) {
-  if (!/^\d+$/.test(value) || !Number.isSafeInteger(Number(value))) throw new InvalidArgumentError('must be a non-negative integer.')
+  if (!/^\d+$/.test(value)) throw new InvalidArgumentError('must be a non-negative integer.')
+  if (!Number.isSafeInteger(Number(value))) throw new InvalidArgumentError(`must be at most ${Number.MAX_SAFE_INTEGER}.`)
   return Number(value)
+}
+
+// --end: any non-negative integer. No file holds 2^53 bytes, so a larger one means
+// "to the end", as every value past the end does.
+function lastByte (value) {
+  if (!/^\d+$/.test(value)) throw new InvalidArgumentError('must be a non-negative integer.')
+  return Math.min(Number(value), Number.MAX_SAFE_INTEGER)
 }
 
 function shardNumber (value) {
@@ -22,19 +30,23 @@ function shardNumber (value) {
 }
 
 // Builds the command line. `run(name, args)` is called with the command's name and its
-// arguments (commander's parsed options last).
-function buildProgram (run, env) {
+// arguments (commander's parsed options last); `output` ({ writeOut, writeErr }) is
+// where help and errors go, stdout and stderr by default.
+function buildProgram (run, env, output = {}) {
   const program = new Command('kfs')
     .description('Store files in a kfs store: sharded, chunked and content-addressed, on LevelDB.')
     .version(version, '-V, --version', 'print the version')
-    .helpOption('--help', 'show help') // -h is stat's --human
+    .helpOption('-h, --help', 'show help')
+    .helpCommand(false) // a command of its own, below
+    // Each command's help shows -d, --db too: it applies to every command.
+    .configureHelp({ showGlobalOptions: true })
     .option('-d, --db <dir>', `the store to use (default: $KFS_DB, else ~/.kfs/default; now ${defaultDb(env)})`)
     .exitOverride()
-    .configureOutput({ outputError: (message, write) => write(`kfs: ${message.replace(/^error: /, '')}`) })
 
   program.command('put').alias('write')
     .argument('[file]', 'the file to store; standard input when absent or "-"')
     .option('--key <key>', 'store it under this key (40 or 64 hex characters) or name instead of its SHA-256')
+    .option('--size <bytes>', 'store exactly the first <bytes> bytes of the input; needed for a character device such as /dev/zero', nonNegativeInteger)
     .description('store a file and print its key (the SHA-256 of its content, unless --key is given)')
     .action((file, options) => run('put', [file, options]))
 
@@ -42,7 +54,7 @@ function buildProgram (run, env) {
     .argument('<key>', 'the key (or name) of the file')
     .argument('[file]', 'where to write it; standard output when absent or "-"')
     .option('--start <n>', 'first byte to read (default 0)', nonNegativeInteger)
-    .option('--end <n>', 'last byte to read, inclusive (default: the end of the file)', nonNegativeInteger)
+    .option('--end <n>', 'last byte to read, inclusive; past the end of the file means to its end (the default)', lastByte)
     .description('write a stored file, or a byte range of it, to a file or standard output')
     .action((key, file, options) => run('get', [key, file, options]))
 
@@ -57,10 +69,11 @@ function buildProgram (run, env) {
     .action((key) => run('exists', [key]))
 
   program.command('stat')
-    .argument('[key]', 'the key (or name) of a file; without it, the store\'s usage per shard')
-    .option('-h, --human', 'sizes in KiB, MiB, GiB...')
-    .option('--json', 'print JSON')
-    .description('show a file\'s size, chunks, shard, time and name, or the store\'s usage per shard')
+    .argument('[key]', 'the key (or name) of a file; without it, the store\'s usage')
+    .option('-H, --human', 'sizes in KiB, MiB, GiB...')
+    .option('--shards', 'without a key: a row per shard instead of the summary')
+    .option('--json', 'print JSON (the store\'s usage has every shard)')
+    .description('show a file\'s size, chunks, shard, time and name, or the store\'s usage: used, free, capacity, files, shards, disk')
     .action((key, options) => run('stat', [key, options]))
 
   program.command('list')
@@ -85,7 +98,31 @@ function buildProgram (run, env) {
     .description('compact every shard, reclaiming the space of removed data; prints disk use before and after')
     .action(() => run('compact', []))
 
+  program.command('help')
+    .argument('[command]', 'the command to describe')
+    .description('show help for a command, or the list of commands')
+    .action((name) => {
+      if (name === undefined) return program.help()
+      const command = program.commands.find((c) => c.name() === name || c.aliases().includes(name))
+      if (command) return command.help()
+      // Parsed as a command, an unknown name is the usual usage error, with commander's
+      // suggestion of the nearest command.
+      return program.parseAsync([name], { from: 'user' })
+    })
+
+  // A command copies the program's output settings when it is created: set on each.
+  for (const command of [program, ...program.commands]) {
+    command.configureOutput({ ...output, outputError: (message, write) => write(usageError(message, command)) })
+  }
   return program
+}
+
+// A usage error as one line: commander's "(Did you mean put?)" goes on the same line,
+// and the line says where the help is.
+function usageError (message, command) {
+  const text = message.trim().replace(/^error: /, '').replace(/\n\(Did you mean (.*)\?\)$/, ' (did you mean $1?)').replace(/\.$/, '')
+  const help = command.parent ? `kfs ${command.name()} --help` : 'kfs --help'
+  return `kfs: ${text}; see '${help}'\n`
 }
 
 // Runs the command line and resolves to the exit code: 0 success, 1 runtime error (or
@@ -98,13 +135,14 @@ async function main (argv, io = { stdin: process.stdin, stdout: process.stdout, 
     store = kfs(program.opts().db || defaultDb(env), { create: name === 'put' })
     io.exitCode = await commands[name](store, io, ...args)
   }
-  const program = buildProgram(run, env)
-  program.configureOutput({ ...program.configureOutput(), writeOut: (s) => io.stdout.write(s), writeErr: (s) => io.stderr.write(s) })
+  const program = buildProgram(run, env, { writeOut: (s) => io.stdout.write(s), writeErr: (s) => io.stderr.write(s) })
   try {
     await program.parseAsync(argv)
     return io.exitCode ?? 0
   } catch (err) {
-    if (err instanceof CommanderError) return err.code === 'commander.helpDisplayed' || err.code === 'commander.version' ? 0 : 2
+    // Help asked for (--help, -h, `kfs help`) and --version exit 0; `kfs` alone prints
+    // the help on stderr, a usage error.
+    if (err instanceof CommanderError) return err.exitCode === 0 ? 0 : 2
     if (err.code === 'EPIPE') return 0 // the reader went away (`kfs get KEY | head`): not an error
     io.stderr.write(`kfs: ${describeError(err)}\n`)
     if (env.KFS_DEBUG === '1') io.stderr.write(`${err.stack}\n`)

@@ -6,6 +6,10 @@ const { humanSize, duration } = require('./text')
 const MIN_BYTES = 4 * 1024 * 1024 // smaller transfers finish before a bar is worth drawing
 const REDRAW_MS = 100
 
+// The bars on screen: a signal ending the process clears them (clearProgress()), so that
+// the shell's prompt does not follow a stale bar.
+const shown = new Set()
+
 // A one-line progress bar (bytes, rate, ETA) on a terminal. It redraws from the data
 // flowing through meter(), so it needs no timer.
 class Progress {
@@ -57,13 +61,19 @@ class Progress {
   }
 
   #draw (now) {
+    shown.add(this)
     this.stream.write(`\r${this.line(now)}\x1b[K`)
   }
 
-  // Clears the bar, so what follows on stderr starts on a clean line.
+  // Clears the bar, if drawn, so what follows on stderr starts on a clean line.
   finish () {
-    if (this.drawn) this.stream.write('\r\x1b[K')
+    if (shown.delete(this)) this.stream.write('\r\x1b[K')
   }
 }
 
-module.exports = { Progress, MIN_BYTES }
+// Clears every bar on screen (a terminal's writes are synchronous: done on return).
+function clearProgress () {
+  for (const bar of shown) bar.finish()
+}
+
+module.exports = { Progress, MIN_BYTES, clearProgress }
