@@ -19,6 +19,9 @@
 //   --dir DIR          where the engines' data lives ($KFS_PERF_DIR, else the temp dir)
 //   --out DIR          fio.csv, fio.md and SVG charts go here (benchmark-fio)
 //   --quick            tiny sizes, for CI: proves the script runs, measures nothing
+//   --from-csv FILE    run nothing: draw the charts again from a fio.csv written before,
+//                      into --out (default: beside FILE); add --quick for a quick run's
+//                      CSV, so that its charts say so
 //
 // Sizes take K, M, G (powers of 1024) or bytes. What each engine does per operation:
 // a write is one block written to a kfs write stream (awaited) or one fs write() at the
@@ -33,7 +36,7 @@ const path = require('node:path')
 const crypto = require('node:crypto')
 const async = require('async')
 const { inChild, now, msSince } = require('./child')
-const { runScript, UsageError, optionValue, parseCount, parseSize, fmt, KiB, MiB, GiB } = require('./script')
+const { runScript, writeOut, chartsOf, quickMark, UsageError, optionValue, parseCount, parseSize, fmt, KiB, MiB, GiB } = require('./script')
 const { barChart } = require('./svg')
 const stats = require('./stats')
 // Published figures of other systems on other hardware, beside ours in the report.
@@ -55,7 +58,7 @@ function parseArgs (argv) {
     time: 10,
     set: 4 * GiB,
     dir: process.env.KFS_PERF_DIR || os.tmpdir(),
-    out: 'benchmark-fio',
+    out: undefined,
     quick: false
   }
   const value = (i) => optionValue(argv, i)
@@ -72,11 +75,13 @@ function parseArgs (argv) {
     else if (arg === '--set') args.set = parseSize(value(++i), arg)
     else if (arg === '--dir') args.dir = value(++i)
     else if (arg === '--out') args.out = value(++i)
+    else if (arg === '--from-csv') args.fromCsv = value(++i)
     else if (arg === '--quick') Object.assign(args, { large: 8 * MiB, files: 4, fileSize: 2 * MiB, sizes: [256 * KiB, MiB, 3 * MiB], jobs: 4, time: 0.3, set: 8 * MiB, quick: true })
     else if (arg === '--child') args.child = JSON.parse(value(++i))
     else throw new UsageError(`unknown argument ${arg} (see the comment at the top of perf/fio.js)`)
   }
   if (!(args.time > 0 && args.time < Infinity)) throw new UsageError('--time takes a positive number of seconds')
+  args.out = args.out ?? (args.fromCsv ? path.dirname(args.fromCsv) : 'benchmark-fio')
   args.engines = [...new Set(args.engines)]
   args.sizes = [...new Set(args.sizes)]
   for (const engine of args.engines) if (!ENGINES.includes(engine)) throw new UsageError(`unknown engine ${engine} (known: ${ENGINES.join(', ')})`)
@@ -296,7 +301,7 @@ function report (args, rows) {
   const add = (line = '') => lines.push(line)
   add('# fio-style throughput: kfs, vanilla and plain files')
   add()
-  add(`Measured with \`node perf/fio.js ${process.argv.slice(2).join(' ')}\` on ${os.cpus().length} cores and ${fmt(os.totalmem() / GiB)} GiB of RAM, ${new Date().toISOString().slice(0, 10)}; each engine in its own process, one cell at a time. Blocks of ${human(args.bs)}.${args.quick ? ' **--quick: tiny sizes, measures nothing.**' : ''}`)
+  add(`Measured with \`node perf/fio.js ${process.argv.slice(2).join(' ')}\` on ${os.cpus().length} cores and ${fmt(os.totalmem() / GiB)} GiB of RAM, ${new Date().toISOString().slice(0, 10)}; each engine in its own process, one cell at a time. Blocks of ${human(args.bs)}.${args.quick ? ` **${quickMark('sizes')}.**` : ''}`)
   add()
   add(`## Sequential write and read (like CubeFS's fio runs)`)
   add()
@@ -346,24 +351,37 @@ function report (args, rows) {
 }
 
 // Bandwidth by file size per engine, with GCSFuse's published figures for the sizes it
-// measured (KiB keys), marked as such.
-function charts (args, rows) {
+// measured (KiB keys), marked as such; drawn from the CSV's rows (chartsOf), the run's
+// and --from-csv's alike. On a log axis: plain files read from the page cache ran at up
+// to 25 times kfs's rate in the committed run, which left kfs's bars slivers on a
+// linear one.
+function charts (rows, { quick }) {
+  const bySize = rows.filter((r) => r.part === 'by-size')
+  if (!bySize.length) return {}
+  const engines = [...new Set(bySize.map((r) => r.engine))]
+  const sizes = [...new Set(bySize.map((r) => r.size))]
   const find = cellIn(rows)
   const out = {}
   for (const test of ['seq-read', 'rand-read']) {
-    const series = args.engines.map((e) => ({ name: e, values: args.sizes.map((s) => (find(e, 'by-size', test, s) || {}).mibPerS) }))
-    const published = args.sizes.map((s) => PUBLISHED.gcsfuse.bySize[test][s / KiB] * 1024)
+    const series = engines.map((e) => ({ name: e, values: sizes.map((s) => (find(e, 'by-size', test, s) || {}).mibPerS) }))
+    const published = sizes.map((s) => PUBLISHED.gcsfuse.bySize[test][s / KiB] * 1024)
     if (published.some(Number.isFinite)) series.push({ name: 'GCSFuse (published)', values: published })
     out[`fio-${test}.svg`] = barChart({
-      title: `${test === 'seq-read' ? 'Sequential' : 'Random'} reads, ${args.jobs} jobs, ${human(args.bs)} blocks`,
+      title: `${test === 'seq-read' ? 'Sequential' : 'Random'} reads, ${bySize[0].jobs} jobs, ${human(bySize[0].bs)} blocks`,
+      mark: quick ? quickMark('sizes') : undefined,
       xLabel: 'file size (GCSFuse: other hardware, reading from Cloud Storage)',
       yLabel: 'MiB/s',
-      groups: args.sizes.map(human),
+      yScale: 'log',
+      groups: sizes.map(human),
       series
     })
   }
   return out
 }
+
+// A row as charts() needs it, from a record of fio.csv.
+const fromCsv = (r) => ({ engine: r.engine, part: r.part, test: r.test, size: Number(r.file_size_bytes), jobs: Number(r.jobs), bs: Number(r.block_bytes), mibPerS: Number(r.mib_per_s) })
+const REDRAW = { header: HEADER, fromCsv, charts }
 
 async function main (args) {
   fs.mkdirSync(args.dir, { recursive: true })
@@ -397,14 +415,12 @@ async function main (args) {
     fs.rmSync(base, { recursive: true, force: true })
   }
   const markdown = report(args, rows)
-  fs.mkdirSync(args.out, { recursive: true })
-  fs.writeFileSync(path.join(args.out, 'fio.csv'), toCsv(rows))
-  fs.writeFileSync(path.join(args.out, 'fio.md'), markdown)
-  for (const [file, svg] of Object.entries(charts(args, rows))) fs.writeFileSync(path.join(args.out, file), svg)
+  const csv = toCsv(rows)
+  writeOut(args.out, { 'fio.csv': csv, 'fio.md': markdown, ...chartsOf(csv, args, REDRAW) })
   process.stdout.write(markdown + '\n')
   progress(`wrote fio.csv, fio.md and charts to ${args.out}`)
 }
 
-if (require.main === module) runScript('perf/fio.js', { parseArgs, cases: CASES, main })
+if (require.main === module) runScript('perf/fio.js', { parseArgs, cases: CASES, main, redraw: REDRAW })
 
 module.exports = { HEADER }

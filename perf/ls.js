@@ -5,10 +5,13 @@
 //
 //   npm run benchmark:ls -- [--runs N] [--dir DIR] [--out DIR] [--quick]
 //
-//   --runs N    timings of each listing (5)
-//   --dir DIR   where the stores live ($KFS_PERF_DIR, else the temp dir)
-//   --out DIR   ls.csv, ls.md and an SVG chart go here (benchmark-ls)
-//   --quick     tiny stores, for CI: proves the script runs, measures nothing
+//   --runs N           timings of each listing (5)
+//   --dir DIR          where the stores live ($KFS_PERF_DIR, else the temp dir)
+//   --out DIR          ls.csv, ls.md and an SVG chart go here (benchmark-ls)
+//   --quick            tiny stores, for CI: proves the script runs, measures nothing
+//   --from-csv FILE    run nothing: draw the chart again from an ls.csv written before,
+//                      into --out (default: beside FILE); add --quick for a quick run's
+//                      CSV, so that its chart says so
 //
 // The cases, with files of 1 KiB:
 // - a store grown to 500, 1,000, 2,000, 5,000, 10,000, 20,000 and 100,000 files, listed
@@ -27,7 +30,7 @@ const crypto = require('node:crypto')
 const { execFileSync } = require('node:child_process')
 const async = require('async')
 const { inChild, cliList, now, msSince } = require('./child')
-const { runScript, UsageError, optionValue, parseCount, fmt } = require('./script')
+const { runScript, writeOut, chartsOf, quickMark, UsageError, optionValue, parseCount, fmt } = require('./script')
 const { lineChart } = require('./svg')
 const { shardFor } = require('../lib/shard/routing')
 const PUBLISHED = require('./published')
@@ -48,7 +51,7 @@ function parseArgs (argv) {
     shardFiles: 10000,
     others: 100000,
     dir: process.env.KFS_PERF_DIR || os.tmpdir(),
-    out: 'benchmark-ls',
+    out: undefined,
     quick: false
   }
   const value = (i) => optionValue(argv, i)
@@ -57,10 +60,12 @@ function parseArgs (argv) {
     if (arg === '--runs') args.runs = parseCount(value(++i), arg)
     else if (arg === '--dir') args.dir = value(++i)
     else if (arg === '--out') args.out = value(++i)
+    else if (arg === '--from-csv') args.fromCsv = value(++i)
     else if (arg === '--quick') Object.assign(args, { runs: 2, steps: [50, 100, 110, 200], oneShardAt: 110, shardFiles: 40, others: 200, quick: true })
     else if (arg === '--child') args.child = JSON.parse(value(++i))
     else throw new UsageError(`unknown argument ${arg} (see the comment at the top of perf/ls.js)`)
   }
+  args.out = args.out ?? (args.fromCsv ? path.dirname(args.fromCsv) : 'benchmark-ls')
   return args
 }
 
@@ -159,7 +164,7 @@ function report (args, engines, rows) {
   const stores = args.steps.filter((s) => s !== args.oneShardAt)
   add('# `ls`-style listing: kfs and vanilla')
   add()
-  add(`Measured with \`node perf/ls.js ${process.argv.slice(2).join(' ')}\` on ${os.cpus().length} cores, ${new Date().toISOString().slice(0, 10)}; each engine in its own process; files of 1 KiB; medians of ${args.runs} runs. \`list()\`: the library's listing on a store object just made (shards closed, page cache warm, writeback done before each run). \`kfs list\`: the command as a process, output to /dev/null.${args.quick ? ' **--quick: tiny stores, measures nothing.**' : ''}`)
+  add(`Measured with \`node perf/ls.js ${process.argv.slice(2).join(' ')}\` on ${os.cpus().length} cores, ${new Date().toISOString().slice(0, 10)}; each engine in its own process; files of 1 KiB; medians of ${args.runs} runs. \`list()\`: the library's listing on a store object just made (shards closed, page cache warm, writeback done before each run). \`kfs list\`: the command as a process, output to /dev/null.${args.quick ? ` **${quickMark('stores')}.**` : ''}`)
   add()
   add('## A whole store')
   add()
@@ -209,17 +214,37 @@ function report (args, engines, rows) {
   return lines.join('\n')
 }
 
-function chart (args, engines, rows) {
+// Median times to list a whole store against its files, drawn from the CSV's rows
+// (chartsOf), the run's and --from-csv's alike. Log on both axes: the stores grow
+// 200-fold and the times span 10 ms to seconds, and time growing in proportion to the
+// files is a slope of 1.
+function charts (rows, { quick }) {
   const get = summarize(rows)
-  const stores = args.steps.filter((s) => s !== args.oneShardAt)
+  const engines = [...new Set(rows.map((r) => r.engine))]
+  const stores = [...new Set(rows.filter((r) => r.case === 'store').map((r) => r.storeFiles))]
   const series = []
   for (const e of engines) {
-    series.push({ name: `${e} list()`, points: stores.map((n) => [n, get(e, 'store', n).listMs]) })
-    series.push({ name: `${e} kfs list`, points: stores.map((n) => [n, get(e, 'store', n).cliMs]) })
+    const medians = stores.map((n) => [n, get(e, 'store', n)]).filter(([, m]) => m)
+    series.push({ name: `${e}: list()`, points: medians.map(([n, m]) => [n, m.listMs]) })
+    series.push({ name: `${e}: list command`, points: medians.map(([n, m]) => [n, m.cliMs]) })
   }
-  if (!args.quick) series.push({ name: 'LeoFS (published)', points: PUBLISHED.leofs.points })
-  return lineChart({ title: 'Listing a whole store', xLabel: 'files listed', yLabel: 'ms', series })
+  if (!quick) series.push({ name: 'LeoFS (published)', points: PUBLISHED.leofs.points })
+  const svg = lineChart({
+    title: 'Listing a whole store (medians)',
+    subtitle: 'list(): the library\'s call; list command: `kfs list > /dev/null`, a process',
+    mark: quick ? quickMark('stores') : undefined,
+    xLabel: 'files listed',
+    yLabel: 'ms',
+    xScale: 'log',
+    yScale: 'log',
+    series
+  })
+  return { 'ls.svg': svg }
 }
+
+// A row as charts() needs it, from a record of ls.csv.
+const fromCsv = (r) => ({ engine: r.engine, case: r.case, storeFiles: Number(r.store_files), listed: Number(r.listed), listMs: Number(r.list_ms), cliMs: Number(r.cli_ms) })
+const REDRAW = { header: HEADER, fromCsv, charts }
 
 async function main (args) {
   fs.mkdirSync(args.dir, { recursive: true })
@@ -238,14 +263,12 @@ async function main (args) {
     fs.rmSync(base, { recursive: true, force: true })
   }
   const markdown = report(args, engines, rows)
-  fs.mkdirSync(args.out, { recursive: true })
-  fs.writeFileSync(path.join(args.out, 'ls.csv'), toCsv(rows))
-  fs.writeFileSync(path.join(args.out, 'ls.md'), markdown)
-  fs.writeFileSync(path.join(args.out, 'ls.svg'), chart(args, engines, rows))
+  const csv = toCsv(rows)
+  writeOut(args.out, { 'ls.csv': csv, 'ls.md': markdown, ...chartsOf(csv, args, REDRAW) })
   process.stdout.write(markdown + '\n')
   process.stderr.write(`perf/ls.js: wrote ls.csv, ls.md and ls.svg to ${args.out}\n`)
 }
 
-if (require.main === module) runScript('perf/ls.js', { parseArgs, cases: CASES, main })
+if (require.main === module) runScript('perf/ls.js', { parseArgs, cases: CASES, main, redraw: REDRAW })
 
 module.exports = { HEADER }

@@ -13,8 +13,15 @@ const ALPHA = 0.05
 const OPERATIONS = ['write', 'read', 'unlink']
 const COLUMNS = ['trial', 'engine', 'operation', 'size_bytes', 'ms', 'mib_per_s', 'shard', 'db_disk_bytes', 'timestamp']
 
+// `npm run benchmark > results.csv` puts npm's banner on standard output before the CSV:
+// a blank line, "> kfs@0.1.0 benchmark", "> node perf/benchmark.js", a blank line. Only
+// such lines are skipped before the header; anything else there is not a benchmark CSV.
+const npmBanner = (line) => line.trim() === '' || line.startsWith('> ')
+
 function parseCsv (text) {
-  const [header, ...lines] = text.trim().split('\n')
+  const all = text.trim().split('\n')
+  const start = all.findIndex((line) => !npmBanner(line))
+  const [header = '', ...lines] = start < 0 ? [] : all.slice(start)
   if (header.trim() !== COLUMNS.join(',')) throw new Error(`not a benchmark CSV: the header is "${header}"`)
   return lines.filter(Boolean).map((line) => {
     const cells = line.split(',')

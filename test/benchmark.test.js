@@ -79,6 +79,28 @@ describe('npm run benchmark', function () {
     expect(err.stderr).to.match(/free; this run needs about/)
   })
 
+  // `npm run benchmark > results.csv` writes npm's banner into the file before the CSV.
+  it('benchmark:report reads a CSV after npm\'s banner, and still refuses what is not a benchmark CSV', async () => {
+    const rows = ['1,kfs,write,1048576,12.5,80,3,4096,2026-01-01T00:00:00.000Z', '1,vanilla,write,1048576,10.5,95.2,0,4096,2026-01-01T00:00:01.000Z']
+    const csv = [HEADER, ...rows].join('\n') + '\n'
+    const banner = '\n> kfs@0.1.0 benchmark\n> node perf/benchmark.js --quick\n\n'
+    expect(parseCsv(banner + csv).map((r) => r.engine)).to.deep.equal(['kfs', 'vanilla'])
+    const file = path.join(t.dir, 'results.csv')
+    fs.writeFileSync(file, banner + csv)
+    await run(process.execPath, [REPORT, file, path.join(t.dir, 'report')])
+    expect(fs.readFileSync(path.join(t.dir, 'report', 'report.md'), 'utf8')).to.match(/\| 1 MiB \| kfs \| 1 \|/)
+
+    // Only npm's lines are skipped: anything else before the header is an error, as before.
+    for (const text of ['', banner, 'npm warn config something\n' + csv, banner + 'trial;engine\n', '> kfs@0.1.0 benchmark\nhello\n' + csv, 'a,b,c\n1,2,3\n']) {
+      expect(() => parseCsv(text), JSON.stringify(text)).to.throw(/not a benchmark CSV/)
+    }
+    fs.writeFileSync(file, 'hello\n' + csv)
+    const err = await run(process.execPath, [REPORT, file, path.join(t.dir, 'report')]).then(() => undefined, (e) => e)
+    expect(err, 'expected a failure').to.be.an('error')
+    expect(err.code).to.equal(1)
+    expect(err.stderr).to.contain('not a benchmark CSV: the header is "hello"')
+  })
+
   it('summarize gives a verdict per operation and size', () => {
     const rows = []
     for (let trial = 1; trial <= 10; trial++) {

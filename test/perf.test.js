@@ -6,6 +6,75 @@ const path = require('node:path')
 const { execFile } = require('node:child_process')
 const { promisify } = require('node:util')
 const { useTmp } = require('./helpers')
+const { lineChart, barChart, linearAxis, logAxis } = require('../perf/svg')
+const { median } = require('../perf/stats')
+
+// What a chart shows, read from its SVG: its width, notes, legend (names and where they
+// start) and tick values.
+function readChart (svg) {
+  const unescape = (s) => s.replace(/&lt;/g, '<').replace(/&gt;/g, '>').replace(/&amp;/g, '&')
+  const texts = (cls) => [...svg.matchAll(new RegExp(`<text class="${cls}" x="([-\\d.]+)"[^>]*>([^<]*)</text>`, 'g'))].map((m) => ({ x: Number(m[1]), text: unescape(m[2]) }))
+  const numbers = (cls) => texts(cls).map((t) => Number(t.text.replace(/,/g, '')))
+  return { width: Number(/^<svg [^>]*width="([\d.]+)"/.exec(svg)[1]), notes: texts('note').map((t) => t.text), legend: texts('legend'), xTicks: numbers('x-tick'), yTicks: numbers('y-tick') }
+}
+
+const oneTwoFive = (v) => v > 0 && [1, 2, 5].some((m) => Math.abs(v / 10 ** Math.floor(Math.log10(v) + 1e-9) - m) < 1e-9)
+
+// Ticks at 1, 2 or 5 times powers of ten (a log axis), or evenly at such a step from a
+// multiple of it (a linear axis).
+function expectNiceTicks (ticks) {
+  expect(ticks.length, ticks.join(' ')).to.be.within(2, 12)
+  const step = ticks[1] - ticks[0]
+  const linear = oneTwoFive(step) && Math.abs(ticks[0] / step - Math.round(ticks[0] / step)) < 1e-9 && ticks.every((v, i) => Math.abs(v - ticks[0] - i * step) < step * 1e-9)
+  const log = ticks.every((v, i) => oneTwoFive(v) && (i === 0 || v > ticks[i - 1]))
+  expect(linear || log, ticks.join(' ')).to.equal(true)
+}
+
+// A chart one can read: the legend says `names`, each whole and inside the chart (at a
+// generous 0.75 em a character: DejaVu Sans averages about 0.6), none saying a word
+// twice ("kfs kfs list"); the ticks are round numbers.
+function expectReadable (svg, names) {
+  const chart = readChart(svg)
+  expect(chart.legend.map((l) => l.text)).to.deep.equal(names)
+  for (const { x, text } of chart.legend) {
+    expect(x + text.length * 0.75 * 12, text).to.be.at.most(chart.width)
+    const words = text.toLowerCase().match(/[a-z0-9]+/g)
+    expect(new Set(words).size, text).to.equal(words.length)
+  }
+  for (const ticks of [chart.xTicks, chart.yTicks]) if (ticks.length) expectNiceTicks(ticks)
+  return chart
+}
+
+describe('perf/svg.js', () => {
+  it('axes have round ticks that take in both ends of the data', () => {
+    for (const [min, max] of [[0, 16440], [1, 100], [500, 100000], [0, 0.37], [3, 3], [-5, 12], [0, 0]]) {
+      const { ticks } = linearAxis(min, max)
+      expectNiceTicks(ticks)
+      expect(ticks[0], `${min} ${max}`).to.be.at.most(min)
+      expect(ticks[ticks.length - 1], `${min} ${max}`).to.be.at.least(max)
+    }
+    expect(linearAxis(1, 100, { count: 8, integer: true }).ticks).to.deep.equal([0, 20, 40, 60, 80, 100])
+    for (const [min, max] of [[461, 16440], [500, 100000], [11, 4600], [50, 200], [500, 500], [0.3, 2e6]]) {
+      const { ticks } = logAxis(min, max)
+      expectNiceTicks(ticks)
+      expect(ticks[0], `${min} ${max}`).to.be.at.most(min)
+      expect(ticks[ticks.length - 1], `${min} ${max}`).to.be.at.least(max)
+    }
+    expect(logAxis(500, 100000).ticks).to.deep.equal([500, 1000, 2000, 5000, 10000, 20000, 50000, 100000])
+    expect(logAxis(0.3, 2e6).ticks).to.deep.equal([0.1, 1, 10, 100, 1000, 10000, 100000, 1000000, 10000000]) // decades only, beyond three
+  })
+
+  it('charts: the legend fits its longest name, a log axis says so, a note is shown', () => {
+    const series = [{ name: 'kfs', values: [600, 700] }, { name: 'Wide Wordy Other Systems (published)', values: [16000, NaN] }]
+    const bars = barChart({ title: 'reads', mark: 'measures nothing', xLabel: 'size', yLabel: 'MiB/s', yScale: 'log', groups: ['1 MiB', '2 MiB'], series })
+    expect(expectReadable(bars, series.map((s) => s.name)).notes).to.deep.equal(['measures nothing'])
+    expect(bars).to.contain('MiB/s (log scale)')
+    expect(bars.match(/<title>/g)).to.have.length(3) // no bar for a missing value
+    const lines = lineChart({ title: 'trials', xLabel: 'trial', yLabel: 'ms', series: [{ name: 'kfs', points: [[1, 3], [2, 5], [37, 4]] }] })
+    expect(expectReadable(lines, ['kfs']).xTicks).to.deep.equal([0, 5, 10, 15, 20, 25, 30, 35, 40])
+    expect(lines).to.not.contain('log scale')
+  })
+})
 
 // Runs the throughput benchmark once at a tiny size so it cannot silently rot.
 describe('perf/throughput.js', function () {
@@ -63,6 +132,14 @@ describe('perf/fio.js and perf/ls.js', function () {
     return { header, rows: lines.map((line) => Object.fromEntries(line.split(',').map((cell, i) => [columns[i], cell]))) }
   }
 
+  // --from-csv draws the run's charts again, the same, from its CSV alone.
+  const expectDrawnAgain = async (script, out, csvFile, charts) => {
+    const again = path.join(tmp.dir, 'again')
+    await run(script, ['--from-csv', path.join(out, csvFile), '--quick', '--out', again])
+    expect(fs.readdirSync(again).sort()).to.deep.equal(charts)
+    for (const file of charts) expect(fs.readFileSync(path.join(again, file), 'utf8'), file).to.equal(fs.readFileSync(path.join(out, file), 'utf8'))
+  }
+
   it('fio --quick: every engine, test and file size, with bandwidth, IOPS and latencies', async () => {
     const out = path.join(tmp.dir, 'out')
     const { stdout } = await run('fio.js', ['--quick', '--dir', tmp.dir, '--out', out])
@@ -89,6 +166,14 @@ describe('perf/fio.js and perf/ls.js', function () {
     for (const file of ['fio.md', 'fio-seq-read.svg', 'fio-rand-read.svg']) expect(fs.existsSync(path.join(out, file)), file).to.equal(true)
     expect(stdout).to.contain('## Sequential write and read').and.contain('### Random against sequential reads of the same files')
     expect(fs.readdirSync(tmp.dir)).to.deep.equal(['out']) // the engines' data is gone
+
+    const charts = ['fio-rand-read.svg', 'fio-seq-read.svg']
+    for (const file of charts) {
+      const svg = fs.readFileSync(path.join(out, file), 'utf8')
+      expect(expectReadable(svg, ['kfs', 'vanilla', 'fs', 'GCSFuse (published)']).notes, file).to.deep.equal(['--quick: tiny sizes, measures nothing'])
+      expect(svg).to.contain('MiB/s (log scale)')
+    }
+    await expectDrawnAgain('fio.js', out, 'fio.csv', charts)
   })
 
   it('ls --quick: every case of both engines, listing what each store holds', async () => {
@@ -110,9 +195,27 @@ describe('perf/fio.js and perf/ls.js', function () {
     const oneShard = rows.find((r) => r.engine === 'kfs' && r.case === 'one-shard')
     expect(Number(oneShard.listed)).to.be.within(1, 10) // one shard's share of 110 files
     expect(rows.find((r) => r.engine === 'vanilla' && r.case === 'one-shard').listed).to.equal('110')
-    expect(fs.readFileSync(path.join(out, 'ls.svg'), 'utf8')).to.match(/^<svg/)
     expect(stdout).to.contain('## A whole store').and.contain('Beside others / alone')
     expect(fs.readdirSync(tmp.dir)).to.deep.equal(['out'])
+
+    const chart = expectReadable(fs.readFileSync(path.join(out, 'ls.svg'), 'utf8'), ['kfs: list()', 'kfs: list command', 'vanilla: list()', 'vanilla: list command'])
+    expect(chart.notes).to.include('--quick: tiny stores, measures nothing')
+    expect(chart.xTicks[0]).to.be.at.most(50)
+    expect(chart.xTicks[chart.xTicks.length - 1]).to.be.at.least(200)
+    const medians = []
+    for (const engine of ['kfs', 'vanilla']) {
+      for (const n of ['50', '100', '200']) {
+        const runs = rows.filter((r) => r.engine === engine && r.case === 'store' && r.store_files === n)
+        medians.push(median(runs.map((r) => Number(r.list_ms))), median(runs.map((r) => Number(r.cli_ms))))
+      }
+    }
+    expect(chart.yTicks[0]).to.be.at.most(Math.min(...medians))
+    expect(chart.yTicks[chart.yTicks.length - 1]).to.be.at.least(Math.max(...medians))
+    await expectDrawnAgain('ls.js', out, 'ls.csv', ['ls.svg'])
+
+    const err = await run('ls.js', ['--from-csv', path.join(out, 'ls.md'), '--out', path.join(tmp.dir, 'x')]).then(() => undefined, (e) => e)
+    expect(err, 'a Markdown file is no CSV').to.be.an('error')
+    expect(err.stderr).to.contain('is not this script\'s CSV')
   })
 
   it('refuse bad arguments with a message and exit code 2', async () => {
