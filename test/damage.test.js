@@ -310,10 +310,10 @@ describe('damage is named', () => {
       await store.close()
       const shard = await Shard.open({ index: 2, location: path.join(store.location, '002.s'), cap: 1e9, chunkKeys: new ChunkKeys(1e9, C), sync: false })
       try {
-        const aborted = new ChunkWriter({ lease: { shard, release: () => {} }, key: 'a'.repeat(40), chunkSize: C })
+        const aborted = new ChunkWriter({ lease: { shard, release: () => {}, mayWrite: () => {} }, key: 'a'.repeat(40), chunkSize: C })
         await aborted.abort()
         await rejects(aborted.write(Buffer.from('late')), 'ECANCELED')
-        const committed = new ChunkWriter({ lease: { shard, release: () => {} }, key: 'b'.repeat(40), chunkSize: C })
+        const committed = new ChunkWriter({ lease: { shard, release: () => {}, mayWrite: () => {} }, key: 'b'.repeat(40), chunkSize: C })
         await committed.write(Buffer.from('x'))
         await committed.finish()
         await rejects(committed.write(Buffer.from('late')), 'EINVAL')

@@ -186,6 +186,46 @@ describe('lifecycle', () => {
       expect(fs.readdirSync(path.join(store.location, 'tmp'))).to.deep.equal([])
     })
 
+    it('close() ends a put() whose input never ends, called before the store opened', async () => {
+      const store = t.open()
+      const source = new (require('node:stream').PassThrough)()
+      source.write('some bytes, and then nothing more')
+      const put = rejects(store.put(source), 'ECLOSED')
+      const closed = store.close() // while the store is still opening
+      let timer
+      const late = new Promise((resolve) => { timer = setTimeout(resolve, 5000, 'still closing') })
+      expect(await Promise.race([closed.then(() => 'closed'), late])).to.equal('closed')
+      clearTimeout(timer)
+      await put
+      source.destroy()
+    })
+
+    it('close() stops verify() at its next shard, even while the reclaimer takes time to stop', async () => {
+      const { Reclaimer } = require('../lib/maintenance/reclaimer')
+      const store = t.open({ referenceId: REF })
+      for (const { key } of keysForShards(REF, 12)) await store.writeFile(key, 'x')
+      // As if a compaction piece were running when close() came.
+      const stop = Reclaimer.prototype.stop
+      Reclaimer.prototype.stop = function () {
+        return new Promise((resolve) => setTimeout(resolve, 500)).then(() => stop.call(this))
+      }
+      try {
+        let closing
+        let checkedAfter = 0
+        const verified = store.verify({
+          onProgress: () => {
+            if (closing) checkedAfter++
+            else closing = store.close()
+          }
+        })
+        await rejects(verified, 'ECLOSED')
+        await closing
+        expect(checkedAfter).to.equal(0) // one file per shard: the next shard was refused
+      } finally {
+        Reclaimer.prototype.stop = stop
+      }
+    })
+
     it('close() ends a write waiting for the write budget with ECLOSED', async () => {
       const { WriteBudget } = require('../lib/data/write-budget')
       const store = t.open()

@@ -64,7 +64,7 @@ describe('write budget: memory held by writers is bounded', function () {
     await store.close()
     const shard = await Shard.open({ index: 3, location: path.join(store.location, '003.s'), cap: 1e9, chunkKeys: new ChunkKeys(1e9, C), sync: false })
     const budget = new WriteBudget(4 * C)
-    const writer = (key) => new ChunkWriter({ lease: { shard, release: () => {} }, key, chunkSize: C, budget })
+    const writer = (key) => new ChunkWriter({ lease: { shard, release: () => {}, mayWrite: () => {} }, key, chunkSize: C, budget })
     try {
       const stalled = writer('s'.repeat(40))
       await stalled.write(bytes(4 * C, 's')) // holds the whole budget, then its caller goes quiet
@@ -100,7 +100,7 @@ describe('write budget: memory held by writers is bounded', function () {
         ? Promise.reject(errors.diskFull('shard 003', 'No space left on device'))
         : real(key, ...rest)
     }
-    const writer = (key, budget, options = {}) => new ChunkWriter({ lease: { shard, release: () => {} }, key, chunkSize: 128 * 1024, budget, ...options })
+    const writer = (key, budget, options = {}) => new ChunkWriter({ lease: { shard, release: () => {}, mayWrite: () => {} }, key, chunkSize: 128 * 1024, budget, ...options })
 
     it('gives the budget back when the first batch fails: 100 failed 2 MiB writes, then a write succeeds', async () => {
       const budget = new WriteBudget(8 * MiB)
@@ -151,5 +151,64 @@ describe('write budget: memory held by writers is bounded', function () {
       await within(5000, aborted, 'abort()')
       expect(await shard.getMeta('d'.repeat(40))).to.equal(undefined)
     })
+
+    it('an aborted write gives back its claim on the shard and its budget before its cleanup, its lease after', async () => {
+      const budget = new WriteBudget(8 * MiB)
+      let cleaned
+      const cleanup = new Promise((resolve) => { cleaned = resolve })
+      let during
+      const discard = shard.discard.bind(shard)
+      shard.discard = async (...args) => {
+        during = { reserved: shard.reserved, budgetFree: budget.tryTake(budget.total), released }
+        if (during.budgetFree) budget.give(budget.total)
+        await cleanup
+        return discard(...args)
+      }
+      let released = false
+      const w = new ChunkWriter({ lease: { shard, release: () => { released = true }, mayWrite: () => {} }, key: 'e'.repeat(40), chunkSize: 128 * 1024, budget, size: 3 * MiB })
+      await w.write(bytes(2 * MiB, 'e')) // two batches sent, more held
+      const aborted = w.abort()
+      while (!during) await new Promise((resolve) => setImmediate(resolve))
+      expect(during).to.deep.equal({ reserved: 0, budgetFree: true, released: false })
+      cleaned()
+      await within(5000, aborted, 'abort()')
+      expect(released).to.equal(true)
+      expect(await shard.getMeta('e'.repeat(40))).to.equal(undefined)
+    })
+
+    it('finish() of a write that cannot commit gives back its lease, space and budget without abort()', async () => {
+      const budget = new WriteBudget(8 * MiB)
+      const key = 'f'.repeat(40)
+      failWrites((k) => k === key)
+      let released = false
+      const w = new ChunkWriter({ lease: { shard, release: () => { released = true }, mayWrite: () => {} }, key, chunkSize: 128 * 1024, budget, size: 3 * MiB })
+      await rejects(w.write(bytes(2 * MiB, 'f')), 'ENOSPC') // its first batch failed
+      await rejects(w.finish(), 'ENOSPC')
+      expect(released).to.equal(true)
+      expect(shard.reserved).to.equal(0)
+      expect(budget.tryTake(budget.total)).to.equal(true)
+    })
+  })
+
+  it('a ticket gives back what it took, and on close whatever it still holds, once', async () => {
+    const budget = new WriteBudget(10)
+    const ticket = budget.ticket()
+    expect(ticket.tryTake(4)).to.equal(true)
+    await ticket.take(4)
+    ticket.give(3)
+    ticket.close()
+    ticket.close()
+    ticket.give(5) // nothing left to give: the budget is not credited twice
+    expect(budget.tryTake(10)).to.equal(true)
+    expect(budget.tryTake(1)).to.equal(false)
+    budget.give(10)
+    // A wait granted after its write ended goes straight back.
+    expect(budget.tryTake(8)).to.equal(true)
+    const late = budget.ticket()
+    const waiting = late.take(5)
+    late.close()
+    budget.give(8)
+    await waiting
+    expect(budget.tryTake(10)).to.equal(true)
   })
 })

@@ -3,8 +3,9 @@
 const errors = require('./errors')
 
 // The calls in flight on a store, so that close() can wait for them: every public
-// method runs as one, and so does every shard lease (lib/shard/shards.js), which covers
-// streams and background work. Once closed, new ones fail with ECLOSED.
+// method that returns a promise runs as one, and so does every shard lease
+// (lib/shard/shards.js), which covers streams and background work. Once closed, new
+// ones fail with ECLOSED.
 class Operations {
   #active = 0
   #drained = []

@@ -19,8 +19,8 @@ const SYNCED_BATCHES = 4
 // visible until finish() commits; abort() (or any failure) removes what was written.
 // Calls must not overlap: each write() is awaited before the next, as a Writable does.
 // The writer owns what it takes: its lease, its space in the shard (a Reservation) and
-// its bytes of the write budget (a Ticket), all given back in one place (#end) however
-// the write ends.
+// its bytes of the write budget (a Ticket). #end, in a finally of finish() and abort(),
+// gives back whatever is still held, however the write ends.
 class ChunkWriter {
   #stopWait // aborted by abort(): ends a wait for the budget
 
@@ -32,7 +32,7 @@ class ChunkWriter {
   constructor ({ lease, key, name, chunkSize, size, sha256, expectedSha256, budget = new WriteBudget() }) {
     const { shard } = lease
     this.lease = lease
-    this.mayWrite = lease.mayWrite || (() => {})
+    this.mayWrite = lease.mayWrite
     // Others wait for memory: the chunks this writer holds go to LevelDB now, after the
     // write in progress if any, rather than at its caller's next write.
     this.sendHeld = () => this.#serial(() => this.#flush()).catch(() => {})
@@ -66,9 +66,12 @@ class ChunkWriter {
     return this.#serial(() => this.#write(data))
   }
 
+  // However it ends, the write gives back what it took (#end): a write that cannot
+  // commit (aborted, or a batch failed) is aborted here rather than left to the caller.
   finish () {
     return this.#serial(async () => {
       try {
+        this.#usable()
         const meta = await this.#commit()
         this.state = 'committed'
         return meta
@@ -78,7 +81,7 @@ class ChunkWriter {
       } finally {
         this.#end()
       }
-    })
+    }, true)
   }
 
   // Safe to call at any time and more than once; waits for a write in progress, which
@@ -95,15 +98,21 @@ class ChunkWriter {
     }, true)
   }
 
+  // Runs fn after the calls before it; unless `always`, only while the write can go on.
   #serial (fn, always = false) {
     const run = this.queue.then(() => {
-      if (!always && this.state === 'aborted') throw errors.cancelled(this.key)
-      if (!always && this.state !== 'writing') throw errors.invalidValue('data', `cannot be written: the write of ${this.key} is already committed`)
-      if (!always && this.failure) throw this.failure
+      if (!always) this.#usable()
       return fn()
     })
     this.queue = run.catch(() => {})
     return run
+  }
+
+  // Throws unless the write can go on: not aborted, not committed, no batch failed.
+  #usable () {
+    if (this.state === 'aborted') throw errors.cancelled(this.key)
+    if (this.state !== 'writing') throw errors.invalidValue('data', `cannot be written: the write of ${this.key} is already committed`)
+    if (this.failure) throw this.failure
   }
 
   // Every chunk is copied into a record of its own (its header holds its digest), so
@@ -238,6 +247,10 @@ class ChunkWriter {
     await Promise.allSettled(this.inflight)
     this.batch = []
     this.batchBytes = 0
+    // Before the cleanup, which other writes must not wait for: a failing write's
+    // space in the shard and its memory go back now (#end finds nothing left).
+    this.ticket.close()
+    this.reservation.release()
     try {
       if (this.batches > 0) await this.shard.discard(this.key, this.version)
     } catch {
@@ -247,8 +260,9 @@ class ChunkWriter {
   }
 
   // Gives back all the writer took, however the write ended: what is left of its budget
-  // (batches LevelDB wrote gave theirs back already), its claim on the shard's space
-  // (a commit consumed it), and its lease. Idempotent.
+  // (batches LevelDB wrote gave theirs back already, an abort the rest), its claim on
+  // the shard's space (a commit consumed it, an abort gave it up), and its lease.
+  // Idempotent: whatever was given back earlier is not given twice.
   #end () {
     this.ticket.close()
     this.reservation.release()

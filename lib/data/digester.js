@@ -8,6 +8,9 @@ const { sha256Of } = require('../api/keys')
 // PIECES_AHEAD of them ahead of the hashing: memory stays bounded for any buffer.
 const PIECE = 8 * 1024 * 1024
 const PIECES_AHEAD = 2
+// Below this, put(buffer) and a whole-file read hash or check on their own thread:
+// handing the bytes over costs more.
+const OFFLOAD_DIGEST_BYTES = 4 * 1024 * 1024
 
 // SHA-256 on a worker thread, so a large put(buffer) hashes off the main thread, and a
 // whole-file read of a format 1 file (no chunk digests) hashes while the main thread
@@ -119,4 +122,4 @@ class Digester {
   }
 }
 
-module.exports = { Digester }
+module.exports = { Digester, OFFLOAD_DIGEST_BYTES }

@@ -7,6 +7,7 @@ const errors = require('../api/errors')
 
 // The data path of an open store: routes a key to its shard, and opens writers and
 // readers of files there on shard leases, with the store's write budget and read-ahead.
+// Each is part of a call or stream the store admitted: its lease is `admitted`.
 class Files {
   constructor ({ shards, referenceId, shardCount, chunkSize, writeBudget, readAhead }) {
     Object.assign(this, { shards, referenceId, shardCount, chunkSize, writeBudget, readAhead })
@@ -20,13 +21,13 @@ class Files {
   // created (so it cannot hold the key). useReserve: see Shards#lease.
   inShardOf (key, fn, absent, { useReserve = true } = {}) {
     const index = this.route(key)
-    return this.shards.has(index) ? this.shards.inShard(index, fn, { useReserve }) : absent()
+    return this.shards.has(index) ? this.shards.inShard(index, fn, { useReserve, admitted: true }) : absent()
   }
 
   // A ChunkWriter of `target` ({ key, name }) on a write lease; size, sha256 and
   // expectedSha256 as ChunkWriter takes them.
   async openWriter (target, { size, sha256, expectedSha256 } = {}) {
-    const lease = await this.shards.lease(this.route(target.key), { write: true })
+    const lease = await this.shards.lease(this.route(target.key), { write: true, admitted: true })
     try {
       return new ChunkWriter({ lease, ...target, chunkSize: this.chunkSize, size, sha256, expectedSha256, budget: this.writeBudget })
     } catch (err) {
@@ -52,7 +53,7 @@ class Files {
     const index = this.route(key)
     if (!this.shards.has(index)) return Promise.reject(errors.notFound(key))
     return this.shards.reserve.withRoom(async () => {
-      const lease = await this.shards.lease(index, { useReserve: true })
+      const lease = await this.shards.lease(index, { useReserve: true, admitted: true })
       return ChunkReader.open({ lease, readAhead: this.readAhead, key, chunkSize: this.chunkSize, range, sha256, unchecked })
     })
   }

@@ -3,7 +3,7 @@
 const fs = require('node:fs')
 const { sha256Of } = require('../api/keys')
 const { spool, remove } = require('./spool')
-const { OFFLOAD_DIGEST_BYTES } = require('./read-file')
+const { OFFLOAD_DIGEST_BYTES } = require('./digester')
 const errors = require('../api/errors')
 
 // Content addressing: put() stores data under the SHA-256 of its content, and content

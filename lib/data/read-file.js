@@ -4,10 +4,9 @@ const { constants: { MAX_LENGTH } } = require('node:buffer')
 const { contentHash } = require('../api/keys')
 const { CHUNK_HEADER, chunkIntact } = require('../shard/records')
 const { checkDigest, damagedChunk } = require('./chunk-reader')
+const { OFFLOAD_DIGEST_BYTES } = require('./digester')
 const errors = require('../api/errors')
 
-// Below this, a whole-file read checks here: handing bytes to a thread costs more.
-const OFFLOAD_DIGEST_BYTES = 4 * 1024 * 1024
 // Chunks readFile sends to the Digester's thread to check at a time.
 const CHECK_BATCH = 8
 // readFile's way of saying that the thread checking its chunks failed.
@@ -90,4 +89,4 @@ async function readFormat1 (reader, digester) {
   return out
 }
 
-module.exports = { readFile, OFFLOAD_DIGEST_BYTES }
+module.exports = { readFile }

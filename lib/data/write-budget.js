@@ -112,10 +112,6 @@ class Ticket {
     this.#budget = budget
   }
 
-  get held () {
-    return this.#held
-  }
-
   tryTake (bytes) {
     if (this.#closed || !this.#budget.tryTake(bytes)) return false
     this.#held += bytes

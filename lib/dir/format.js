@@ -59,4 +59,4 @@ async function readFormat (dir) {
   return format
 }
 
-module.exports = { FORMAT_VERSION, OLDEST_FORMAT, FORMAT_FILE, readFormat, writeFormat, checkOptions }
+module.exports = { FORMAT_VERSION, FORMAT_FILE, readFormat, writeFormat, checkOptions }

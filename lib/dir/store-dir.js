@@ -5,7 +5,6 @@ const path = require('node:path')
 const crypto = require('node:crypto')
 const { LevelDb } = require('../leveldb/leveldb')
 const { openFailure } = require('../leveldb/classify')
-const { shardName } = require('../shard/routing')
 const { DiskReserve } = require('./disk-reserve')
 const { FORMAT_VERSION, FORMAT_FILE, readFormat, writeFormat, checkOptions } = require('./format')
 const errors = require('../api/errors')
@@ -16,7 +15,6 @@ const STATE_DB = 'state'
 const TMP_DIR = 'tmp'
 const SHARD_DIR = /^(\d{3})\.s$/
 
-const shardDirName = (index) => `${shardName(index)}.s`
 
 // Opens (or, with `create`, creates) the store directory. Everything that can refuse
 // the open (a foreign directory, a format.json that is damaged, newer, or contradicts
@@ -64,7 +62,7 @@ async function openStoreDir (dir, given, resolved) {
     await reserve.init()
     const shards = new Set((await fs.readdir(dir)).map((e) => SHARD_DIR.exec(e)).filter(Boolean).map((m) => Number(m[1])))
     // Reopened after a failed write (UsageCache): whoever needed the write decides
-    // whether it may give up the reserve (Shards#withRoom), never the reopen itself.
+    // whether it may give up the reserve (DiskReserve#withRoom), never the reopen itself.
     return { format, state, tmpDir, shards, reserve, reopenState: () => openState(dir) }
   } catch (err) {
     await state.close().catch(() => {})
@@ -94,4 +92,4 @@ async function listDir (dir, create) {
   return fs.readdir(dir)
 }
 
-module.exports = { openStoreDir, shardDirName }
+module.exports = { openStoreDir }

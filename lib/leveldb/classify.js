@@ -58,4 +58,4 @@ function openFailure (err, { dir, what, damaged, hint, props }) {
   return errors.corrupt(damaged, hint ? `${err.message}; ${hint}` : err.message, { ...props, cause: err })
 }
 
-module.exports = { classify, classifyOpenError, openFailure, SYSTEM_ERRORS }
+module.exports = { classify, classifyOpenError, openFailure }

@@ -1,7 +1,7 @@
 'use strict'
 
-// The only module that touches the LevelDB binding, so it can be swapped. Every error
-// the binding reports leaves lib/leveldb/ through classify() (classify.js).
+// With iterator.js, the only code that touches the LevelDB binding, so that it can be
+// swapped. Every error the binding reports leaves lib/leveldb/ through classify.js.
 const fs = require('node:fs/promises')
 const path = require('node:path')
 const leveldown = require('leveldown')

@@ -64,4 +64,4 @@ function fingerprint (key) {
   return parseInt(key.slice(0, 7), 16)
 }
 
-module.exports = { Fingerprints, MAX_PRINTED }
+module.exports = { Fingerprints }

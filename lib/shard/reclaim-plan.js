@@ -38,4 +38,4 @@ function planReclaim (dead, chunkKeys) {
   return { pieces: pieces.map(({ from, to }) => ({ from, to })), ids: dead.map((d) => d.id), bytes: dead.reduce((sum, d) => sum + d.bytes, 0) }
 }
 
-module.exports = { planReclaim, RECLAIM_PIECE }
+module.exports = { planReclaim }

@@ -22,4 +22,9 @@ function shardName (index) {
   return String(index).padStart(3, '0')
 }
 
-module.exports = { shardFor, routingByte, shardName, SHARD_COUNT }
+// "042.s": the shard's directory in the store.
+function shardDirName (index) {
+  return `${shardName(index)}.s`
+}
+
+module.exports = { shardFor, routingByte, shardName, shardDirName, SHARD_COUNT }

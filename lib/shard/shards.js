@@ -6,8 +6,7 @@ const { Shard } = require('./shard')
 const { createShard } = require('./create')
 const { ShardPool } = require('./pool')
 const { defaultOpenShards } = require('../dir/descriptors')
-const { shardName } = require('./routing')
-const { shardDirName } = require('../dir/store-dir')
+const { shardName, shardDirName } = require('./routing')
 const errors = require('../api/errors')
 
 // Metadata records read per shard visit by list() and verify().
@@ -73,14 +72,18 @@ class Shards {
   }
 
   // The shard `index`, held for one operation: { shard, release, mayWrite }. Until
-  // release() (idempotent) the operation is one that close() waits for. A write lease
+  // release() (idempotent) the operation is one that close() waits for. Once the store
+  // closes, a lease is refused (ECLOSED) unless `admitted`: part of a call or stream the
+  // store let in before (a write, a read, a lookup), which is refused only once the
+  // pool shuts down; work that visits shard after shard (list, verify, compact,
+  // reclaiming) stops at the next one instead. A write lease
   // counts as a write in progress, and is refused once the disk reserve was given up;
   // its mayWrite() throws from then on, so that writes in flight stop before their next
   // batch. The reserve is for reading and freeing space: only leases that do that pass
   // `useReserve` (reads, list, stat, verify, unlink, compact); writes and background
   // work (reclaiming) never give it up.
-  async lease (index, { write = false, useReserve = false } = {}) {
-    const leave = this.#operations.enter({ admitted: true })
+  async lease (index, { write = false, useReserve = false, admitted = false } = {}) {
+    const leave = this.#operations.enter({ admitted })
     if (write && this.#writers++ === 0) this.#busyPeriod++
     let shard
     let released = false
@@ -106,12 +109,13 @@ class Shards {
     }
   }
 
-  // Calls fn(shard) with the shard leased. On a full disk, LevelDB needs room to reopen
-  // a shard or to delete: with `useReserve`, the reserve is given up once and fn tried
-  // again, on a shard reopened if the failure left its LevelDB refusing writes.
-  inShard (index, fn, { useReserve = false } = {}) {
+  // Calls fn(shard) with the shard leased (`admitted`: see lease). On a full disk,
+  // LevelDB needs room to reopen a shard or to delete: with `useReserve`, the reserve
+  // is given up once and fn tried again, on a shard reopened if the failure left its
+  // LevelDB refusing writes.
+  inShard (index, fn, { useReserve = false, admitted = false } = {}) {
     const held = async () => {
-      const { shard, release } = await this.lease(index, { useReserve })
+      const { shard, release } = await this.lease(index, { useReserve, admitted })
       try {
         return await fn(shard)
       } finally {
@@ -144,7 +148,7 @@ class Shards {
   // shard whose cache a crash left untrusted is opened.
   async figures (index) {
     const open = this.#pool.peek(index)
-    return (open && (await open.figures())) || this.usage.get(index) || this.inShard(index, (shard) => shard.figures(), { useReserve: true })
+    return (open && (await open.figures())) || this.usage.get(index) || this.inShard(index, (shard) => shard.figures(), { useReserve: true, admitted: true })
   }
 
   // Files the shard held as far as anyone knows, without opening it.
@@ -222,7 +226,7 @@ class Shards {
     await this.usage.closed(shard.index, figures)
   }
 
-  // From now on acquires fail with ECLOSED, so operations in flight drain.
+  // From now on leases fail with ECLOSED, so operations in flight drain.
   shutdown () {
     this.#pool.shutdown()
   }
