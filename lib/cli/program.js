@@ -12,18 +12,14 @@ const { version } = require('../../package.json')
 const defaultDb = (env) => env.KFS_DB || path.join(os.homedir(), '.kfs', 'default')
 
 // Why the store at `dir` cannot be written by this process ('read-only file system',
-// 'permission denied'...), or undefined if it can, or if there is no store there. Its
-// directory, state directory and the state's LOCK, which LevelDB opens read-write, are
-// what a read-write open needs first. Root passes the permission bits, not a read-only
-// mount.
+// 'permission denied'...), or undefined if it can, or if there is no store there (or
+// something else is wrong, which the store's open reports). Its directory, state
+// directory and the state's LOCK, which LevelDB opens read-write, are what a read-write
+// open needs first. Root passes the permission bits, not a read-only mount.
 async function notWritable (dir) {
   for (const p of [dir, path.join(dir, 'state'), path.join(dir, 'state', 'LOCK')]) {
-    try {
-      await fs.access(p, fs.constants.W_OK)
-    } catch (err) {
-      if (kfs.errors.NOT_WRITABLE.includes(err.code)) return systemReason(err)
-      if (err.code !== 'ENOENT') throw err
-    }
+    const failed = await fs.access(p, fs.constants.W_OK).then(() => undefined, (err) => err)
+    if (failed) return kfs.errors.NOT_WRITABLE.includes(failed.code) ? systemReason(failed) : undefined
   }
   return undefined
 }
