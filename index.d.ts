@@ -32,6 +32,7 @@ declare namespace kfs {
     | 'EEXIST'
     | 'EMFILE'
     | 'EACCES'
+    | 'EPERM'
     | 'EROFS'
     | 'EIO'
     | 'ENOMEM'
@@ -50,7 +51,7 @@ declare namespace kfs {
     argument?: string
     /** ENOENT, EINTEGRITY, ECORRUPT (a metadata record), EFBIG: the file's key. */
     key?: string
-    /** ENOENT (no store, `create: false`), ENOTDIR, ENOTSUP, EBUSY: the path concerned. */
+    /** ENOENT (no store, `create: false` or `readOnly`), ENOTDIR, ENOTSUP, EBUSY, EROFS: the path concerned. */
     path?: string
     /** The shard concerned: ENOSPC, ECORRUPT, EBUSY, ENOENT of `repair`, OS errors. */
     shard?: number
@@ -87,6 +88,8 @@ declare namespace kfs {
     sync?: boolean
     /** When false, a directory holding no store is refused with ENOENT. Default true. */
     create?: boolean
+    /** Open for reads only, writing nothing in the store; writes fail with EROFS. Default false. */
+    readOnly?: boolean
     /** Bytes kept in reserve for a full disk; 0 turns it off. Default 16 MiB. */
     diskReserve?: number
     /** Reclaim the space of unlinked and overwritten files in the background. Default true. */

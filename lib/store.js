@@ -73,8 +73,8 @@ class Store {
   }
 
   // Idempotent; every method calls it, so calling it yourself only surfaces errors
-  // (EBUSY, EINVAL, ENOENT, ECORRUPT, ENOTDIR, ENOTSUP) early. A failed open is not
-  // remembered: the next call tries again (after EBUSY, say).
+  // (EBUSY, EINVAL, ENOENT, ECORRUPT, ENOTDIR, ENOTSUP, EROFS, EACCES, EPERM) early. A
+  // failed open is not remembered: the next call tries again (after EBUSY, say).
   open () {
     if (this.#operations.closed) return Promise.reject(errors.closed())
     if (!this.#opening) {
@@ -124,17 +124,23 @@ class Store {
       openShards: () => shards.openShards(),
       inShard: (index, fn) => shards.inShard(index, fn), // never with the reserve
       writing: () => shards.writing(),
-      enabled: this.#options.reclaim
+      enabled: this.#options.reclaim && !this.#options.readOnly
     })
     shards.onDead = () => this.#reclaimer.noteDead()
   }
 
-  // Runs fn on the open store as an operation close() waits for.
-  #op (fn) {
+  // Runs fn on the open store as an operation close() waits for. A write (`write`)
+  // to a store opened read-only is refused (EROFS) before it opens.
+  #op (fn, write = false) {
     return this.#operations.run(async () => {
+      if (write) this.#writable()
       await this.open()
       return fn()
     })
+  }
+
+  #writable () {
+    if (this.#options.readOnly) throw errors.readOnly(`the store at ${this.location}`, { path: this.location })
   }
 
   #maintenance () {
@@ -152,7 +158,7 @@ class Store {
     const buffer = args.toBuffer(data)
     // A small file is hashed in one call, cheaper than a hash object fed chunk by chunk.
     const sha256 = buffer.length <= ONE_CALL_HASH ? sha256Of(buffer) : undefined
-    await this.#op(() => this.#files.write(target, [buffer], { size: buffer.length, sha256 }))
+    await this.#op(() => this.#files.write(target, [buffer], { size: buffer.length, sha256 }), true)
   }
 
   async readFile (key, options) {
@@ -166,7 +172,7 @@ class Store {
     const { sha256: expectedSha256, size } = args.writeOptions(options)
     return this.#track(new WriteStream(() => {
       if (this.#operations.closed) return Promise.reject(errors.closed())
-      return this.open().then(() => this.#files.openWriter(target, { expectedSha256, size }))
+      return Promise.resolve().then(() => this.#writable()).then(() => this.open()).then(() => this.#files.openWriter(target, { expectedSha256, size }))
     }))
   }
 
@@ -183,9 +189,9 @@ class Store {
   // Content addressing: resolves to the key, the SHA-256 of the content; content
   // already stored is not written again.
   async put (data) {
-    if (args.isReadable(data)) return this.#op(() => this.#puts.putStream(data))
+    if (args.isReadable(data)) return this.#op(() => this.#puts.putStream(data), true)
     const buffer = args.toBuffer(data)
-    return this.#op(() => this.#puts.put(buffer))
+    return this.#op(() => this.#puts.put(buffer), true)
   }
 
   async exists (key) {
@@ -206,7 +212,7 @@ class Store {
 
   async unlink (key) {
     const { key: k } = coerceKey(key)
-    await this.#op(() => this.#files.inShardOf(k, (shard) => shard.unlink(k), () => { throw errors.notFound(k) }))
+    await this.#op(() => this.#files.inShardOf(k, (shard) => shard.unlink(k), () => { throw errors.notFound(k) }), true)
   }
 
   // An async iterable of { key, size, name } for every committed file (lib/data/list.js).
@@ -241,7 +247,7 @@ class Store {
   }
 
   async compact () {
-    return this.#op(() => compact(this.#shards))
+    return this.#op(() => compact(this.#shards), true)
   }
 
   async verify (options) {
@@ -251,7 +257,7 @@ class Store {
 
   async repair (shard) {
     args.shardIndex(shard, this.shardCount)
-    return this.#op(() => repair(this.#maintenance(), shard))
+    return this.#op(() => repair(this.#maintenance(), shard), true)
   }
 
   close () {

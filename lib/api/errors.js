@@ -82,6 +82,20 @@ function system (what, err, props) {
   return make(Error, code, `${what}: ${err.message}`, { ...props, cause: err, ...(code === 'ENOSPC' ? { disk: true } : {}) })
 }
 
+// A write to a store, or a database of it, opened read-only.
+function readOnly (what, props) {
+  return make(Error, 'EROFS', `${what} is open read-only: writes are refused`, props)
+}
+
+// The codes with which an open fails for want of write access: a read-only mount, a
+// copy without write permission, files made immutable.
+const NOT_WRITABLE = Object.freeze(['EROFS', 'EACCES', 'EPERM'])
+
+// `err` (one of NOT_WRITABLE) from opening a store read-write, saying how to read it.
+function notWritable (what, err, props) {
+  return system(what, { code: err.code, message: `${err.message}; a store that cannot be written opens for reads with the option readOnly: true` }, { ...props, cause: err })
+}
+
 function closed () {
   return make(Error, 'ECLOSED', 'the store is closed')
 }
@@ -151,6 +165,9 @@ module.exports = {
   system,
   shardsFailed,
   closed,
+  readOnly,
+  notWritable,
+  NOT_WRITABLE,
   notDirectory,
   notStore,
   isNotFound: is('ENOENT'),

@@ -12,6 +12,7 @@ const DEFAULTS = Object.freeze({
   chunkSize: 128 * KiB,
   sync: false,
   create: true,
+  readOnly: false,
   diskReserve: 16 * MiB,
   reclaim: true,
   maxOpenShards: undefined, // every shard, as far as the descriptor limit allows
@@ -47,6 +48,7 @@ const CHECKS = {
   chunkSize: integer(1, 64 * MiB),
   sync: boolean,
   create: boolean,
+  readOnly: boolean,
   diskReserve: integer(0, 1024 * 1024 * MiB),
   reclaim: boolean,
   maxOpenShards: integer(1, 256),

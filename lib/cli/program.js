@@ -1,14 +1,30 @@
 'use strict'
 
+const fs = require('node:fs/promises')
 const os = require('node:os')
 const path = require('node:path')
 const { Command, InvalidArgumentError, CommanderError } = require('commander')
 const kfs = require('../..')
 const commands = require('./commands')
-const { describeError } = require('./text')
+const { describeError, systemReason } = require('./text')
 const { version } = require('../../package.json')
 
 const defaultDb = (env) => env.KFS_DB || path.join(os.homedir(), '.kfs', 'default')
+
+// Why the store at `dir` cannot be written by this process ('read-only file system',
+// 'permission denied'...), or undefined if it can, or if there is no store there (or
+// something else is wrong, which the store's open reports). Its directory, state
+// directory and the state's LOCK, which LevelDB opens read-write, are what a read-write
+// open needs first. Root passes the permission bits, not a read-only mount.
+async function notWritable (dir) {
+  for (const p of [dir, path.join(dir, 'state'), path.join(dir, 'state', 'LOCK')]) {
+    const failed = await fs.access(p, fs.constants.W_OK).then(() => undefined, (err) => err)
+    if (failed) return kfs.errors.NOT_WRITABLE.includes(failed.code) ? systemReason(failed) : undefined
+  }
+  return undefined
+}
+
+const WRITES = new Set(['put', 'unlink', 'compact', 'repair'])
 
 function nonNegativeInteger (value) {
   if (!/^\d+$/.test(value)) throw new InvalidArgumentError('must be a non-negative integer.')
@@ -130,9 +146,16 @@ function usageError (message, command) {
 async function main (argv, io = { stdin: process.stdin, stdout: process.stdout, stderr: process.stderr }, env = process.env) {
   let store
   const run = async (name, args) => {
+    const dir = path.resolve(program.opts().db || defaultDb(env))
+    // A store that cannot be written (a read-only mount, a backup without write
+    // permission) is opened read-only: the read commands work, the others fail.
+    const readOnly = await notWritable(dir)
+    if (readOnly && WRITES.has(name)) {
+      throw Object.assign(new Error(`the store at ${dir} cannot be written (${readOnly}): kfs ${name} would change it; get, exists, stat, list and verify read it`), { code: 'EROFS' })
+    }
     // Only put creates a store: any other command on a path that holds none (a
     // mistyped --db) fails with ENOENT rather than leaving an empty store there.
-    store = kfs(program.opts().db || defaultDb(env), { create: name === 'put' })
+    store = kfs(dir, readOnly ? { readOnly: true } : { create: name === 'put' })
     io.exitCode = await commands[name](store, io, ...args)
   }
   const program = buildProgram(run, env, { writeOut: (s) => io.stdout.write(s), writeErr: (s) => io.stderr.write(s) })

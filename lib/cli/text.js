@@ -32,11 +32,16 @@ function table (rows) {
 // become "<path>: <reason>".
 function describeError (err) {
   if (err && err.syscall) {
-    const reason = String(err.message).replace(/^E[A-Z]+: /, '').split(', ')[0]
+    const reason = systemReason(err)
     if (err.path) return `${err.path}: ${reason}`
     return err.syscall === 'write' ? `cannot write the output: ${reason}` : reason
   }
   return err && err.message ? err.message : String(err)
+}
+
+// A system error's reason alone: "EACCES: permission denied, open 'x'" -> "permission denied".
+function systemReason (err) {
+  return String(err.message).replace(/^E[A-Z]+: /, '').split(', ')[0]
 }
 
 // A name as one field of a tab-separated line: backslash, tab, newline, carriage return
@@ -48,4 +53,4 @@ function escapeField (text) {
   return text.replace(/[\\\x00-\x1f\x7f]/g, (c) => ESCAPES[c] || `\\x${c.charCodeAt(0).toString(16).padStart(2, '0')}`)
 }
 
-module.exports = { humanSize, duration, table, describeError, escapeField }
+module.exports = { humanSize, duration, table, describeError, systemReason, escapeField }

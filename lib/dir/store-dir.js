@@ -5,6 +5,7 @@ const path = require('node:path')
 const crypto = require('node:crypto')
 const { LevelDb } = require('../leveldb/leveldb')
 const { openFailure } = require('../leveldb/classify')
+const { shardName } = require('../shard/routing')
 const { DiskReserve } = require('./disk-reserve')
 const { FORMAT_VERSION, FORMAT_FILE, readFormat, writeFormat, checkOptions } = require('./format')
 const errors = require('../api/errors')
@@ -15,21 +16,26 @@ const STATE_DB = 'state'
 const TMP_DIR = 'tmp'
 const SHARD_DIR = /^(\d{3})\.s$/
 
+const shardDirName = (index) => `${shardName(index)}.s`
 
 // Opens (or, with `create`, creates) the store directory. Everything that can refuse
 // the open (a foreign directory, a format.json that is damaged, newer, or contradicts
 // the options) is decided before anything is written. The `state` LevelDB is then held
 // open for the store's lifetime: its LOCK makes the store single-process (EBUSY).
+// `readOnly`: see openReadOnly.
 async function openStoreDir (dir, given, resolved) {
-  const entries = await listDir(dir, resolved.create)
+  const create = resolved.create && !resolved.readOnly
+  const entries = await listDir(dir, create)
   if (entries.includes(FORMAT_FILE)) {
-    checkOptions(given, await readFormat(dir))
+    const format = await readFormat(dir)
+    checkOptions(given, format)
+    if (resolved.readOnly) return openReadOnly(dir, format)
   } else {
     const shard = entries.find((e) => SHARD_DIR.test(e))
     if (shard) throw errors.corrupt(`the store at ${dir}`, `it has shards (${shard}) but no ${FORMAT_FILE}`, { path: dir })
     const foreign = entries.find((e) => e !== STATE_DB && e !== TMP_DIR && !e.startsWith(FORMAT_FILE + '.'))
     if (foreign) throw errors.notStore(dir, foreign)
-    if (!resolved.create) throw errors.noStore(dir, entries.length ? `it holds no ${FORMAT_FILE}` : 'it is empty')
+    if (!create) throw errors.noStore(dir, entries.length ? `it holds no ${FORMAT_FILE}` : 'it is empty')
     await fs.mkdir(dir, { recursive: true })
   }
 
@@ -37,43 +43,68 @@ async function openStoreDir (dir, given, resolved) {
   const reserve = new DiskReserve(dir, tmpDir, resolved.diskReserve)
   const state = await openState(dir, reserve)
   try {
-    // Decided again under the lock: another process may have created the store since
-    // the listing above, and its reference ID must never be replaced.
-    const formatExists = await fs.access(path.join(dir, FORMAT_FILE)).then(() => true, () => false)
-    if (!formatExists) {
-      await writeFormat(dir, {
-        format: FORMAT_VERSION,
-        referenceId: given.referenceId || crypto.randomBytes(20).toString('hex'),
-        chunkSize: resolved.chunkSize,
-        shardCap: Math.floor(resolved.maxTableSize / resolved.shardCount),
-        shardCount: resolved.shardCount,
-        created: new Date().toISOString()
-      })
-    }
-    let format = await readFormat(dir)
-    checkOptions(given, format)
-    if (format.format < FORMAT_VERSION) {
-      await writeFormat(dir, { ...format, format: FORMAT_VERSION, upgraded: new Date().toISOString() })
-      format = await readFormat(dir)
-    }
-    // Whatever is in tmp/ was left by a process that died: spooled input, half-made shards.
-    await fs.rm(tmpDir, { recursive: true, force: true })
-    await fs.mkdir(tmpDir)
-    await reserve.init()
-    const shards = new Set((await fs.readdir(dir)).map((e) => SHARD_DIR.exec(e)).filter(Boolean).map((m) => Number(m[1])))
-    // Reopened after a failed write (UsageCache): whoever needed the write decides
-    // whether it may give up the reserve (DiskReserve#withRoom), never the reopen itself.
-    return { format, state, tmpDir, shards, reserve, reopenState: () => openState(dir) }
+    return await prepare(dir, given, resolved, { tmpDir, reserve, state })
+  } catch (err) {
+    await state.close().catch(() => {})
+    // The state opened, but the directory may still refuse writes (its mode).
+    throw errors.NOT_WRITABLE.includes(err.code) && err.syscall ? errors.notWritable(`the store at ${dir} could not be opened`, err, { path: dir }) : err
+  }
+}
+
+// Under the state's lock: format.json written or upgraded, tmp/ emptied, the reserve
+// taken stock of.
+async function prepare (dir, given, resolved, { tmpDir, reserve, state }) {
+  // Decided again under the lock: another process may have created the store since
+  // the listing above, and its reference ID must never be replaced.
+  const formatExists = await fs.access(path.join(dir, FORMAT_FILE)).then(() => true, () => false)
+  if (!formatExists) {
+    await writeFormat(dir, {
+      format: FORMAT_VERSION,
+      referenceId: given.referenceId || crypto.randomBytes(20).toString('hex'),
+      chunkSize: resolved.chunkSize,
+      shardCap: Math.floor(resolved.maxTableSize / resolved.shardCount),
+      shardCount: resolved.shardCount,
+      created: new Date().toISOString()
+    })
+  }
+  let format = await readFormat(dir)
+  checkOptions(given, format)
+  if (format.format < FORMAT_VERSION) {
+    await writeFormat(dir, { ...format, format: FORMAT_VERSION, upgraded: new Date().toISOString() })
+    format = await readFormat(dir)
+  }
+  // Whatever is in tmp/ was left by a process that died: spooled input, half-made shards.
+  await fs.rm(tmpDir, { recursive: true, force: true })
+  await fs.mkdir(tmpDir)
+  await reserve.init()
+  // Reopened after a failed write (UsageCache): whoever needed the write decides
+  // whether it may give up the reserve (DiskReserve#withRoom), never the reopen itself.
+  return { format, state, tmpDir, shards: await listShards(dir), reserve, reopenState: () => openState(dir) }
+}
+
+// A store opened read-only writes nothing in its directory: its state and shards open
+// through shadows (lib/leveldb/read-only.js), which refuse writes; tmp/ is left as it
+// is, there is no disk reserve (of size 0, it is never given up), and a format 1 store
+// stays format 1 (its files read as they are: their metadata says how).
+async function openReadOnly (dir, format) {
+  const state = await openState(dir, undefined, true)
+  const tmpDir = path.join(dir, TMP_DIR)
+  try {
+    return { format, state, tmpDir, shards: await listShards(dir), reserve: new DiskReserve(dir, tmpDir, 0), reopenState: () => openState(dir, undefined, true) }
   } catch (err) {
     await state.close().catch(() => {})
     throw err
   }
 }
 
+async function listShards (dir) {
+  return new Set((await fs.readdir(dir)).map((e) => SHARD_DIR.exec(e)).filter(Boolean).map((m) => Number(m[1])))
+}
+
 // Opening writes (a manifest, the log replayed), and every read needs the store open:
 // on a full disk, `reserve` (when given) is given up to make room.
-function openState (dir, reserve) {
-  const open = () => LevelDb.open(path.join(dir, STATE_DB), { createIfMissing: true, writeBufferSize: 64 * 1024, maxOpenFiles: 16 }).catch((err) => {
+function openState (dir, reserve, readOnly = false) {
+  const open = () => LevelDb.open(path.join(dir, STATE_DB), { createIfMissing: !readOnly, readOnly, writeBufferSize: 64 * 1024, maxOpenFiles: 16 }).catch((err) => {
     throw openFailure(err, { dir, what: `the store at ${dir}`, damaged: `the store state at ${path.join(dir, STATE_DB)}`, props: { path: dir } })
   })
   return reserve ? reserve.withRoom(open) : open()
@@ -92,4 +123,4 @@ async function listDir (dir, create) {
   return fs.readdir(dir)
 }
 
-module.exports = { openStoreDir }
+module.exports = { openStoreDir, shardDirName }

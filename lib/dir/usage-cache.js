@@ -55,6 +55,7 @@ class UsageCache {
   // Synced: after a power cut, figures that changed must never look trusted. Marks of
   // shards opened at the same time share one synced batch (list() opens many at once).
   opened (index, figures) {
+    if (this.#state.readOnly) return Promise.resolve() // no shard changes: the figures stay true
     this.#trusted.delete(index)
     this.known.add(index)
     this.#marks.set(index, JSON.stringify({ ...figures, open: true }))
@@ -88,6 +89,7 @@ class UsageCache {
   // If the record cannot be written (a full disk), it stays marked open: the figures
   // are then read from the shard the next time they are needed.
   async closed (index, figures) {
+    if (this.#state.readOnly) return
     try {
       await this.#write((state) => state.put(usageKey(index), JSON.stringify({ ...figures, open: false })))
       this.#trusted.set(index, figures)

@@ -10,6 +10,7 @@ const errors = require('../api/errors')
 const SYSTEM_ERRORS = {
   'Too many open files': 'EMFILE',
   'Permission denied': 'EACCES',
+  'Operation not permitted': 'EPERM',
   'No space left on device': 'ENOSPC',
   'Read-only file system': 'EROFS',
   'Input/output error': 'EIO',
@@ -51,10 +52,14 @@ function classifyOpenError (err) {
 // The one mapping of a failed LevelDb.open to a kfs error: held by another process
 // EBUSY naming `dir`, an OS error its own code (`what` could not be opened), anything
 // else damage (`damaged`: what is corrupt; `hint`: what may recover it). `props`
-// (shard, path) go on the error.
+// (shard, path) go on the error. A read-write open refused for want of write access
+// says how to open the store read-only.
 function openFailure (err, { dir, what, damaged, hint, props }) {
   if (err.reason === 'locked') return errors.busy(dir, err)
-  if (err.reason === 'system') return errors.system(`${what} could not be opened`, err, props)
+  if (err.reason === 'system') {
+    const unwritable = errors.NOT_WRITABLE.includes(err.code) && !err.readOnly
+    return (unwritable ? errors.notWritable : errors.system)(`${what} could not be opened`, err, props)
+  }
   return errors.corrupt(damaged, hint ? `${err.message}; ${hint}` : err.message, { ...props, cause: err })
 }
 

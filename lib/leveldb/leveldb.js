@@ -6,8 +6,10 @@ const fs = require('node:fs/promises')
 const path = require('node:path')
 const leveldown = require('leveldown')
 const { guardedOpen, settleForRepair } = require('./log-guard')
+const { makeShadow, blockCompactions, isShadowed } = require('./read-only')
 const { Iterator } = require('./iterator')
 const { classify, classifyOpenError } = require('./classify')
+const { shardName } = require('../shard/routing')
 const errors = require('../api/errors')
 
 // Tuned for 128 KiB values (perf/throughput.js): no compression (stored files are
@@ -26,46 +28,75 @@ class LevelDb {
   #db
   #closed = false // the binding crashes on a call after close: every call checks this
   #iterators = new Set()
+  #dir // where LevelDB has it open: `location`, or its shadow
+  #shadow
 
   // shard: the shard index this database is, named by the errors it raises.
-  constructor (db, location, shard) {
+  constructor (db, location, shard, shadow) {
     this.#db = db
     this.location = location
     this.shard = shard
+    this.#shadow = shadow
+    this.#dir = shadow ? shadow.dir : location
+    this.readOnly = Boolean(shadow) // every write is refused with EROFS
     this.failed = undefined // a write failed for a reason LevelDB keeps until reopened
     this.written = false // anything written since it was opened
   }
 
   // Resolves to a LevelDb or rejects with a classified error carrying a `reason`:
   // 'missing', 'locked', 'system' (an OS error, with its code) or 'damaged'.
-  static async open (location, { createIfMissing = false, errorIfExists = false, shard, ...options } = {}) {
+  // readOnly: opened through a shadow (read-only.js), which close() removes; nothing is
+  // written at `location`, and it is never created. Its failures carry `readOnly`.
+  static async open (location, { readOnly = false, ...options } = {}) {
+    if (!readOnly) {
+      if (isShadowed(location)) throw Object.assign(new Error(`${location}: open read-only in this process`), { reason: 'locked' })
+      return LevelDb.#open(location, location, options)
+    }
+    let shadow, db
+    try {
+      shadow = await makeShadow(location)
+      db = await LevelDb.#open(location, shadow.dir, { ...options, createIfMissing: false, errorIfExists: false }, shadow)
+      await blockCompactions(shadow.dir)
+      return db
+    } catch (err) {
+      if (db) await db.close().catch(() => {}) // and removes the shadow
+      else if (shadow) await shadow.remove().catch(() => {})
+      throw Object.assign(err, { readOnly: true })
+    }
+  }
+
+  // Opens the database at `dir`, which is `location` or its shadow.
+  static async #open (location, dir, { createIfMissing = false, errorIfExists = false, shard, ...options }, shadow) {
     const tuning = Object.fromEntries(Object.entries(options).filter(([, value]) => value !== undefined))
     // LevelDB creates the directory, LOCK and LOG before it finds no database there:
     // without createIfMissing, leave a place holding no database untouched.
     if (!createIfMissing) {
       try {
-        await fs.access(path.join(location, 'CURRENT'))
+        await fs.access(path.join(dir, 'CURRENT'))
       } catch (err) {
         throw Object.assign(new Error(`${location}: no LevelDB database here (${err.code})`), { reason: 'missing', cause: err })
       }
     }
-    const db = leveldown(location)
-    // LevelDB forgets a log it could not open (out of descriptors): log-guard.js.
-    await guardedOpen(location, {
+    const db = leveldown(dir)
+    // LevelDB forgets a log it could not open (out of descriptors): log-guard.js. In a
+    // shadow, the guard's hard links are links to the symbolic links, and what it
+    // restores is renamed there, never at `location`; a failed open's shadow is
+    // removed, and the next open replays every log from a new one.
+    await guardedOpen(dir, {
       open: () => new Promise((resolve, reject) => {
         db.open({ ...DEFAULTS, ...tuning, createIfMissing, errorIfExists }, (err) => (err ? reject(classifyOpenError(err)) : resolve()))
       }),
       close: () => new Promise((resolve) => db.close(() => resolve())),
       classify: (status) => classifyOpenError(new Error(status))
     })
-    return new LevelDb(db, location, shard)
+    return new LevelDb(db, location, shard, shadow)
   }
 
-  // What LevelDB dropped from damaged logs when it last opened the database at
-  // `location`: a log record that fails its checksum is dropped, and said so only in
-  // the database's LOG file, which each open starts afresh.
-  static async droppedOnRecovery (location) {
-    const log = await fs.readFile(path.join(location, 'LOG'), 'utf8').catch(() => '')
+  // What LevelDB dropped from damaged logs when it opened this database: a log record
+  // that fails its checksum is dropped, and said so only in the database's LOG file,
+  // which each open starts afresh.
+  async droppedOnRecovery () {
+    const log = await fs.readFile(path.join(this.#dir, 'LOG'), 'utf8').catch(() => '')
     return log.split('\n').filter((line) => /: dropping \d+ bytes; /.test(line)).map((line) => line.replace(/^\S+ \S+ /, ''))
   }
 
@@ -104,6 +135,7 @@ class LevelDb {
 
   #write (fn) {
     if (this.#closed) return Promise.reject(errors.closed())
+    if (this.readOnly) return Promise.reject(this.#refused())
     this.written = true
     return new Promise((resolve, reject) => {
       fn((err) => {
@@ -151,6 +183,7 @@ class LevelDb {
 
   compactRange (start, end) {
     if (this.#closed) return Promise.reject(errors.closed())
+    if (this.readOnly) return Promise.reject(this.#refused())
     return new Promise((resolve, reject) => {
       this.#db.compactRange(start, end, (err) => (err ? reject(classify(err, this.shard)) : resolve()))
     })
@@ -162,11 +195,19 @@ class LevelDb {
     return this.compactRange('\x00', '\x00')
   }
 
+  #refused () {
+    return errors.readOnly(this.shard === undefined ? 'the store state' : `shard ${shardName(this.shard)}`, { shard: this.shard })
+  }
+
   async close () {
     if (this.#closed) return
     this.#closed = true
-    await Promise.all([...this.#iterators].map((it) => it.end()))
-    await new Promise((resolve, reject) => this.#db.close((err) => (err ? reject(classify(err, this.shard)) : resolve())))
+    try {
+      await Promise.all([...this.#iterators].map((it) => it.end()))
+      await new Promise((resolve, reject) => this.#db.close((err) => (err ? reject(classify(err, this.shard)) : resolve())))
+    } finally {
+      if (this.#shadow) await this.#shadow.remove()
+    }
   }
 }
 

@@ -42,11 +42,11 @@ class Shard {
   // reported as damaged, never recreated. Records that LevelDB dropped from a damaged
   // log while opening are noted in the shard, for verify() to report.
   // unnoted: dropped records an earlier open found and could not note.
-  // writeBufferSize: LevelDB's memtable size for this shard.
-  static async open ({ index, location, cap, chunkKeys, sync, writeBufferSize, unnoted = [] }) {
+  // writeBufferSize: LevelDB's memtable size for this shard. readOnly: see LevelDb.open.
+  static async open ({ index, location, cap, chunkKeys, sync, writeBufferSize, readOnly, unnoted = [] }) {
     let db
     try {
-      db = await LevelDb.open(location, { shard: index, writeBufferSize })
+      db = await LevelDb.open(location, { shard: index, writeBufferSize, readOnly })
     } catch (err) {
       throw openFailed(index, location, err)
     }
@@ -56,7 +56,7 @@ class Shard {
       if (raw === undefined) throw new Error('its accounting record is missing')
       const shard = new Shard({ index, location, db, cap, chunkKeys, sync, account: JSON.parse(raw) })
       shard.dead = await shard.#deadBytes()
-      dropped = [...unnoted, ...(await LevelDb.droppedOnRecovery(location))]
+      dropped = [...unnoted, ...(await db.droppedOnRecovery())]
       if (dropped.length) await shard.#noteDamage(dropped)
       return shard
     } catch (err) {
@@ -243,17 +243,22 @@ class Shard {
     return scans.metaPage(this.db, this.index, after, limit)
   }
 
-  // What LevelDB dropped from damaged logs when this shard was opened, as noted then (scans.js).
-  damageNotes () {
-    return scans.damageNotes(this.db)
+  // What LevelDB dropped from damaged logs when this shard was opened, as noted then
+  // (scans.js), and by this open if it is read-only.
+  async damageNotes () {
+    return [...(await scans.damageNotes(this.db)), ...this.#unsaved]
   }
+
+  #unsaved = [] // the damage note of a read-only open, which cannot write it
 
   // Writes in flight when the log was damaged may have lost their commit: their keys
   // are noted with the damage before discardAbandoned() removes their chunks.
   async #noteDamage (dropped) {
     const pending = [...new Set((await scans.pendingVersions(this.db)).map((p) => p.key))]
-    const at = Date.now()
-    await this.db.put(records.damageKey(at), JSON.stringify({ at: new Date(at).toISOString(), dropped, pending }), { sync: true })
+    const at = new Date()
+    const note = { at: at.toISOString(), dropped, pending }
+    if (this.db.readOnly) this.#unsaved.push(note)
+    else await this.db.put(records.damageKey(at.getTime()), JSON.stringify(note), { sync: true })
   }
 
   // Exact accounting, and LevelDB's approximate size on disk.

@@ -39,6 +39,7 @@ class Shards {
     this.usage = usage
     this.reserve = reserve
     this.sync = options.sync
+    this.readOnly = options.readOnly // shards open through shadows, and none is created
     this.onDead = () => {} // called when a shard holds more dead bytes (Reclaimer)
     this.#operations = operations
     this.#existing = new Set([...existing, ...usage.known])
@@ -182,6 +183,7 @@ class Shards {
     }
     const location = this.locationOf(index)
     if (!this.#existing.has(index)) {
+      if (this.readOnly) throw errors.readOnly(`the store at ${this.location}`, { path: this.location })
       try {
         await room(() => createShard(location, this.tmpDir))
       } finally {
@@ -191,7 +193,8 @@ class Shards {
     }
     const shard = await room(async () => {
       try {
-        return await Shard.open({ index, location, cap: this.cap, chunkKeys: this.chunkKeys, sync: this.sync, writeBufferSize: this.writeBufferSize, unnoted: this.#unnoted.get(index) })
+        const { cap, chunkKeys, sync, writeBufferSize, readOnly } = this
+        return await Shard.open({ index, location, cap, chunkKeys, sync, writeBufferSize, readOnly, unnoted: this.#unnoted.get(index) })
       } catch (err) {
         // LevelDB reports dropped log records once, in the LOG of the open that dropped
         // them: if noting them failed, they are kept here for the next try.
@@ -203,7 +206,8 @@ class Shards {
     shard.onDead = this.onDead
     if (shard.dead > 0) this.onDead()
     try {
-      if (!this.#cleaned.has(index)) {
+      // Read-only: abandoned writes stay, unseen (reads see committed files only).
+      if (!this.#cleaned.has(index) && !this.readOnly) {
         // Frees space; on a full disk it waits for the next open or compact().
         await shard.discardAbandoned().then(() => this.#cleaned.add(index), (err) => {
           if (!errors.isDiskFull(err)) throw err

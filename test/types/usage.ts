@@ -19,6 +19,7 @@ async function main (): Promise<void> {
     shardCount: 256,
     sync: false,
     create: false,
+    readOnly: false,
     diskReserve: 0,
     reclaim: true,
     maxOpenShards: 16,
@@ -172,14 +173,14 @@ function handle (err: unknown): string {
   assertType<typeof e.supported | typeof e.size, number | undefined>(true)
   assertType<typeof e.argument, string | undefined>(true)
   const codes: kfs.ErrorCode[] = ['EINVAL', 'ENOENT', 'ENOSPC', 'EINTEGRITY', 'ECORRUPT', 'ENOTSUP', 'EFBIG', 'EBUSY',
-    'ECANCELED', 'ECLOSED', 'ENOTDIR', 'EEXIST', 'EMFILE', 'EACCES', 'EROFS', 'EIO', 'ENOMEM', 'EDQUOT']
+    'ECANCELED', 'ECLOSED', 'ENOTDIR', 'EEXIST', 'EMFILE', 'EACCES', 'EPERM', 'EROFS', 'EIO', 'ENOMEM', 'EDQUOT']
   // @ts-expect-error not a kfs code
   const wrong: kfs.ErrorCode = 'ENOPE'
   void wrong
   switch (e.code) {
     case 'ENOTSUP': return `newer format ${e.found}, this kfs reads ${e.supported}`
     case 'EFBIG': return `too big: ${e.size}`
-    case 'EPERM': return 'other OS codes pass through'
+    case 'ETIMEDOUT': return 'other OS codes pass through'
     default: return codes.includes(e.code as kfs.ErrorCode) ? e.code : 'unknown'
   }
 }
