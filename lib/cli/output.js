@@ -44,4 +44,19 @@ class Output {
   }
 }
 
-module.exports = { Output }
+// Writes `text` to `stream` and waits until it is out (or failed).
+async function write (stream, text) {
+  const out = new Output(stream)
+  try {
+    await out.write(text)
+    await out.flush()
+  } finally {
+    out.close()
+  }
+}
+
+function println (stream, line) {
+  return write(stream, line + '\n')
+}
+
+module.exports = { Output, write, println }

@@ -1,6 +1,7 @@
 'use strict'
 
 const { Transform } = require('node:stream')
+const { pipeline } = require('node:stream/promises')
 const { humanSize, duration } = require('./text')
 
 const MIN_BYTES = 4 * 1024 * 1024 // smaller transfers finish before a bar is worth drawing
@@ -76,4 +77,21 @@ function clearProgress () {
   for (const bar of shown) bar.finish()
 }
 
-module.exports = { Progress, MIN_BYTES, clearProgress }
+// `source`, counted by the progress bar when there is one.
+function metered (source, progress) {
+  if (!progress) return source
+  const meter = progress.meter()
+  pipeline(source, meter).catch(() => {}) // a source error reaches the consumer through `meter`
+  return meter
+}
+
+// Clears the progress bar once `promise` settles, before anything else is printed.
+async function finished (promise, progress) {
+  try {
+    return await promise
+  } finally {
+    if (progress) progress.finish()
+  }
+}
+
+module.exports = { Progress, metered, finished, MIN_BYTES, clearProgress }
