@@ -243,7 +243,7 @@ class Store {
   // Gives back now the disk space of files removed or replaced that the store would
   // otherwise reclaim in the background (the reclaim option), in the shards open.
   async reclaim () {
-    return this.#op(() => this.#reclaimer.reclaimNow())
+    return this.#op(() => this.#reclaimer.reclaimNow(), true)
   }
 
   async compact () {

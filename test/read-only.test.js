@@ -121,6 +121,7 @@ describe('a store opened read-only', function () {
       () => store.put(Readable.from([Buffer.from('data')])),
       () => pipeline(Readable.from([Buffer.from('data')]), store.createWriteStream('new')),
       () => store.unlink(FILES[3][0]),
+      () => store.reclaim(),
       () => store.compact(),
       () => store.repair(0)
     ]
