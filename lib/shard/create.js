@@ -5,17 +5,48 @@ const path = require('node:path')
 const crypto = require('node:crypto')
 const { LevelDb } = require('../leveldb/leveldb')
 const { syncDir } = require('../dir/sync-dir')
+const { readTemplate, writeFromTemplate } = require('./template')
 const records = require('./records')
 const errors = require('../api/errors')
 
 // Builds an empty shard in `tmpDir` and renames it into place, so a crash
 // mid-creation never leaves a half-made shard that would later look damaged. A
 // failure here is never damage: the shard did not exist.
-async function createShard (location, tmpDir) {
+// template: the files of a new shard (makeTemplate), written instead of running LevelDB.
+async function createShard (location, tmpDir, template) {
+  const name = path.basename(location)
   // rename() would replace an empty directory: whatever is in the way is not ours to take.
   const inTheWay = await fs.stat(location).then(() => true, () => false)
-  if (inTheWay) throw errors.system(`shard ${path.basename(location)} could not be created`, { code: 'EEXIST', message: `${location} exists but this store never created it` })
-  const staging = path.join(tmpDir, `${path.basename(location)}-${crypto.randomBytes(4).toString('hex')}`)
+  if (inTheWay) throw errors.system(`shard ${name} could not be created`, { code: 'EEXIST', message: `${location} exists but this store never created it` })
+  let staging
+  try {
+    staging = template ? await writeFromTemplate(template, tmpDir, name) : await buildShard(tmpDir, name)
+    await fs.rename(staging, location)
+    staging = undefined
+    await syncDir(path.dirname(location)) // a failure here leaves a shard that exists
+  } catch (err) {
+    if (staging) await fs.rm(staging, { recursive: true, force: true })
+    throw creationFailed(name, err)
+  }
+}
+
+// The files of a new shard, built once with LevelDB (template.js): undefined when
+// this LevelDB makes other files than expected.
+async function makeTemplate (tmpDir) {
+  let built
+  try {
+    built = await buildShard(tmpDir, 'template')
+    return await readTemplate(built)
+  } catch (err) {
+    throw creationFailed('template', err)
+  } finally {
+    if (built) await fs.rm(built, { recursive: true, force: true })
+  }
+}
+
+// A new shard made by LevelDB in a new directory of `tmpDir`, whose path it returns.
+async function buildShard (tmpDir, name) {
+  const staging = path.join(tmpDir, `${name}-${crypto.randomBytes(4).toString('hex')}`)
   try {
     // Made here, not by LevelDB, which ignores a failed mkdir and then reports the
     // missing LOCK file as damage.
@@ -33,14 +64,17 @@ async function createShard (location, tmpDir) {
     // directory with its manifest, but not after renaming CURRENT or removing a
     // replayed log: a shard must not depend on the order of its work.
     await syncDir(staging)
-    await fs.rename(staging, location)
-    await syncDir(path.dirname(location)) // a failure here leaves a shard that exists
+    return staging
   } catch (err) {
     await fs.rm(staging, { recursive: true, force: true })
-    if (err.code === 'ENOSPC' && !err.disk) throw errors.diskFull(`shard ${path.basename(location)} could not be created`, err.message, { cause: err })
-    if (err.code) throw err
-    throw errors.system(`shard ${path.basename(location)} could not be created`, { code: 'EIO', message: err.message }, { cause: err })
+    throw err
   }
 }
 
-module.exports = { createShard }
+function creationFailed (name, err) {
+  if (err.code === 'ENOSPC' && !err.disk) return errors.diskFull(`shard ${name} could not be created`, err.message, { cause: err })
+  if (err.code) return err
+  return errors.system(`shard ${name} could not be created`, { code: 'EIO', message: err.message }, { cause: err })
+}
+
+module.exports = { createShard, makeTemplate }

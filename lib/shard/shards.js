@@ -3,7 +3,7 @@
 const fs = require('node:fs')
 const path = require('node:path')
 const { Shard } = require('./shard')
-const { createShard } = require('./create')
+const { createShard, makeTemplate } = require('./create')
 const { ShardPool } = require('./pool')
 const { defaultOpenShards } = require('../dir/descriptors')
 const { shardName, shardDirName } = require('./routing')
@@ -30,6 +30,7 @@ class Shards {
   #operations // the store's: every lease is one of them
   #writers = 0 // write leases not yet released
   #busyPeriod = 0 // counts the times #writers rose from 0
+  #template // promise of the files of a new shard (create.js), made on first need
 
   constructor ({ location, tmpDir, cap, chunkKeys, shardCount, existing, usage, reserve, operations, options }) {
     this.location = location
@@ -185,7 +186,7 @@ class Shards {
     if (!this.#existing.has(index)) {
       if (this.readOnly) throw errors.readOnly(`the store at ${this.location}`, { path: this.location })
       try {
-        await room(() => createShard(location, this.tmpDir))
+        await room(async () => createShard(location, this.tmpDir, await this.#newShardFiles()))
       } finally {
         // Renamed into place (even if syncing the directory then failed): it exists.
         if (fs.existsSync(location)) this.#existing.add(index)
@@ -219,6 +220,15 @@ class Shards {
       throw err
     }
     return shard
+  }
+
+  // Made once per store open, and again after a failure (a full disk, say).
+  #newShardFiles () {
+    if (!this.#template) {
+      this.#template = makeTemplate(this.tmpDir)
+      this.#template.catch(() => { this.#template = undefined })
+    }
+    return this.#template
   }
 
   async #close (shard) {

@@ -1,0 +1,53 @@
+'use strict'
+
+const fs = require('node:fs/promises')
+const path = require('node:path')
+const crypto = require('node:crypto')
+const { syncDir } = require('../dir/sync-dir')
+
+// A new shard is always the same bytes: LevelDB 1.20 makes a fresh database as
+// MANIFEST-000002 and CURRENT, the accounting record's log 000003 flushed into table
+// 000005 and deleted, and an empty log 000004 (LOG and LOCK are made by every open). So
+// the store builds one shard with LevelDB (buildShard in create.js) and then makes each
+// new one by writing those files: no LevelDB open, flush and close per shard (about
+// 7 ms of 12, doc/performance.md). Any other set of files (another LevelDB) is refused,
+// and the caller builds each shard with LevelDB as before.
+const EXPECTED = ['000004.log', '000005.ldb', 'CURRENT', 'LOCK', 'MANIFEST-000002']
+const SYNCED = new Set(['000005.ldb', 'CURRENT', 'MANIFEST-000002']) // LevelDB syncs these; the others are empty
+
+// Reads the files of the shard built at `dir`: [[name, Buffer]], or undefined if they
+// are not the set above.
+async function readTemplate (dir) {
+  const names = (await fs.readdir(dir)).filter((name) => name !== 'LOG' && name !== 'LOG.old').sort()
+  if (names.join('/') !== EXPECTED.join('/')) return undefined
+  const files = []
+  for (const name of names) files.push([name, await fs.readFile(path.join(dir, name))])
+  if (files.some(([name, data]) => SYNCED.has(name) !== data.length > 0)) return undefined
+  return files
+}
+
+// Writes the template's files into a new directory in `tmpDir` and returns its path:
+// each file synced, then the directory, as LevelDB would before the shard is renamed
+// into place. On failure nothing is left behind.
+async function writeFromTemplate (files, tmpDir, name) {
+  const staging = path.join(tmpDir, `${name}-${crypto.randomBytes(4).toString('hex')}`)
+  try {
+    await fs.mkdir(staging)
+    await Promise.all(files.map(async ([file, data]) => {
+      const handle = await fs.open(path.join(staging, file), 'wx')
+      try {
+        await handle.writeFile(data)
+        if (data.length) await handle.sync()
+      } finally {
+        await handle.close()
+      }
+    }))
+    await syncDir(staging)
+    return staging
+  } catch (err) {
+    await fs.rm(staging, { recursive: true, force: true })
+    throw err
+  }
+}
+
+module.exports = { readTemplate, writeFromTemplate }
