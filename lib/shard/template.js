@@ -9,8 +9,8 @@ const { syncDir } = require('../dir/sync-dir')
 // MANIFEST-000002 and CURRENT, the accounting record's log 000003 flushed into table
 // 000005 and deleted, and an empty log 000004 (LOG and LOCK are made by every open). So
 // the store builds one shard with LevelDB (buildShard in create.js) and then makes each
-// new one by writing those files: no LevelDB open, flush and close per shard (about
-// 7 ms of 12, doc/performance.md). Any other set of files (another LevelDB) is refused,
+// new one by writing those files: no LevelDB open, flush and close per shard (half the
+// time of making one, doc/performance.md). Any other set of files (another LevelDB) is refused,
 // and the caller builds each shard with LevelDB as before.
 const EXPECTED = ['000004.log', '000005.ldb', 'CURRENT', 'LOCK', 'MANIFEST-000002']
 const SYNCED = new Set(['000005.ldb', 'CURRENT', 'MANIFEST-000002']) // LevelDB syncs these; the others are empty

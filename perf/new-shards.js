@@ -1,0 +1,95 @@
+'use strict'
+
+// What a new shard costs (lib/shard/create.js, template.js): shards made one after
+// another with LevelDB and from the template, and a new store's first small files
+// (issue 21's target: 1,000 in under 1 s). Each case runs in a process of its own,
+// rounds alternating, so that drift hits both.
+//
+//   node perf/new-shards.js [--shards 128] [--files 1000] [--rounds 3] [--dir DIR]
+
+const fs = require('node:fs')
+const os = require('node:os')
+const path = require('node:path')
+const { execFileSync } = require('node:child_process')
+
+function parseArgs (argv) {
+  const args = { shards: 128, files: 1000, rounds: 3, dir: process.env.KFS_PERF_DIR || os.tmpdir() }
+  for (let i = 0; i < argv.length; i++) {
+    const [name, value] = [argv[i], argv[++i]]
+    if (name === '--child') args.child = JSON.parse(value)
+    else if (['--shards', '--files', '--rounds'].includes(name) && /^\d+$/.test(value)) args[name.slice(2)] = Number(value)
+    else if (name === '--dir' && value) args.dir = value
+    else throw new Error(`bad argument ${name} (see the comment at the top of perf/new-shards.js)`)
+  }
+  return args
+}
+
+const since = (start) => Number(process.hrtime.bigint() - start) / 1e6
+
+const cases = {
+  // ms per shard, `shards` made one after another, from the template or not.
+  async shards ({ dir, shards, template }) {
+    const { createShard, makeTemplate } = require('../lib/shard/create')
+    const tmp = path.join(dir, 'tmp')
+    fs.mkdirSync(tmp, { recursive: true })
+    const files = template ? await makeTemplate(tmp) : undefined
+    const start = process.hrtime.bigint()
+    for (let i = 0; i < shards; i++) await createShard(path.join(dir, `${String(i).padStart(3, '0')}.s`), tmp, files)
+    return since(start) / shards
+  },
+  // ms for a new store's first `files` small files, each awaited, after its open.
+  async files ({ dir, files }) {
+    const store = require('..')(dir)
+    await store.open()
+    const start = process.hrtime.bigint()
+    for (let i = 0; i < files; i++) await store.writeFile(`small-${i}`, Buffer.alloc(1024, i))
+    const ms = since(start)
+    await store.close()
+    return ms
+  }
+}
+
+function inChild (name, options, dir) {
+  fs.rmSync(dir, { recursive: true, force: true })
+  fs.mkdirSync(dir, { recursive: true })
+  try {
+    return JSON.parse(execFileSync(process.execPath, [__filename, '--child', JSON.stringify({ name, ...options, dir })], { encoding: 'utf8' }))
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true })
+  }
+}
+
+async function main (args) {
+  if (args.child) {
+    process.stdout.write(JSON.stringify(await cases[args.child.name](args.child)))
+    return
+  }
+  const root = fs.mkdtempSync(path.join(args.dir, 'kfs-new-shards-'))
+  const place = (name) => path.join(root, name)
+  try {
+    console.log(`# perf/new-shards.js: ${args.shards} shards made one after another, a new store's first ${args.files} small files, ${args.rounds} rounds`)
+    console.log('| round | ms per shard, LevelDB | ms per shard, template | template / LevelDB | first files, s |')
+    console.log('|---|---|---|---|---|')
+    for (let round = 1; round <= args.rounds; round++) {
+      const built = inChild('shards', { shards: args.shards, template: false }, place('leveldb'))
+      const copied = inChild('shards', { shards: args.shards, template: true }, place('template'))
+      const first = inChild('files', { files: args.files }, place('store'))
+      console.log(`| ${round} | ${built.toFixed(2)} | ${copied.toFixed(2)} | ${(copied / built).toFixed(2)} | ${(first / 1000).toFixed(2)} |`)
+    }
+    console.log(`(target: a new store's first 1,000 small files in under 1 s)`)
+  } finally {
+    fs.rmSync(root, { recursive: true, force: true })
+  }
+}
+
+let args
+try {
+  args = parseArgs(process.argv.slice(2))
+} catch (err) {
+  process.stderr.write(`perf/new-shards.js: ${err.message}\n`)
+  process.exit(2)
+}
+main(args).catch((err) => {
+  process.stderr.write(`perf/new-shards.js: ${err.message}\n`)
+  process.exitCode = 1
+})
