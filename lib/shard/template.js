@@ -12,14 +12,14 @@ const { syncDir } = require('../dir/sync-dir')
 // new one by writing those files: no LevelDB open, flush and close per shard (half the
 // time of making one, doc/performance.md). Any other set of files (another LevelDB) is refused,
 // and the caller builds each shard with LevelDB as before.
-const EXPECTED = ['000004.log', '000005.ldb', 'CURRENT', 'LOCK', 'MANIFEST-000002']
+const NEW_SHARD_FILES = ['000004.log', '000005.ldb', 'CURRENT', 'LOCK', 'MANIFEST-000002']
 const SYNCED = new Set(['000005.ldb', 'CURRENT', 'MANIFEST-000002']) // LevelDB syncs these; the others are empty
 
 // Reads the files of the shard built at `dir`: [[name, Buffer]], or undefined if they
 // are not the set above.
 async function readTemplate (dir) {
   const names = (await fs.readdir(dir)).filter((name) => name !== 'LOG' && name !== 'LOG.old').sort()
-  if (names.join('/') !== EXPECTED.join('/')) return undefined
+  if (names.join('/') !== NEW_SHARD_FILES.join('/')) return undefined
   const files = []
   for (const name of names) files.push([name, await fs.readFile(path.join(dir, name))])
   if (files.some(([name, data]) => SYNCED.has(name) !== data.length > 0)) return undefined
