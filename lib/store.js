@@ -122,7 +122,7 @@ class Store {
     const shards = this.#shards
     this.#reclaimer = new Reclaimer({
       openShards: () => shards.openShards(),
-      inShard: (index, fn) => shards.inShard(index, fn), // never with the reserve
+      inShard: (index, fn, { admitted } = {}) => shards.inShard(index, fn, { admitted }), // never with the reserve
       writing: () => shards.writing(),
       enabled: this.#options.reclaim && !this.#options.readOnly
     })

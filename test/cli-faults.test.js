@@ -47,6 +47,19 @@ describe('kfs command line under faults', function () {
 
   const oneLine = (stderr) => expect(stderr, stderr).to.match(/^kfs: [^\n]+\n$/)
 
+  it('unlink and put succeed when giving the space back afterwards fails: a warning line, exit 0', async () => {
+    const commands = require('../lib/cli/commands')
+    const errors = require('../lib/api/errors')
+    let err = ''
+    const io = { stdout: new (require('node:stream').PassThrough)(), stderr: { write: (text, cb) => { err += text; if (cb) cb(); return true }, on () {}, off () {}, removeListener () {} } }
+    const store = {
+      unlink: async () => {},
+      reclaim: async () => { throw errors.diskFull('shard 000', 'No space left on device') }
+    }
+    expect(await commands.unlink(store, io, 'k')).to.equal(0)
+    expect(err).to.match(/^kfs: warning: the disk space of what was removed is not given back yet \(the disk is full \(shard 000\)[^\n]*\); a later command or kfs compact gives it back\n$/)
+  })
+
   it('get of a key whose shard exists but that is gone: one line, exit 1, no crash', async () => {
     await cli(['put', '--key', 'a'], { input: 'x' })
     await cli(['unlink', 'a'])

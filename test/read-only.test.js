@@ -108,6 +108,21 @@ describe('a store opened read-only', function () {
     expect(fs.readdirSync(shadows)).to.deep.equal([])
   })
 
+  it('a process that exits without closing the store leaves no shadow behind', async () => {
+    const dir = path.join(t.dir, 'store')
+    await writeStore(dir)
+    const script = `
+      const store = require(${JSON.stringify(path.join(__dirname, '..'))})(process.argv[1], { readOnly: true })
+      store.readFile(${JSON.stringify(FILES[0][0])}).then(() => {
+        const shadows = require('node:fs').readdirSync(process.env.TMPDIR)
+        process.stdout.write(String(shadows.length))
+        process.exit(0) // without close()
+      })`
+    const made = execFileSync(process.execPath, ['-e', script, dir], { env: { ...process.env, TMPDIR: shadows }, encoding: 'utf8' })
+    expect(Number(made)).to.be.above(0)
+    expect(fs.readdirSync(shadows)).to.deep.equal([])
+  })
+
   it('refuses every write with EROFS, after checking its arguments, and writes nothing', async () => {
     const dir = path.join(t.dir, 'store')
     await writeStore(dir)

@@ -73,6 +73,15 @@ describe('space comes back by itself', function () {
     }
   })
 
+  it('reclaim() called just before close() resolves: it stops at its next piece, without ECLOSED', async () => {
+    const store = t.open({ referenceId: REF, reclaim: false })
+    await writeAndRemove(store)
+    const reclaimed = store.reclaim()
+    const closed = store.close()
+    await reclaimed
+    await closed
+  })
+
   it('removals noted before a crash are reclaimed once the shard is used again, losing nothing', async () => {
     const dir = path.join(t.dir, 'store')
     execFileSync(process.execPath, ['-e', `

@@ -7,7 +7,7 @@ const { pipeline } = require('node:stream/promises')
 const { Progress } = require('./progress')
 const { Output, write, println } = require('./output')
 const { put } = require('./put')
-const { humanSize, table, escapeField } = require('./text')
+const { humanSize, table, escapeField, describeError } = require('./text')
 const { diskUsage } = require('../dir/disk-usage')
 const { syncDir } = require('../dir/sync-dir')
 const { shardName } = require('../shard/routing')
@@ -181,10 +181,16 @@ async function repair (store, io, shard, { json }) {
 const files = (n) => `${n} file${n === 1 ? '' : 's'}`
 
 // The space of a file removed or replaced comes back before the command ends: the
-// store reclaims it in the background, but only after the process would be gone.
-const reclaiming = (command) => async (store, ...args) => {
-  const code = await command(store, ...args)
-  await store.reclaim()
+// store reclaims it in the background, but only after the process would be gone. The
+// command itself is done by then: a failure here (a full disk) is a warning, and the
+// space comes back with a later command or kfs compact.
+const reclaiming = (command) => async (store, io, ...args) => {
+  const code = await command(store, io, ...args)
+  try {
+    await store.reclaim()
+  } catch (err) {
+    await write(io.stderr, `kfs: warning: the disk space of what was removed is not given back yet (${describeError(err)}); a later command or kfs compact gives it back\n`)
+  }
   return code
 }
 

@@ -31,6 +31,7 @@ const NUMBERED = /^(?:(\d+)\.(?:ldb|sst|dbtmp)|MANIFEST-(\d+))$/
 // open of one would change its files under the shadow.
 const shadowed = new Map()
 const roots = new Set() // the shadows' directories, for removeShadowsSync()
+let exitHooked = false
 
 const failure = (reason, message, props) => Object.assign(new Error(message), { reason, ...props })
 
@@ -60,6 +61,10 @@ async function makeShadow (location) {
   try {
     root = await fs.mkdtemp(path.join(os.tmpdir(), 'kfs-readonly-'))
     roots.add(root)
+    // A process that ends without closing its stores (process.exit(), an uncaught
+    // error) leaves no shadow behind either; a crash or SIGKILL still does.
+    if (!exitHooked) process.once('exit', removeShadowsSync)
+    exitHooked = true
     const dir = path.join(root, path.basename(location))
     await fs.mkdir(dir)
     let replays = false

@@ -38,8 +38,8 @@ class Reclaimer {
   #outlasted // the writing() value whose writes outlasted a wait
   #stopped = false
 
-  // openShards(): the open Shard objects; inShard(index, fn): runs fn(shard) holding it;
-  // writing(): falsy when the store has no write in progress, else a value that stays
+  // openShards(): the open Shard objects; inShard(index, fn, { admitted }): runs
+  // fn(shard) holding it (Shards#inShard); writing(): falsy when the store has no write in progress, else a value that stays
   // the same until it has none again. idleMs, yieldMs, now (the clock): for tests.
   constructor ({ openShards, inShard, writing = () => false, enabled = true, idleMs = IDLE_MS, yieldMs = YIELD_MS, now = Date.now }) {
     this.#openShards = openShards
@@ -76,18 +76,18 @@ class Reclaimer {
     })
   }
 
-  async #run (downTo) {
+  async #run (downTo, lease = {}) {
     while (!this.#stopped && this.#deadBytes() > downTo) {
       let most
       for (const shard of this.#openShards()) if (shard.dead > 0 && (!most || shard.dead > most.dead)) most = shard
       if (!most) return
-      const plan = await this.#inShard(most.index, (shard) => shard.reclaimPlan())
+      const plan = await this.#inShard(most.index, (shard) => shard.reclaimPlan(), lease)
       for (const piece of plan.pieces) {
         await this.#writesFirst()
         if (this.#stopped) return
-        await this.#inShard(most.index, (shard) => shard.compactPiece(piece))
+        await this.#inShard(most.index, (shard) => shard.compactPiece(piece), lease)
       }
-      await this.#inShard(most.index, (shard) => shard.forgetDead(plan))
+      await this.#inShard(most.index, (shard) => shard.forgetDead(plan), lease)
     }
   }
 
@@ -106,9 +106,11 @@ class Reclaimer {
   // Reclaims now whatever the open shards have noted, after any work in progress, even
   // with reclaiming in the background turned off; rejects with the first failure (a
   // full disk), whose notes are left for the next try.
+  // Its leases are admitted (lib/shard/shards.js): called before close(), it stops
+  // quietly at the next piece instead of failing with ECLOSED.
   async reclaimNow () {
     while (this.#running) await this.#running
-    const run = this.#run(0)
+    const run = this.#run(0, { admitted: true })
     this.#running = run.catch(() => {}).finally(() => {
       this.#running = undefined
     })

@@ -33,8 +33,10 @@ async function writeFromTemplate (files, tmpDir, name) {
   const staging = path.join(tmpDir, `${name}-${crypto.randomBytes(4).toString('hex')}`)
   try {
     await fs.mkdir(staging)
-    await Promise.all(files.map(async ([file, data]) => {
-      const handle = await fs.open(path.join(staging, file), 'wx')
+    // All settled before a failure is cleaned up: no write may land after the removal.
+    const written = await Promise.allSettled(files.map(async ([file, data]) => {
+      // LOCK as LevelDB makes it (0644); the others as fopen() does (0666), less the umask.
+      const handle = await fs.open(path.join(staging, file), 'wx', file === 'LOCK' ? 0o644 : 0o666)
       try {
         await handle.writeFile(data)
         if (data.length) await handle.sync()
@@ -42,10 +44,12 @@ async function writeFromTemplate (files, tmpDir, name) {
         await handle.close()
       }
     }))
+    const failed = written.find((r) => r.status === 'rejected')
+    if (failed) throw failed.reason
     await syncDir(staging)
     return staging
   } catch (err) {
-    await fs.rm(staging, { recursive: true, force: true })
+    await fs.rm(staging, { recursive: true, force: true }).catch(() => {}) // the failure is what matters
     throw err
   }
 }
