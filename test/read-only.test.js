@@ -123,6 +123,26 @@ describe('a store opened read-only', function () {
     expect(fs.readdirSync(shadows)).to.deep.equal([])
   })
 
+  it('kfs --read-only reads a store it could write, changing nothing; put, unlink and compact fail with EROFS, exit 1', async () => {
+    const dir = path.join(t.dir, 'store')
+    await writeStore(dir)
+    const before = tree(dir)
+    await pause()
+    const [key, data] = FILES[5]
+    expect(cli(dir, ['--read-only', 'get', key]).stdout).to.deep.equal(data)
+    const list = cli(dir, ['--read-only', 'list'])
+    expect(list.code, list.stderr).to.equal(0)
+    expect(list.stdout.toString().trim().split('\n')).to.have.length(FILES.length)
+    expect(cli(dir, ['--read-only', 'verify']).code).to.equal(0)
+    for (const args of [['put'], ['unlink', key], ['compact']]) {
+      const r = cli(dir, ['--read-only', ...args], { input: Buffer.from('new data') })
+      expect(r.code).to.equal(1)
+      expect(r.stderr).to.equal(`kfs: the store at ${dir} is opened with --read-only: kfs ${args[0]} would change it; get, exists, stat, list and verify read it\n`)
+    }
+    expect(tree(dir)).to.deep.equal(before)
+    expect(fs.readdirSync(shadows)).to.deep.equal([])
+  })
+
   it('refuses every write with EROFS, after checking its arguments, and writes nothing', async () => {
     const dir = path.join(t.dir, 'store')
     await writeStore(dir)

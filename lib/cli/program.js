@@ -57,6 +57,7 @@ function buildProgram (run, env, output = {}) {
     // Each command's help shows -d, --db too: it applies to every command.
     .configureHelp({ showGlobalOptions: true })
     .option('-d, --db <dir>', `the store to use (default: $KFS_DB, else ~/.kfs/default; now ${defaultDb(env)})`)
+    .option('--read-only', 'open the store for reads only, writing nothing in it; the default when it cannot be written')
     .exitOverride()
 
   program.command('put').alias('write')
@@ -148,10 +149,14 @@ async function main (argv, io = { stdin: process.stdin, stdout: process.stdout, 
   const run = async (name, args) => {
     const dir = path.resolve(program.opts().db || defaultDb(env))
     // A store that cannot be written (a read-only mount, a backup without write
-    // permission) is opened read-only: the read commands work, the others fail.
-    const readOnly = await notWritable(dir)
+    // permission), or asked for with --read-only (a backup to inspect without changing a
+    // byte), is opened read-only: the read commands work, the others fail.
+    const asked = Boolean(program.opts().readOnly)
+    const reason = asked ? undefined : await notWritable(dir)
+    const readOnly = asked || reason !== undefined
     if (readOnly && WRITES.has(name)) {
-      throw Object.assign(new Error(`the store at ${dir} cannot be written (${readOnly}): kfs ${name} would change it; get, exists, stat, list and verify read it`), { code: 'EROFS' })
+      const why = asked ? 'is opened with --read-only' : `cannot be written (${reason})`
+      throw Object.assign(new Error(`the store at ${dir} ${why}: kfs ${name} would change it; get, exists, stat, list and verify read it`), { code: 'EROFS' })
     }
     // Only put creates a store: any other command on a path that holds none (a
     // mistyped --db) fails with ENOENT rather than leaving an empty store there.
