@@ -76,11 +76,11 @@ class Shards {
   // The shard `index`, held for one operation: { shard, release, mayWrite }. Until
   // release() (idempotent) the operation is one that close() waits for. Once the store
   // closes, a lease is refused (ECLOSED) unless `admitted`: part of a call or stream the
-  // store let in before (a write, a read, a lookup), which is refused only once the
-  // pool shuts down; work that visits shard after shard (list, verify, compact,
-  // reclaiming) stops at the next one instead. A write lease
-  // counts as a write in progress, and is refused once the disk reserve was given up;
-  // its mayWrite() throws from then on, so that writes in flight stop before their next
+  // store let in before (a write, a read, a lookup, reclaim()), which is refused only
+  // once the pool shuts down; work that visits shard after shard (list, verify,
+  // compact, background reclaiming) stops at the next one instead. A write lease counts
+  // as a write in progress, and is refused once the disk reserve was given up; its
+  // mayWrite() throws from then on, so that writes in flight stop before their next
   // batch. The reserve is for reading and freeing space: only leases that do that pass
   // `useReserve` (reads, list, stat, verify, unlink, compact); writes and background
   // work (reclaiming) never give it up.
