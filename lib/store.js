@@ -278,7 +278,6 @@ class Store {
       if (stream.writableFinished || stream.readableEnded) stream.destroy()
       else stream.destroy(errors.closed())
     }
-    if (this.#puts) this.#puts.stop()
     if (!this.#opening) return
     try {
       await this.#opening

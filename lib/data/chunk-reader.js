@@ -38,7 +38,7 @@ class ChunkReader {
     return whole && (sha256 === 'always' || (sha256 !== false && !this.meta.chunkDigest))
   }
 
-  // Opens a reader of `key` in the leased shard: { shard, release? }, released by
+  // Opens a reader of `key` in the leased shard: { shard, release }, released by
   // close(), or now if the open fails. readAhead: the store's ReadAhead, which the reader
   // takes its share from (what it may fetch ahead of its consumer) and gives it back to
   // in the same places; without it, the most a reader takes. With the most, the binding
@@ -50,7 +50,7 @@ class ChunkReader {
       return await ChunkReader.#open({ ...options, lease, share })
     } catch (err) {
       share.give()
-      if (lease.release) lease.release()
+      lease.release()
       throw err
     }
   }
@@ -145,7 +145,7 @@ class ChunkReader {
       if (iterator) await iterator.end()
     } finally {
       this.share.give()
-      if (this.lease.release) this.lease.release()
+      this.lease.release()
     }
   }
 }
