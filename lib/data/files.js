@@ -49,13 +49,13 @@ class Files {
   }
 
   // A ChunkReader of bytes `range` of `key`; sha256 and unchecked as ChunkReader takes them.
-  openReader (key, range, { sha256, unchecked } = {}) {
+  // Only opening the shard writes (on a full disk, the lease's useReserve gives the
+  // reserve up for that); the reader's own work is reads.
+  async openReader (key, range, { sha256, unchecked } = {}) {
     const index = this.route(key)
-    if (!this.shards.has(index)) return Promise.reject(errors.notFound(key))
-    return this.shards.reserve.withRoom(async () => {
-      const lease = await this.shards.lease(index, { useReserve: true, admitted: true })
-      return ChunkReader.open({ lease, readAhead: this.readAhead, key, chunkSize: this.chunkSize, range, sha256, unchecked })
-    })
+    if (!this.shards.has(index)) throw errors.notFound(key)
+    const lease = await this.shards.lease(index, { useReserve: true, admitted: true })
+    return ChunkReader.open({ lease, readAhead: this.readAhead, key, chunkSize: this.chunkSize, range, sha256, unchecked })
   }
 }
 
