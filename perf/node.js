@@ -183,9 +183,10 @@ const CASES = {
 
   // 256 readers and 256 writers, one of each per shard, all open at once and each
   // stalled for a while after its first chunk; counts failures, descriptors, RSS.
-  async slow ({ dir, big }) {
+  // writers: false, the readers alone; shards: fewer, for perf/costs.js --quick.
+  async slow ({ dir, big, writers: withWriters = true, shards = 256 }) {
     const store = openKfs(dir, { referenceId: REF })
-    const keys = keysForShards(256)
+    const keys = keysForShards(shards)
     const block = crypto.randomBytes(MiB)
     const size = big * MiB
     for (const { key: k } of keys) await store.writeFile(k, Buffer.alloc(size, 1))
@@ -212,7 +213,7 @@ const CASES = {
       rs.on('end', resolve)
       rs.on('error', (err) => resolve(failed(err)))
     }))
-    const writers = keys.map(({ key: k }) => new Promise((resolve) => {
+    const writers = !withWriters ? [] : keys.map(({ key: k }) => new Promise((resolve) => {
       const ws = store.createWriteStream(`${k}-new`)
       ws.on('error', (err) => resolve(failed(err)))
       let sent = 0
@@ -363,3 +364,5 @@ async function main (args) {
 }
 
 if (require.main === module) runScript('perf/node.js', { parseArgs, cases: CASES, main })
+
+module.exports = { keysForShards, REF }
