@@ -183,10 +183,9 @@ const CASES = {
 
   // 256 readers and 256 writers, one of each per shard, all open at once and each
   // stalled for a while after its first chunk; counts failures, descriptors, RSS.
-  // writers: false, the readers alone; shards: fewer, for perf/costs.js --quick.
-  async slow ({ dir, big, writers: withWriters = true, shards = 256 }) {
+  async slow ({ dir, big }) {
     const store = openKfs(dir, { referenceId: REF })
-    const keys = keysForShards(shards)
+    const keys = keysForShards(256)
     const block = crypto.randomBytes(MiB)
     const size = big * MiB
     for (const { key: k } of keys) await store.writeFile(k, Buffer.alloc(size, 1))
@@ -213,7 +212,7 @@ const CASES = {
       rs.on('end', resolve)
       rs.on('error', (err) => resolve(failed(err)))
     }))
-    const writers = !withWriters ? [] : keys.map(({ key: k }) => new Promise((resolve) => {
+    const writers = keys.map(({ key: k }) => new Promise((resolve) => {
       const ws = store.createWriteStream(`${k}-new`)
       ws.on('error', (err) => resolve(failed(err)))
       let sent = 0

@@ -85,8 +85,8 @@ const keysOf = (dir) => JSON.parse(fs.readFileSync(path.join(dir, 'keys.json'), 
 
 const cases = {
   // A kfs store with one file of `size` random bytes in each of `readers` shards, and
-  // the same bytes as plain files.
-  async make ({ dir, size, readers }) {
+  // (unless plain is false: perf/costs.js) the same bytes as plain files.
+  async make ({ dir, size, readers, plain = true }) {
     const { shardFor } = require('../lib/shard/routing')
     const store = require('..')(path.join(dir, 'store'), { referenceId: REF })
     const keys = new Map()
@@ -95,11 +95,11 @@ const cases = {
       const shard = shardFor(Buffer.from(REF, 'hex'), key)
       if (!keys.has(shard)) keys.set(shard, key)
     }
-    fs.mkdirSync(path.join(dir, 'files'))
+    if (plain) fs.mkdirSync(path.join(dir, 'files'))
     for (const key of keys.values()) {
       const data = crypto.randomBytes(size)
       await store.writeFile(key, data)
-      fs.writeFileSync(path.join(dir, 'files', key), data)
+      if (plain) fs.writeFileSync(path.join(dir, 'files', key), data)
     }
     await store.close()
     fs.writeFileSync(path.join(dir, 'keys.json'), JSON.stringify([...keys.values()]))
