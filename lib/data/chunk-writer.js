@@ -1,7 +1,8 @@
 'use strict'
 
 const { contentHash } = require('../api/keys')
-const { newVersion, newChunkRecord, CHUNK_DIGEST, CHUNK_HEADER } = require('../shard/records')
+const { newVersion, CHUNK_DIGEST, CHUNK_HEADER } = require('../shard/records')
+const { records } = require('./record-pool')
 const { WriteBudget } = require('./write-budget')
 const errors = require('../api/errors')
 
@@ -124,7 +125,10 @@ class ChunkWriter {
     let offset = 0
     while (offset < data.length && !this.aborting) {
       // A chunk starts here; a file known to end sooner gets a record of what is left.
-      if (!this.partial) this.partial = newChunkRecord(Math.min(this.chunkSize, this.#left(data.length - offset)))
+      if (!this.partial) {
+        const length = Math.min(this.chunkSize, this.#left(data.length - offset))
+        this.partial = records.take(length, length === this.chunkSize)
+      }
       const take = Math.min(this.chunkSize - this.partialBytes, data.length - offset)
       data.copy(this.partial, CHUNK_HEADER + this.partialBytes, offset, offset + take)
       this.partialBytes += take
@@ -173,6 +177,7 @@ class ChunkWriter {
     if (first === 0) await written
     else this.inflight.push(written)
     this.#hashChunks(chunks)
+    this.#giveBack(chunks) // the batch holds copies (#send)
     while (this.inflight.length >= MAX_IN_FLIGHT) await this.inflight.shift()
   }
 
@@ -198,6 +203,12 @@ class ChunkWriter {
     return written
   }
 
+  // Records no longer needed, for other chunks to reuse: never one still in this.batch,
+  // this.partial or an inline commit.
+  #giveBack (chunks) {
+    records.give(chunks, CHUNK_HEADER + this.chunkSize)
+  }
+
   #hashChunks (chunks) {
     if (this.hash) for (const chunk of chunks) this.hash.update(chunk.subarray(CHUNK_HEADER))
   }
@@ -216,6 +227,14 @@ class ChunkWriter {
       this.chunks = inline.length
       this.#hashChunks(inline)
     }
+    try {
+      return await this.#committed(inline)
+    } finally {
+      this.#giveBack(inline) // the commit batch was sent, or never will be
+    }
+  }
+
+  async #committed (inline) {
     await this.#flush()
     while (this.inflight.length > 0) await this.inflight.shift()
     if (this.failure) throw this.failure
@@ -245,6 +264,9 @@ class ChunkWriter {
     if (this.state !== 'writing') return
     this.state = 'aborted'
     await Promise.allSettled(this.inflight)
+    this.#giveBack(this.partial ? [...this.batch, this.partial] : this.batch)
+    this.partial = undefined
+    this.partialBytes = 0
     this.batch = []
     this.batchBytes = 0
     // Before the cleanup, which other writes must not wait for: a failing write's
