@@ -5,8 +5,8 @@
 // writing the very records kfs writes (lib/shard/records.js), made before the clock
 // starts, batch for batch, into 256 databases with kfs's shard settings.
 //
-//   node perf/write-path.js [--big 20] [--small 6000] [--step 300] [--dir DIR]
-//     [--base DIR] [--only big,small]
+//   node perf/write-path.js [--big 20] [--small 6000] [--step 300] [--first 1000]
+//     [--dir DIR] [--base DIR] [--only big,small,first]
 //
 // Each engine runs in a process of its own (LevelDB runs every flush and compaction of
 // a process on one background thread), kept alive for the whole case: the parent asks
@@ -23,6 +23,10 @@
 // flight, as kfs sends them now: the fastest way found for raw leveldown); base (with
 // --base: the kfs of another checkout, its root directory, to measure a change before
 // and after side by side).
+//
+// first: a new store's first `--first` files of 1 KiB, in steps of 100, against 256 raw
+// leveldown databases each created (createIfMissing) when its first file comes, then
+// written as above: what making a database on first use costs LevelDB itself.
 
 const fs = require('node:fs')
 const os = require('node:os')
@@ -35,11 +39,11 @@ const { now, msSince } = require('./child')
 const MiB = 1024 * 1024
 
 function parseArgs (argv) {
-  const args = { big: 20, small: 6000, step: 300, dir: process.env.KFS_PERF_DIR || os.tmpdir(), only: ['big', 'small'], base: undefined }
+  const args = { big: 20, small: 6000, step: 300, first: 1000, dir: process.env.KFS_PERF_DIR || os.tmpdir(), only: ['big', 'small', 'first'], base: undefined }
   for (let i = 0; i < argv.length; i++) {
     const [name, value] = [argv[i], argv[++i]]
     if (name === '--child') args.child = JSON.parse(value)
-    else if (['--big', '--small', '--step'].includes(name) && /^\d+$/.test(value)) args[name.slice(2)] = Number(value)
+    else if (['--big', '--small', '--step', '--first'].includes(name) && /^\d+$/.test(value)) args[name.slice(2)] = Number(value)
     else if (name === '--dir' && value) args.dir = value
     else if (name === '--only' && value) args.only = value.split(',')
     else if (name === '--base' && value) args.base = path.resolve(value)
@@ -55,21 +59,24 @@ const median = (xs) => {
   return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2
 }
 
-// 256 leveldown databases with kfs's shard settings, each holding an accounting record.
-async function openRaw256 (dir) {
+// A leveldown database with kfs's shard settings, holding an accounting record.
+async function openRaw (dir) {
   const leveldown = require('leveldown')
   const { DEFAULTS } = require('../lib/leveldb/leveldb')
   const { writeBufferSize } = require('../lib/shard/shards')
-  const options = { ...DEFAULTS, writeBufferSize: writeBufferSize(256) }
+  const db = leveldown(dir)
+  await call((cb) => db.open({ ...DEFAULTS, writeBufferSize: writeBufferSize(256) }, cb))
+  await call((cb) => db.put('!a', JSON.stringify({ used: 0, files: 0 }), { sync: true }, cb))
+  return db
+}
+
+// 256 of them, made now, or (lazy) each when first asked for: { get(i) -> db, all }.
+async function openRaw256 (dir, lazy = false) {
   fs.mkdirSync(dir, { recursive: true })
   const dbs = []
-  for (let i = 0; i < 256; i++) {
-    const db = leveldown(path.join(dir, String(i)))
-    await call((cb) => db.open(options, cb))
-    await call((cb) => db.put('!a', JSON.stringify({ used: 0, files: 0 }), { sync: true }, cb))
-    dbs.push(db)
-  }
-  return dbs
+  const get = async (i) => dbs[i] || (dbs[i] = await openRaw(path.join(dir, String(i))))
+  if (!lazy) for (let i = 0; i < 256; i++) await get(i)
+  return { get, all: dbs }
 }
 
 // kfs's records for one file (records.js), sealed, in batches as ChunkWriter sends them.
@@ -121,21 +128,22 @@ async function kfsWithShards (dir, lib) {
 }
 
 // In the child: makes the engine, then runs steps as the parent asks: { ms } each.
-async function serveSteps ({ engine, dir, lib, size, perStep, perBatch, inFlight }) {
+async function serveSteps ({ engine, dir, lib, size, perStep, perBatch, inFlight, fresh }) {
   const value = crypto.randomBytes(size)
   let write, close
   if (engine === 'kfs') {
-    const store = await kfsWithShards(dir, lib)
+    const store = fresh ? require(lib || '..')(dir) : await kfsWithShards(dir, lib)
+    await store.open()
     write = (k) => store.writeFile(k, value)
     close = () => store.close()
   } else {
-    const dbs = await openRaw256(dir)
-    const made = (k) => ({ db: dbs[parseInt(k.slice(0, 2), 16)], records: kfsRecords(k, value, { perBatch }) })
+    const dbs = await openRaw256(dir, fresh)
+    const made = (k) => ({ db: parseInt(k.slice(0, 2), 16), records: kfsRecords(k, value, { perBatch }) })
     // The records of the next step are made before its clock starts: LevelDB's part alone.
     let next
-    write = (k) => writeRaw(next.get(k).db, next.get(k).records, inFlight)
+    write = async (k) => writeRaw(await dbs.get(next.get(k).db), next.get(k).records, inFlight)
     write.prepare = (keys) => { next = new Map(keys.map((k) => [k, made(k)])) }
-    close = async () => { for (const db of dbs) await call((cb) => db.close(cb)) }
+    close = async () => { for (const db of dbs.all) if (db) await call((cb) => db.close(cb)) }
   }
   process.send({ ready: true })
   process.on('message', async (message) => {
@@ -181,11 +189,11 @@ class Engine {
 }
 
 // Runs `steps` steps of each engine, in turn; returns { engine: [ms per step] }.
-async function runCase (root, names, { size, perStep, steps, base }) {
+async function runCase (root, names, { size, perStep, steps, base, fresh = false }) {
   const engines = names.map((name) => {
     const lib = name === 'base' ? base : undefined
     const raw = { raw256: { perBatch: 8, inFlight: 2 }, raw256c: { perBatch: 1, inFlight: 4 } }[name]
-    return new Engine(name, { engine: raw ? 'raw' : 'kfs', ...raw, lib, dir: path.join(root, `${size}-${name}`), size, perStep })
+    return new Engine(name, { engine: raw ? 'raw' : 'kfs', ...raw, lib, dir: path.join(root, `${size}-${fresh}-${name}`), size, perStep, fresh })
   })
   try {
     for (const e of engines) await e.next() // ready; made one at a time
@@ -230,6 +238,17 @@ async function main (args) {
       const steps = Math.max(1, Math.round(args.small / args.step))
       const times = await runCase(root, names, { size: 1024, perStep: args.step, steps, base: args.base })
       report(`1 KiB files one at a time, awaited, ${steps} steps of ${args.step} (target: kfs within 1.3x raw256)`, 'us per file', times, 1000 / args.step, names)
+    }
+    if (args.only.includes('first')) {
+      const steps = Math.max(1, Math.round(args.first / 100))
+      const times = await runCase(root, names, { size: 1024, perStep: 100, steps, base: args.base, fresh: true })
+      const total = (n) => times[n].reduce((a, b) => a + b, 0)
+      console.log(`\nA new store's first ${steps * 100} files of 1 KiB, one at a time, awaited, in steps of 100 (target: kfs under 1 s)`)
+      console.log('| engine | s in all |')
+      console.log('|---|---|')
+      for (const n of names) console.log(`| ${n} | ${(total(n) / 1000).toFixed(2)} |`)
+      console.log(`kfs / raw256 (databases made on first use): ${(total('kfs') / total('raw256')).toFixed(2)}`)
+      if (args.base) console.log(`kfs / base: ${(total('kfs') / total('base')).toFixed(2)}`)
     }
   } finally {
     fs.rmSync(root, { recursive: true, force: true })
