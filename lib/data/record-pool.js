@@ -13,6 +13,7 @@ const KEPT_BYTES = 8 * 1024 * 1024
 class RecordPool {
   #free = new Map() // record length -> Buffers
   #bytes = 0
+  #mine = new WeakSet() // the memory of whole records this pool made: only those come back
 
   // A record for `length` bytes of data (records.newChunkRecord): a kept one of that
   // size, or a new one. Only whole chunks are kept: `whole` says this is one.
@@ -22,7 +23,9 @@ class RecordPool {
       this.#bytes -= CHUNK_HEADER + length
       return kept.pop()
     }
-    return newChunkRecord(length)
+    const record = newChunkRecord(length)
+    if (whole) this.#mine.add(record.buffer)
+    return record
   }
 
   // Takes back records (or leading parts of them) nobody uses any more: the caller
@@ -31,7 +34,7 @@ class RecordPool {
   give (records, length) {
     for (const record of records) {
       const buffer = record.buffer
-      if (record.byteOffset !== 0 || buffer.byteLength !== length || this.#bytes + length > KEPT_BYTES) continue
+      if (!this.#mine.has(buffer) || record.byteOffset !== 0 || buffer.byteLength !== length || this.#bytes + length > KEPT_BYTES) continue
       let list = this.#free.get(length)
       if (!list) this.#free.set(length, (list = []))
       list.push(record.length === length ? record : Buffer.from(buffer))
