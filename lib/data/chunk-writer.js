@@ -2,7 +2,7 @@
 
 const { contentHash } = require('../api/keys')
 const { newVersion, CHUNK_DIGEST, CHUNK_HEADER } = require('../shard/records')
-const { records } = require('./record-pool')
+const { RecordPool } = require('./record-pool')
 const { WriteBudget } = require('./write-budget')
 const errors = require('../api/errors')
 
@@ -10,9 +10,8 @@ const errors = require('../api/errors')
 // Past that, a store that does not sync sends each chunk as a batch of its own, up to
 // MAX_IN_FLIGHT outstanding, so the JS thread chunks and hashes while LevelDB writes.
 // The binding builds each batch on the JS thread in memory that grows as records are
-// added: a 1 MiB batch costs fresh pages every time, a one-chunk batch reuses freed
-// ones (doc/performance.md, "The write path"). A synced store sends BATCH_BYTES at a
-// time, each of its first batches being an fsync.
+// added: a 1 MiB batch costs fresh pages every time, a one-chunk batch reuses freed ones
+// (doc/performance.md, "The write path"). A synced store sends BATCH_BYTES at a time.
 const BATCH_BYTES = 1024 * 1024
 const MAX_IN_FLIGHT = 4
 // With sync, the first batches of a write are synced one by one; past this many, the
@@ -33,8 +32,9 @@ class ChunkWriter {
   // data may be written (the disk reserve was given up).
   // sha256: the content's hash, known to the caller (put): not computed again.
   // expectedSha256: checked before the commit; a mismatch fails with EINTEGRITY.
-  // budget: the store's WriteBudget, taken for every whole chunk until LevelDB wrote it.
-  constructor ({ lease, key, name, chunkSize, size, sha256, expectedSha256, budget = new WriteBudget() }) {
+  // budget: the store's WriteBudget, taken for every whole chunk until LevelDB wrote it;
+  // records: its RecordPool, the chunk records writes reuse.
+  constructor ({ lease, key, name, chunkSize, size, sha256, expectedSha256, budget = new WriteBudget(), records = new RecordPool() }) {
     const { shard } = lease
     this.lease = lease
     this.mayWrite = lease.mayWrite
@@ -46,8 +46,7 @@ class ChunkWriter {
     this.name = name
     this.chunkSize = chunkSize
     this.expectedSize = size
-    this.sha256 = sha256
-    this.expectedSha256 = expectedSha256
+    Object.assign(this, { sha256, expectedSha256, records })
     this.hash = sha256 ? undefined : contentHash()
     this.version = newVersion()
     this.size = 0
@@ -131,7 +130,7 @@ class ChunkWriter {
       // A chunk starts here; a file known to end sooner gets a record of what is left.
       if (!this.partial) {
         const length = Math.min(this.chunkSize, this.#left(data.length - offset))
-        this.partial = records.take(length, length === this.chunkSize)
+        this.partial = this.records.take(length, length === this.chunkSize)
       }
       const take = Math.min(this.chunkSize - this.partialBytes, data.length - offset)
       data.copy(this.partial, CHUNK_HEADER + this.partialBytes, offset, offset + take)
@@ -210,7 +209,7 @@ class ChunkWriter {
 
   // Records nobody needs now (never one in this.batch, this.partial or an inline commit).
   #giveBack (chunks) {
-    records.give(chunks, CHUNK_HEADER + this.chunkSize)
+    this.records.give(chunks, CHUNK_HEADER + this.chunkSize)
   }
 
   #hashChunks (chunks) {

@@ -3,6 +3,7 @@
 const { shardFor } = require('../shard/routing')
 const { ChunkWriter } = require('./chunk-writer')
 const { ChunkReader } = require('./chunk-reader')
+const { RecordPool } = require('./record-pool')
 const errors = require('../api/errors')
 
 // The data path of an open store: routes a key to its shard, and opens writers and
@@ -11,6 +12,7 @@ const errors = require('../api/errors')
 class Files {
   constructor ({ shards, referenceId, shardCount, chunkSize, writeBudget, readAhead }) {
     Object.assign(this, { shards, referenceId, shardCount, chunkSize, writeBudget, readAhead })
+    this.records = new RecordPool() // the store's, gone with it
   }
 
   route (key) {
@@ -29,7 +31,7 @@ class Files {
   async openWriter (target, { size, sha256, expectedSha256 } = {}) {
     const lease = await this.shards.lease(this.route(target.key), { write: true, admitted: true })
     try {
-      return new ChunkWriter({ lease, ...target, chunkSize: this.chunkSize, size, sha256, expectedSha256, budget: this.writeBudget })
+      return new ChunkWriter({ lease, ...target, chunkSize: this.chunkSize, size, sha256, expectedSha256, budget: this.writeBudget, records: this.records })
     } catch (err) {
       lease.release()
       throw err

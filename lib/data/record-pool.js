@@ -43,6 +43,4 @@ class RecordPool {
   }
 }
 
-const records = new RecordPool()
-
-module.exports = { RecordPool, records }
+module.exports = { RecordPool }
