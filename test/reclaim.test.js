@@ -39,9 +39,12 @@ describe('space comes back by itself', function () {
 
   it('the space of unlinked and overwritten files is reclaimed in the background, without compact()', async () => {
     const store = t.open({ referenceId: REF })
+    const started = Date.now()
     await writeAndRemove(store)
     const live = (FILES / 2) * (SIZE / 4)
-    expect(await diskUsage(store.location)).to.be.above(FILES * SIZE * 0.9) // nothing was dropped yet
+    // Nothing was dropped yet, unless the writes outlasted the idle delay (2 s) and
+    // reclaiming began among them, as on a busy machine.
+    if (Date.now() - started < 2000) expect(await diskUsage(store.location)).to.be.above(FILES * SIZE * 0.9)
     expect(await usageFallsTo(store.location, live + 2 * MiB)).to.be.at.most(live + 2 * MiB)
     for (const [i, key] of keys.entries()) {
       if (i % 2 === 0) expect(await store.exists(key)).to.equal(false)
