@@ -22,8 +22,11 @@ describe('read-ahead shared among readers', () => {
 
   it('a share becomes a binding fetch size and a queue of chunks', () => {
     const C = 128 * 1024
-    expect(readAheadShape(MAX_EACH, C)).to.deep.equal({ highWaterMark: 1024 * 1024, prefetch: 16 })
-    expect(readAheadShape(MIN_EACH, C)).to.deep.equal({ highWaterMark: C, prefetch: 2 })
-    expect(readAheadShape(MIN_EACH, 1024 * 1024)).to.deep.equal({ highWaterMark: 1024 * 1024, prefetch: 1 })
+    // Three chunks a trip (the binding stops past 2.5 chunks' bytes), the rest queued.
+    expect(readAheadShape(MAX_EACH, C)).to.deep.equal({ highWaterMark: 2.5 * C, prefetch: 21 })
+    // A small share: one chunk a trip, two queued.
+    expect(readAheadShape(MIN_EACH, C)).to.deep.equal({ highWaterMark: C / 2, prefetch: 2 })
+    expect(readAheadShape(MIN_EACH, 1024 * 1024)).to.deep.equal({ highWaterMark: 512 * 1024, prefetch: 1 })
+    expect(readAheadShape(MAX_EACH, 1024 * 1024)).to.deep.equal({ highWaterMark: 512 * 1024, prefetch: 2 })
   })
 })

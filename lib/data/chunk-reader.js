@@ -41,9 +41,9 @@ class ChunkReader {
   // Opens a reader of `key` in the leased shard: { shard, release }, released by
   // close(), or now if the open fails. readAhead: the store's ReadAhead, which the reader
   // takes its share from (what it may fetch ahead of its consumer) and gives it back to
-  // in the same places; without it, the most a reader takes. With the most, the binding
-  // fetches a third per trip and the rest waits queued, so it fetches the next batch on
-  // its thread while this one is checked and copied.
+  // in the same places; without it, the most a reader takes. The binding fetches a few
+  // chunks per trip and the rest waits queued (read-ahead.js), so it fetches the next
+  // trip on its thread while these are checked and handed out.
   static async open ({ lease, readAhead, ...options }) {
     const share = readAhead ? readAhead.take() : { bytes: MAX_EACH, give () {} }
     try {

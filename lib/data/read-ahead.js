@@ -30,10 +30,21 @@ class ReadAhead {
   }
 }
 
-// How a reader with `bytes` to read ahead uses them: a third fetched per trip into the
-// binding, the rest as chunks queued for the consumer.
+// What the binding reads per trip, at most (keys and values). It copies a trip's values
+// on its thread, then each again into a Buffer on the main thread; with trips of four
+// 128 KiB chunks or more, the main thread's heap grew and shrank with the trips and
+// every page of it was faulted in anew, which cost more than the reads themselves. With
+// three a trip, it stays put (doc/performance.md, "The read path").
+const TRIP_BYTES = 384 * 1024
+
+// How a reader with `bytes` to read ahead uses them: chunks fetched per trip into the
+// binding, the rest queued for the consumer, so that the binding fetches the next trip
+// on its thread while the queued chunks are checked and handed out.
 function readAheadShape (bytes, chunkSize) {
-  return { highWaterMark: Math.max(chunkSize, Math.floor(bytes / 3)), prefetch: Math.max(1, Math.floor((bytes * 2) / 3 / chunkSize)) }
+  const chunks = Math.max(1, Math.floor(bytes / chunkSize))
+  const perTrip = Math.max(1, Math.min(Math.floor(TRIP_BYTES / chunkSize), Math.floor(chunks / 2)))
+  // The binding ends a trip once it has read more than highWaterMark bytes.
+  return { highWaterMark: Math.floor((perTrip - 0.5) * chunkSize), prefetch: Math.max(1, chunks - perTrip) }
 }
 
 module.exports = { ReadAhead, readAheadShape, MIN_EACH, MAX_EACH, READ_AHEAD_BUDGET }
