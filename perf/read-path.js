@@ -118,12 +118,15 @@ const cases = {
     const chunkSize = meta.size / meta.chunks
     const times = {}
     const record = (name, t) => (times[name] = times[name] || []).push(t)
-    const iterate = (highWaterMark) => new Promise((resolve, reject) => {
+    const zlib = require('node:zlib')
+    // crc: also each record's CRC32 (zlib's, of the key then the data, as kfs checks it).
+    const iterate = (highWaterMark, crc = false) => new Promise((resolve, reject) => {
       const it = db.iterator({ gte: keys[0], lte: keys[keys.length - 1], keyAsBuffer: false, valueAsBuffer: true, fillCache: false, highWaterMark })
       let n = 0
       const step = () => it.next((err, key, value) => {
         if (err) return reject(err)
         if (key === undefined) return it.end(() => (n === keys.length ? resolve() : reject(new Error(`read ${n} chunks`))))
+        if (crc && value.readUInt32BE(0) !== zlib.crc32(value.subarray(4), zlib.crc32(key))) return reject(new Error(`${key}: bad CRC32`))
         n += value.length > 0
         step()
       })
@@ -134,8 +137,8 @@ const cases = {
     for (let rep = 0; rep < reps; rep++) {
       // 1 MiB a trip (kfs before this was measured), 3 chunks a trip (kfs now), and
       // leveldown's default (16 KiB: one chunk a trip).
-      const shapes = [['iterator 1 MiB', MiB], ['iterator 3 a trip', 2.5 * chunkSize], ['iterator default', undefined]]
-      for (const [name, highWaterMark] of rep % 2 ? shapes.reverse() : shapes) record(name, await timed(() => iterate(highWaterMark)))
+      const shapes = [['iterator 1 MiB', MiB], ['iterator 3 a trip', 2.5 * chunkSize], ['iterator default', undefined], ['iterator 3 a trip + crc32', 2.5 * chunkSize, true]]
+      for (const [name, highWaterMark, crc] of rep % 2 ? shapes.reverse() : shapes) record(name, await timed(() => iterate(highWaterMark, crc)))
       record('gets 1', await timed(() => inFlight(1, offsets, range)))
       record('gets 16', await timed(() => inFlight(16, offsets, range)))
     }
@@ -169,6 +172,7 @@ async function main (args) {
     const { shardDir } = await inChild(script, { name: 'setup', engine: 'kfs', dir, size: args.size })
     const results = {} // case -> [median of the round's reps in MiB/s]
     const cpu = {}
+    const cpuPerGiB = {} // CPU ms per GiB read, every thread of the process
     for (let round = 0; round < args.rounds; round++) {
       const offsets = Array.from({ length: args.ranges }, () => crypto.randomInt(args.size) * MiB)
       const job = { dir, shardDir, size: args.size, reps: args.reps, offsets }
@@ -180,6 +184,7 @@ async function main (args) {
         const times = await inChild(script, { ...job, name, engine, checkout })
         for (const [name, ts] of Object.entries(times)) {
           const mib = name.startsWith('stream') || name.startsWith('iterator') ? args.size : args.ranges
+          ;(cpuPerGiB[`${engine} ${name}`] = cpuPerGiB[`${engine} ${name}`] || []).push(median(ts.map((t) => t.cpu)) / mib * 1024)
           const label = `${engine} ${name}`;
           (results[label] = results[label] || []).push(mib / (median(ts.map((t) => t.ms)) / 1000));
           (cpu[label] = cpu[label] || []).push(median(ts.map((t) => t.cpu / t.ms)))
@@ -188,10 +193,10 @@ async function main (args) {
     }
     console.log(`node ${process.version}, ${os.cpus().length} cpus; ${args.size} MiB file, ${args.ranges} ranges of 1 MiB, ${args.rounds} rounds of ${args.reps} reps`)
     console.log('')
-    console.log('| case | MiB/s, median of rounds | spread | cores busy |')
-    console.log('|---|---|---|---|')
+    console.log('| case | MiB/s, median of rounds | spread | cores busy | CPU ms per GiB |')
+    console.log('|---|---|---|---|---|')
     for (const [label, rates] of Object.entries(results)) {
-      console.log(`| ${label} | ${fmt(median(rates))} | ${fmt(Math.min(...rates))}-${fmt(Math.max(...rates))} | ${fmt(median(cpu[label]), 2)} |`)
+      console.log(`| ${label} | ${fmt(median(rates))} | ${fmt(Math.min(...rates))}-${fmt(Math.max(...rates))} | ${fmt(median(cpu[label]), 2)} | ${fmt(median(cpuPerGiB[label]))} |`)
     }
     const m = (label) => median(results[label])
     // Ratios per round (same round, side by side), then their median and spread.
@@ -201,6 +206,8 @@ async function main (args) {
     line('checked stream / unchecked stream', ratio('kfs stream checked', 'kfs stream unchecked'), 0.9)
     const best = results['raw iterator 1 MiB'].map((x, i) => Math.max(x, results['raw iterator default'][i], results['raw iterator 3 a trip'][i]))
     line('checked stream / raw iterator (the fastest of the three)', results['kfs stream checked'].map((x, i) => x / best[i]), 0.8)
+    line('checked stream / raw iterator checking the same CRC32s (3 a trip)', ratio('kfs stream checked', 'raw iterator 3 a trip + crc32'), 0.8)
+    console.log(`raw iterator 3 a trip: with CRC32 / without: ${fmt(median(ratio('raw iterator 3 a trip + crc32', 'raw iterator 3 a trip')), 2)}`)
     line('ranges one at a time / checked stream', ratio('kfs ranges 1', 'kfs stream checked'), 0.9)
     line('ranges 16 in flight / one at a time', ratio('kfs ranges 16', 'kfs ranges 1'), 1.0)
     if (args.before) {

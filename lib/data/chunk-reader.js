@@ -45,7 +45,7 @@ class ChunkReader {
   // chunks per trip and the rest waits queued (read-ahead.js), so it fetches the next
   // trip on its thread while these are checked and handed out.
   static async open ({ lease, readAhead, ...options }) {
-    const share = readAhead ? readAhead.take() : { bytes: MAX_EACH, give () {} }
+    const share = readAhead ? readAhead.take() : { bytes: MAX_EACH, give () {}, get: (db, key) => db.get(key) }
     try {
       return await ChunkReader.#open({ ...options, lease, share })
     } catch (err) {
@@ -70,14 +70,15 @@ class ChunkReader {
       const first = Math.floor(start / chunkSize)
       const last = Math.floor(end / chunkSize)
       // A range that fits in the reader's read-ahead is fetched with one get per chunk,
-      // all at once: LevelDB reads them on several threads, and an iterator would take
-      // two trips (the binding fetches one entry first). Gets see no snapshot: a chunk
+      // all at once (as many as the store lets be in flight): LevelDB reads them on
+      // several threads, and an iterator would take two trips (the binding fetches one
+      // entry first). Gets see no snapshot: a chunk
       // missing because a commit replaced the version meanwhile means reading again.
       if (last - first < Math.max(1, Math.floor(aheadBytes / chunkSize))) {
         // Each chunk is checked as it arrives, while LevelDB still reads the others.
         const check = meta.chunkDigest && !unchecked
         const keys = Array.from({ length: last - first + 1 }, (_, i) => chunkKeys.key(key, meta.version, first + i))
-        const entries = await Promise.all(keys.map((k) => shard.db.get(k).then((value) => ({ key: k, value, intact: check && value ? chunkIntact(k, value) : undefined }))))
+        const entries = await Promise.all(keys.map((k) => share.get(shard.db, k).then((value) => ({ key: k, value, intact: check && value ? chunkIntact(k, value) : undefined }))))
         const missing = entries.findIndex((e) => e.value === undefined)
         if (missing === -1) return new ChunkReader({ ...base, first, last, entries })
         const now = await shard.getMeta(key)

@@ -7,15 +7,37 @@
 const READ_AHEAD_BUDGET = 128 * 1024 * 1024
 const MAX_EACH = 3 * 1024 * 1024
 const MIN_EACH = 384 * 1024
+// Chunk gets a store has in flight at once (a range read fetches one per chunk): two
+// per libuv thread, as LevelDB serves each on one of them. More only pile up values
+// read, waiting for the main thread to copy them into Buffers; the memory they churn
+// through is faulted in anew, and 16 ranges in flight ran slower than one
+// (doc/performance.md, "The read path").
+const GETS_IN_FLIGHT = 2 * (Number(process.env.UV_THREADPOOL_SIZE) || 4)
 
 class ReadAhead {
   #left
+  #gets = 0 // in flight
+  #queued = [] // gets waiting for one in flight to end
 
   constructor (bytes = READ_AHEAD_BUDGET) {
     this.#left = bytes
   }
 
-  // The next reader's share: { bytes, give }, where give() hands it back (once).
+  // db.get(key) once fewer than GETS_IN_FLIGHT of this store's are in flight.
+  async get (db, key) {
+    if (this.#gets < GETS_IN_FLIGHT) this.#gets++
+    else await new Promise((resolve) => this.#queued.push(resolve))
+    try {
+      return await db.get(key)
+    } finally {
+      const next = this.#queued.shift()
+      if (next) next() // the place passes on
+      else this.#gets--
+    }
+  }
+
+  // The next reader's share: { bytes, give, get }, where give() hands it back (once),
+  // and get(db, key) is the store's get above.
   take () {
     const bytes = Math.min(MAX_EACH, Math.max(MIN_EACH, Math.floor(this.#left / 4)))
     this.#left -= bytes
@@ -25,7 +47,8 @@ class ReadAhead {
       give: () => {
         if (!given) this.#left += bytes
         given = true
-      }
+      },
+      get: (db, key) => this.get(db, key)
     }
   }
 }
@@ -47,4 +70,4 @@ function readAheadShape (bytes, chunkSize) {
   return { highWaterMark: Math.floor((perTrip - 0.5) * chunkSize), prefetch: Math.max(1, chunks - perTrip) }
 }
 
-module.exports = { ReadAhead, readAheadShape, MIN_EACH, MAX_EACH, READ_AHEAD_BUDGET }
+module.exports = { ReadAhead, readAheadShape, MIN_EACH, MAX_EACH, READ_AHEAD_BUDGET, GETS_IN_FLIGHT }
