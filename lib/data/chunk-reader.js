@@ -13,6 +13,11 @@ const UNCHECKED = Symbol.for('kfs.perf.unchecked')
 // A reader retries when a commit replaced the version it was about to read; past this
 // many replacements in a row it gives up rather than spin.
 const MAX_ATTEMPTS = 100
+// Metadata records readers read, per database, reused while the database has had no
+// write since (LevelDb#writeMark): then the record is as it was, and a range read needs
+// no round trip to the binding for it before its chunks. At most this many a database.
+const MAX_HINTS = 1024
+const metaHints = new WeakMap() // LevelDb -> Map(key -> { mark, meta })
 
 // Reads bytes [start, end] (inclusive, clamped to the file) of one committed version.
 // The iterator reads from a LevelDB snapshot, so a concurrent overwrite or unlink
@@ -60,7 +65,8 @@ class ChunkReader {
     const aheadBytes = share.bytes
     const { chunkKeys } = shard
     for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
-      const meta = await shard.getMeta(key)
+      // A verifying read (sha256 'always') reads everything from the database again.
+      const meta = attempt === 0 && sha256 !== 'always' ? await hintedMeta(shard, key) : await shard.getMeta(key)
       if (!meta) throw errors.notFound(key)
       const start = range.start || 0
       if (start > meta.size) throw errors.invalidValue('start', `(${start}) is beyond the end of file ${key} (${meta.size} bytes)`, { key })
@@ -149,6 +155,21 @@ class ChunkReader {
       this.lease.release()
     }
   }
+}
+
+// shard.getMeta(key), from metaHints while the database had no write since it was read.
+async function hintedMeta (shard, key) {
+  const { db } = shard
+  const mark = db.writeMark()
+  const hints = metaHints.get(db)
+  const hint = hints && hints.get(key)
+  if (hint && mark !== undefined && hint.mark === mark) return hint.meta
+  const meta = await shard.getMeta(key)
+  if (meta && mark !== undefined && db.writeMark() === mark) {
+    if (!hints || hints.size >= MAX_HINTS) metaHints.set(db, new Map([[key, { mark, meta: Object.freeze(meta) }]]))
+    else hints.set(key, { mark, meta: Object.freeze(meta) })
+  }
+  return meta
 }
 
 function damagedChunk (key, index) {
