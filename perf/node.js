@@ -363,3 +363,5 @@ async function main (args) {
 }
 
 if (require.main === module) runScript('perf/node.js', { parseArgs, cases: CASES, main })
+
+module.exports = { keysForShards, REF }

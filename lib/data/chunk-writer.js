@@ -1,15 +1,20 @@
 'use strict'
 
 const { contentHash } = require('../api/keys')
-const { newVersion, newChunkRecord, CHUNK_DIGEST, CHUNK_HEADER } = require('../shard/records')
+const { newVersion, CHUNK_DIGEST, CHUNK_HEADER } = require('../shard/records')
+const { records } = require('./record-pool')
 const { WriteBudget } = require('./write-budget')
 const errors = require('../api/errors')
 
-// Chunks go to LevelDB in batches of about BATCH_BYTES, with up to MAX_IN_FLIGHT
-// batches outstanding so the JS thread chunks and hashes while LevelDB writes
-// (perf/throughput.js measured these).
+// A file is held until BATCH_BYTES of it came: one that fits goes into its commit batch.
+// Past that, a store that does not sync sends each chunk as a batch of its own, up to
+// MAX_IN_FLIGHT outstanding, so the JS thread chunks and hashes while LevelDB writes.
+// The binding builds each batch on the JS thread in memory that grows as records are
+// added: a 1 MiB batch costs fresh pages every time, a one-chunk batch reuses freed
+// ones (doc/performance.md, "The write path"). A synced store sends BATCH_BYTES at a
+// time, each of its first batches being an fsync.
 const BATCH_BYTES = 1024 * 1024
-const MAX_IN_FLIGHT = 2
+const MAX_IN_FLIGHT = 4
 // With sync, the first batches of a write are synced one by one; past this many, the
 // rest are written unsynced and the shard's memtable is flushed to a synced table
 // before the commit, which costs less than an fsync per batch (perf/throughput.js).
@@ -124,7 +129,10 @@ class ChunkWriter {
     let offset = 0
     while (offset < data.length && !this.aborting) {
       // A chunk starts here; a file known to end sooner gets a record of what is left.
-      if (!this.partial) this.partial = newChunkRecord(Math.min(this.chunkSize, this.#left(data.length - offset)))
+      if (!this.partial) {
+        const length = Math.min(this.chunkSize, this.#left(data.length - offset))
+        this.partial = records.take(length, length === this.chunkSize)
+      }
       const take = Math.min(this.chunkSize - this.partialBytes, data.length - offset)
       data.copy(this.partial, CHUNK_HEADER + this.partialBytes, offset, offset + take)
       this.partialBytes += take
@@ -156,24 +164,26 @@ class ChunkWriter {
     if (this.batch.length === 0) this.ticket.hold(this.sendHeld)
     this.batch.push(chunk)
     this.batchBytes += chunk.length
-    if (this.batchBytes >= BATCH_BYTES) await this.#flush()
+    if (this.batchBytes >= BATCH_BYTES || (this.chunks > 0 && !this.shard.sync)) await this.#flush()
   }
 
   async #flush () {
     const chunks = this.batch
     if (chunks.length === 0) return
-    const bytes = this.batchBytes
     this.ticket.unhold()
     this.batch = []
     this.batchBytes = 0
-    const first = this.chunks
-    const written = this.#send(first, chunks, bytes)
-    // The first batch carries the pending record: it must land before any other batch,
-    // or a crash could leave chunks that no pending record points to.
-    if (first === 0) await written
-    else this.inflight.push(written)
-    this.#hashChunks(chunks)
-    while (this.inflight.length >= MAX_IN_FLIGHT) await this.inflight.shift()
+    for (const batch of this.shard.sync ? [chunks] : chunks.map((chunk) => [chunk])) {
+      const first = this.chunks
+      const written = this.#send(first, batch, batch.reduce((sum, chunk) => sum + chunk.length, 0))
+      // The first batch carries the pending record: it must land before any other batch,
+      // or a crash could leave chunks that no pending record points to.
+      if (first === 0) await written
+      else this.inflight.push(written)
+      this.#hashChunks(batch)
+      this.#giveBack(batch) // the batch holds copies (#send)
+      while (this.inflight.length >= MAX_IN_FLIGHT) await this.inflight.shift()
+    }
   }
 
   // A batch's bytes go back to the budget however the batch ends: refused before it was
@@ -198,6 +208,11 @@ class ChunkWriter {
     return written
   }
 
+  // Records nobody needs now (never one in this.batch, this.partial or an inline commit).
+  #giveBack (chunks) {
+    records.give(chunks, CHUNK_HEADER + this.chunkSize)
+  }
+
   #hashChunks (chunks) {
     if (this.hash) for (const chunk of chunks) this.hash.update(chunk.subarray(CHUNK_HEADER))
   }
@@ -216,6 +231,14 @@ class ChunkWriter {
       this.chunks = inline.length
       this.#hashChunks(inline)
     }
+    try {
+      return await this.#committed(inline)
+    } finally {
+      this.#giveBack(inline) // the commit batch was sent, or never will be
+    }
+  }
+
+  async #committed (inline) {
     await this.#flush()
     while (this.inflight.length > 0) await this.inflight.shift()
     if (this.failure) throw this.failure
@@ -245,6 +268,9 @@ class ChunkWriter {
     if (this.state !== 'writing') return
     this.state = 'aborted'
     await Promise.allSettled(this.inflight)
+    this.#giveBack(this.partial ? [...this.batch, this.partial] : this.batch)
+    this.partial = undefined
+    this.partialBytes = 0
     this.batch = []
     this.batchBytes = 0
     // Before the cleanup, which other writes must not wait for: a failing write's

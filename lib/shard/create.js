@@ -13,7 +13,10 @@ const errors = require('../api/errors')
 // mid-creation never leaves a half-made shard that would later look damaged. A
 // failure here is never damage: the shard did not exist.
 // template: the files of a new shard (makeTemplate), written instead of running LevelDB.
-async function createShard (location, tmpDir, template) {
+// syncLater: resolve once the shard is renamed into place, to { synced }: the sync of
+// its parent directory, which the caller must await before it writes into the shard (it
+// may open the shard meanwhile: the two syncs overlap).
+async function createShard (location, tmpDir, template, { syncLater = false } = {}) {
   const name = path.basename(location)
   // rename() would replace an empty directory: whatever is in the way is not ours to take.
   const inTheWay = await fs.stat(location).then(() => true, () => false)
@@ -23,11 +26,15 @@ async function createShard (location, tmpDir, template) {
     staging = template ? await writeFromTemplate(template, tmpDir, name) : await buildShard(tmpDir, name)
     await fs.rename(staging, location)
     staging = undefined
-    await syncDir(path.dirname(location)) // a failure here leaves a shard that exists
   } catch (err) {
     if (staging) await fs.rm(staging, { recursive: true, force: true })
     throw creationFailed(name, err)
   }
+  // A failure here leaves a shard that exists.
+  const synced = syncDir(path.dirname(location)).catch((err) => { throw creationFailed(name, err) })
+  if (!syncLater) return synced
+  synced.catch(() => {}) // the caller awaits it, unless what it did meanwhile failed first
+  return { synced }
 }
 
 // The files of a new shard, built once with LevelDB (template.js): undefined when

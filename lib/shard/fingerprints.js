@@ -24,6 +24,12 @@ class Fingerprints {
     return !this.#prints || this.#prints.has(fingerprint(key))
   }
 
+  // The shard was just created: it holds no key.
+  made () {
+    this.#made = true
+    this.#prints = new Map()
+  }
+
   // After a commit created a file, or an unlink removed one; `files`: the count now.
   added (key, files) {
     this.#change(key, 1, files)

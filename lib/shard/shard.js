@@ -43,7 +43,9 @@ class Shard {
   // log while opening are noted in the shard, for verify() to report.
   // unnoted: dropped records an earlier open found and could not note.
   // writeBufferSize: LevelDB's memtable size for this shard. readOnly: see LevelDb.open.
-  static async open ({ index, location, cap, chunkKeys, sync, writeBufferSize, readOnly, unnoted = [] }) {
+  // created: made by this process just now (create.js): its files are known, so it holds
+  // no dead versions, no keys, and its only log was empty; nothing is read to find out.
+  static async open ({ index, location, cap, chunkKeys, sync, writeBufferSize, readOnly, unnoted = [], created = false }) {
     let db
     try {
       db = await LevelDb.open(location, { shard: index, writeBufferSize, readOnly })
@@ -55,8 +57,9 @@ class Shard {
       const raw = await db.get(records.ACCOUNT)
       if (raw === undefined) throw new Error('its accounting record is missing')
       const shard = new Shard({ index, location, db, cap, chunkKeys, sync, account: JSON.parse(raw) })
-      shard.dead = await shard.#deadBytes()
-      dropped = [...unnoted, ...(await db.droppedOnRecovery())]
+      if (created) shard.#prints.made()
+      else shard.dead = await shard.#deadBytes()
+      dropped = [...unnoted, ...(created ? [] : await db.droppedOnRecovery())]
       if (dropped.length) await shard.#noteDamage(dropped)
       return shard
     } catch (err) {

@@ -183,10 +183,12 @@ class Shards {
       throw errors.corrupt(`shard ${shardName(index)}`, `a repair of it was interrupted; run kfs repair ${index} to finish it`, { shard: index })
     }
     const location = this.locationOf(index)
-    if (!this.#existing.has(index)) {
+    const created = !this.#existing.has(index)
+    let placed // the sync of the directory the new shard was renamed into
+    if (created) {
       if (this.readOnly) throw errors.readOnly(`the store at ${this.location}`, { path: this.location })
       try {
-        await room(async () => createShard(location, this.tmpDir, await this.#newShardFiles()))
+        placed = (await room(async () => createShard(location, this.tmpDir, await this.#newShardFiles(), { syncLater: true }))).synced
       } finally {
         // Renamed into place (even if syncing the directory then failed): it exists.
         if (fs.existsSync(location)) this.#existing.add(index)
@@ -195,7 +197,7 @@ class Shards {
     const shard = await room(async () => {
       try {
         const { cap, chunkKeys, sync, writeBufferSize, readOnly } = this
-        return await Shard.open({ index, location, cap, chunkKeys, sync, writeBufferSize, readOnly, unnoted: this.#unnoted.get(index) })
+        return await Shard.open({ index, location, cap, chunkKeys, sync, writeBufferSize, readOnly, unnoted: this.#unnoted.get(index), created })
       } catch (err) {
         // LevelDB reports dropped log records once, in the LOG of the open that dropped
         // them: if noting them failed, they are kept here for the next try.
@@ -203,18 +205,23 @@ class Shards {
         throw err
       }
     })
+    // The shard is in place for good before anything is written into it.
+    if (placed) await placed.catch(async (err) => { await shard.close().catch(() => {}); throw err })
     this.#unnoted.delete(index)
     shard.onDead = this.onDead
     if (shard.dead > 0) this.onDead()
     try {
-      // Read-only: abandoned writes stay, unseen (reads see committed files only).
+      // Read-only: abandoned writes stay, unseen (reads see committed files only). A shard
+      // just created has none.
+      if (created) this.#cleaned.add(index)
       if (!this.#cleaned.has(index) && !this.readOnly) {
         // Frees space; on a full disk it waits for the next open or compact().
         await shard.discardAbandoned().then(() => this.#cleaned.add(index), (err) => {
           if (!errors.isDiskFull(err)) throw err
         })
       }
-      await room(() => this.usage.opened(index, { used: shard.used, files: shard.files, diskBytes: 0 }))
+      if (created) this.usage.created(index)
+      else await room(() => this.usage.opened(index, { used: shard.used, files: shard.files, diskBytes: 0 }))
     } catch (err) {
       await shard.close().catch(() => {})
       throw err

@@ -27,30 +27,37 @@ async function readTemplate (dir) {
 }
 
 // Writes the template's files into a new directory in `tmpDir` and returns its path:
-// each file synced, then the directory, as LevelDB would before the shard is renamed
-// into place. On failure nothing is left behind.
+// each file synced, and the directory, as LevelDB would before the shard is renamed
+// into place. The syncs run at once: the directory's entries exist once the files are
+// made, and nothing is renamed before every sync is done. On failure nothing is left
+// behind.
 async function writeFromTemplate (files, tmpDir, name) {
   const staging = path.join(tmpDir, `${name}-${crypto.randomBytes(4).toString('hex')}`)
+  const handles = []
+  const synced = [] // handles of the files LevelDB syncs
   try {
     await fs.mkdir(staging)
     // All settled before a failure is cleaned up: no write may land after the removal.
-    const written = await Promise.allSettled(files.map(async ([file, data]) => {
+    const settled = async (work) => {
+      const failed = (await Promise.allSettled(work)).find((r) => r.status === 'rejected')
+      if (failed) throw failed.reason
+    }
+    await settled(files.map(async ([file, data]) => {
       // LOCK as LevelDB makes it (0644); the others as fopen() does (0666), less the umask.
       const handle = await fs.open(path.join(staging, file), 'wx', file === 'LOCK' ? 0o644 : 0o666)
-      try {
-        await handle.writeFile(data)
-        if (data.length) await handle.sync()
-      } finally {
-        await handle.close()
-      }
+      handles.push(handle)
+      await handle.writeFile(data)
+      if (data.length) synced.push(handle)
     }))
-    const failed = written.find((r) => r.status === 'rejected')
-    if (failed) throw failed.reason
-    await syncDir(staging)
+    await settled([...synced.map((h) => h.sync()), syncDir(staging)])
     return staging
   } catch (err) {
+    await Promise.allSettled(handles.map((h) => h.close()))
+    handles.length = 0
     await fs.rm(staging, { recursive: true, force: true }).catch(() => {}) // the failure is what matters
     throw err
+  } finally {
+    await Promise.allSettled(handles.map((h) => h.close()))
   }
 }
 

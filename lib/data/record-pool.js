@@ -1,0 +1,48 @@
+'use strict'
+
+const { newChunkRecord, CHUNK_HEADER } = require('../shard/records')
+
+// Whole chunk records kept for reuse across writes, at most this many bytes of them.
+// A write copies the caller's bytes into chunk records, and the binding copies those
+// into its batch before LevelDb#batch returns (leveldb.js): a record is free again as
+// soon as its batch was sent. Fresh memory is what costs on these machines (every page
+// of a new buffer faults in, and the freed ones go back to the system), not the copy
+// (doc/performance.md, "The write path").
+const KEPT_BYTES = 8 * 1024 * 1024
+
+class RecordPool {
+  #free = new Map() // record length -> Buffers
+  #bytes = 0
+  #mine = new WeakSet() // the memory of whole records this pool made: only those come back
+
+  // A record for `length` bytes of data (records.newChunkRecord): a kept one of that
+  // size, or a new one. Only whole chunks are kept: `whole` says this is one.
+  take (length, whole) {
+    const kept = whole && this.#free.get(CHUNK_HEADER + length)
+    if (kept && kept.length) {
+      this.#bytes -= CHUNK_HEADER + length
+      return kept.pop()
+    }
+    const record = newChunkRecord(length)
+    if (whole) this.#mine.add(record.buffer)
+    return record
+  }
+
+  // Takes back records (or leading parts of them) nobody uses any more: the caller
+  // must not touch them afterwards. `length`: the record length of a whole chunk;
+  // records of another size are left to the garbage collector.
+  give (records, length) {
+    for (const record of records) {
+      const buffer = record.buffer
+      if (!this.#mine.has(buffer) || record.byteOffset !== 0 || buffer.byteLength !== length || this.#bytes + length > KEPT_BYTES) continue
+      let list = this.#free.get(length)
+      if (!list) this.#free.set(length, (list = []))
+      list.push(record.length === length ? record : Buffer.from(buffer))
+      this.#bytes += length
+    }
+  }
+}
+
+const records = new RecordPool()
+
+module.exports = { RecordPool, records }

@@ -1,0 +1,177 @@
+'use strict'
+
+// Memory of 256 slow readers, one per shard, each pausing 500 ms after its first chunk
+// (issue 21's target: RSS growth under 1 GiB), measured side by side on the same data:
+// kfs read streams, raw leveldown iterators over the same shards' databases (the floor
+// LevelDB 1.20 sets), and fs read streams (1 MiB highWaterMark) over the same bytes as
+// plain files. Each case runs in a process of its own, rounds alternating. Growth is
+// split into private memory (RssAnon) and file-backed pages (RssFile), and the part of
+// those that is mapped LevelDB tables (.ldb in /proc/self/smaps).
+//
+//   node perf/slow-readers.js [--size 8M] [--readers 256] [--rounds 3] [--dir DIR] [--quick]
+//
+// --readers below 256 reads that many shards; --quick: 16 readers of 256 KiB, one round.
+
+const fs = require('node:fs')
+const os = require('node:os')
+const path = require('node:path')
+const crypto = require('node:crypto')
+const { inChild } = require('./child')
+const { runScript, optionValue, parseCount, parseSize, fmt, MiB } = require('./script')
+
+const PAUSE_MS = 500
+const REF = '00112233445566778899aabbccddeeff00112233'
+
+function parseArgs (argv) {
+  const args = { size: 8 * MiB, readers: 256, rounds: 3, dir: process.env.KFS_PERF_DIR || os.tmpdir(), quick: false }
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]
+    if (arg === '--child') args.child = JSON.parse(optionValue(argv, ++i))
+    else if (arg === '--size') args.size = parseSize(optionValue(argv, ++i), arg)
+    else if (arg === '--readers') args.readers = Math.min(256, parseCount(optionValue(argv, ++i), arg))
+    else if (arg === '--rounds') args.rounds = parseCount(optionValue(argv, ++i), arg)
+    else if (arg === '--dir') args.dir = optionValue(argv, ++i)
+    else if (arg === '--quick') Object.assign(args, { size: 256 * 1024, readers: 16, rounds: 1, quick: true })
+    else throw new Error(`unknown argument ${arg} (see the comment at the top of perf/slow-readers.js)`)
+  }
+  return args
+}
+
+// MiB of private and file-backed memory, and of mapped LevelDB tables.
+function memory () {
+  const status = fs.readFileSync('/proc/self/status', 'utf8')
+  const field = (name) => Number(status.match(new RegExp(`^${name}:\\s+(\\d+) kB`, 'm'))[1]) / 1024
+  let tables = 0
+  let inTable = false
+  for (const line of fs.readFileSync('/proc/self/smaps', 'utf8').split('\n')) {
+    if (/^[0-9a-f]+-[0-9a-f]+ /.test(line)) inTable = line.endsWith('.ldb')
+    else if (inTable && line.startsWith('Rss:')) tables += Number(line.split(/\s+/)[1]) / 1024
+  }
+  return { anon: field('RssAnon'), file: field('RssFile'), tables }
+}
+
+// Runs read(onFirst) for every reader while sampling memory every 20 ms: the peak
+// growth of each figure over the memory before the readers started.
+async function sampled (readers) {
+  const base = memory()
+  const peak = { ...base }
+  const tick = setInterval(() => {
+    for (const [name, value] of Object.entries(memory())) peak[name] = Math.max(peak[name], value)
+  }, 20)
+  const start = process.hrtime.bigint()
+  const pause = () => new Promise((resolve) => setTimeout(resolve, PAUSE_MS))
+  const bytes = (await Promise.all(readers.map((read) => read(pause)))).reduce((a, b) => a + b, 0)
+  const ms = Number(process.hrtime.bigint() - start) / 1e6
+  clearInterval(tick)
+  return { ms, bytes, anon: peak.anon - base.anon, file: peak.file - base.file, tables: peak.tables - base.tables }
+}
+
+// A stream read slowly: paused after its first chunk. Resolves with the bytes read.
+const slowly = (stream, pause) => new Promise((resolve, reject) => {
+  let bytes = 0
+  let first = true
+  stream.on('data', (data) => {
+    bytes += data.length
+    if (!first) return
+    first = false
+    stream.pause()
+    pause().then(() => stream.resume())
+  })
+  stream.on('end', () => resolve(bytes))
+  stream.on('error', reject)
+})
+
+const keysOf = (dir) => JSON.parse(fs.readFileSync(path.join(dir, 'keys.json'), 'utf8'))
+
+const cases = {
+  // A kfs store with one file of `size` random bytes in each of `readers` shards, and
+  // (unless plain is false: perf/costs.js) the same bytes as plain files.
+  async make ({ dir, size, readers, plain = true }) {
+    const { shardFor } = require('../lib/shard/routing')
+    const store = require('..')(path.join(dir, 'store'), { referenceId: REF })
+    const keys = new Map()
+    for (let i = 0; keys.size < readers; i++) {
+      const key = crypto.createHash('sha256').update(`key ${i}`).digest('hex')
+      const shard = shardFor(Buffer.from(REF, 'hex'), key)
+      if (!keys.has(shard)) keys.set(shard, key)
+    }
+    if (plain) fs.mkdirSync(path.join(dir, 'files'))
+    for (const key of keys.values()) {
+      const data = crypto.randomBytes(size)
+      await store.writeFile(key, data)
+      if (plain) fs.writeFileSync(path.join(dir, 'files', key), data)
+    }
+    await store.close()
+    fs.writeFileSync(path.join(dir, 'keys.json'), JSON.stringify([...keys.values()]))
+    return {}
+  },
+  async kfs ({ dir }) {
+    const store = require('..')(path.join(dir, 'store'))
+    const keys = keysOf(dir)
+    await Promise.all(keys.map((key) => store.exists(key))) // every shard open before the count
+    try {
+      return await sampled(keys.map((key) => (pause) => slowly(store.createReadStream(key), pause)))
+    } finally {
+      await store.close()
+    }
+  },
+  // Every record of each shard's database, in key order, as kfs's readers read them.
+  async raw ({ dir }) {
+    const leveldown = require('leveldown')
+    const call = (fn) => new Promise((resolve, reject) => fn((err, ...values) => (err ? reject(err) : resolve(values))))
+    const shards = fs.readdirSync(path.join(dir, 'store')).filter((name) => name.endsWith('.s'))
+    const dbs = shards.map((name) => leveldown(path.join(dir, 'store', name)))
+    await Promise.all(dbs.map((db) => call((cb) => db.open({ createIfMissing: false, maxOpenFiles: 64, cacheSize: 4 * MiB }, cb))))
+    try {
+      return await sampled(dbs.map((db) => async (pause) => {
+        const iterator = db.iterator()
+        let bytes = 0
+        try {
+          for (let first = true; ; first = false) {
+            const [key, value] = await call((cb) => iterator.next(cb))
+            if (key === undefined) return bytes
+            bytes += value.length
+            if (first) await pause()
+          }
+        } finally {
+          await call((cb) => iterator.end(cb))
+        }
+      }))
+    } finally {
+      await Promise.all(dbs.map((db) => call((cb) => db.close(cb))))
+    }
+  },
+  async fs ({ dir }) {
+    const keys = keysOf(dir)
+    return sampled(keys.map((key) => (pause) => slowly(fs.createReadStream(path.join(dir, 'files', key), { highWaterMark: MiB }), pause)))
+  }
+}
+
+async function main (args) {
+  const root = fs.mkdtempSync(path.join(args.dir, 'kfs-slow-readers-'))
+  const print = (line = '') => process.stdout.write(line + '\n')
+  try {
+    await inChild(__filename, { name: 'make', dir: root, size: args.size, readers: args.readers })
+    print(`# perf/slow-readers.js: ${args.readers} slow readers of ${fmt(args.size / MiB, 2)} MiB each, one per shard, ${args.rounds} round${args.rounds === 1 ? "" : "s"}${args.quick ? ' (--quick: measures nothing)' : ''}`)
+    print()
+    print('| round | engine | s | RSS growth MiB | private MiB | file-backed MiB | of which mapped tables MiB |')
+    print('|---|---|---|---|---|---|---|')
+    const growth = { kfs: [], raw: [], fs: [] }
+    for (let round = 1; round <= args.rounds; round++) {
+      for (const engine of ['kfs', 'raw', 'fs']) {
+        const r = await inChild(__filename, { name: engine, dir: root })
+        if (r.bytes !== args.readers * args.size && engine !== 'raw') throw new Error(`${engine} read ${r.bytes} bytes, not ${args.readers * args.size}`)
+        growth[engine].push(r.anon + r.file)
+        print(`| ${round} | ${engine} | ${fmt(r.ms / 1000, 2)} | ${fmt(r.anon + r.file)} | ${fmt(r.anon)} | ${fmt(r.file)} | ${fmt(r.tables)} |`)
+      }
+    }
+    const median = (values) => values.sort((a, b) => a - b)[Math.floor(values.length / 2)]
+    const kfs = median(growth.kfs)
+    print()
+    print(`kfs RSS growth: ${fmt(kfs)} MiB (target under 1,024): ${kfs < 1024 ? 'met' : 'MISSED'}; raw LevelDB iterators, the floor: ${fmt(median(growth.raw))} MiB; fs: ${fmt(median(growth.fs))} MiB (medians)`)
+  } finally {
+    fs.rmSync(root, { recursive: true, force: true })
+  }
+}
+
+if (require.main === module) runScript('perf/slow-readers.js', { parseArgs, cases, main })

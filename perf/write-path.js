@@ -1,0 +1,269 @@
+'use strict'
+
+// The write path against raw LevelDB doing the same writes (issue 21): 8 MiB writeFile
+// and 1 KiB files one at a time, into a store whose 256 shards exist, against leveldown
+// writing the very records kfs writes (lib/shard/records.js), made before the clock
+// starts, batch for batch, into 256 databases with kfs's shard settings.
+//
+//   node perf/write-path.js [--big 20] [--small 6000] [--step 300] [--first 1000]
+//     [--dir DIR] [--base DIR] [--only big,small,first]
+//
+// Each engine runs in a process of its own (LevelDB runs every flush and compaction of
+// a process on one background thread), kept alive for the whole case: the parent asks
+// the engines in turn for one step each (one 8 MiB file, or `step` small files),
+// rotating who goes first, so that the load of a shared machine falls on all of them
+// alike. Each step's ratio compares steps measured next to each other in time; the
+// report gives the median and the spread of those ratios.
+//
+// Engines: kfs (writeFile); raw256 (256 leveldown databases; an 8 MiB file is 1 MiB
+// batches of kfs's chunk records, as kfs sent them before, the first with the pending
+// record and awaited, then at most two in flight, then the commit batch of metadata,
+// pending delete and accounting; a small file is one batch of chunk, metadata and
+// accounting); raw256c (the same records, one chunk per batch and at most four in
+// flight, as kfs sends them now: the fastest way found for raw leveldown); base (with
+// --base: the kfs of another checkout, its root directory, to measure a change before
+// and after side by side).
+//
+// first: a new store's first `--first` files of 1 KiB, in steps of 100, against 256 raw
+// leveldown databases each created (createIfMissing) when its first file comes, then
+// written as above: what making a database on first use costs LevelDB itself.
+
+const fs = require('node:fs')
+const os = require('node:os')
+const path = require('node:path')
+const crypto = require('node:crypto')
+const { fork } = require('node:child_process')
+const { once } = require('node:events')
+const { now, msSince } = require('./child')
+
+const MiB = 1024 * 1024
+
+function parseArgs (argv) {
+  const args = { big: 20, small: 6000, step: 300, first: 1000, dir: process.env.KFS_PERF_DIR || os.tmpdir(), only: ['big', 'small', 'first'], base: undefined }
+  for (let i = 0; i < argv.length; i++) {
+    const [name, value] = [argv[i], argv[++i]]
+    if (name === '--child') args.child = JSON.parse(value)
+    else if (['--big', '--small', '--step', '--first'].includes(name) && /^\d+$/.test(value)) args[name.slice(2)] = Number(value)
+    else if (name === '--dir' && value) args.dir = value
+    else if (name === '--only' && value) args.only = value.split(',')
+    else if (name === '--base' && value) args.base = path.resolve(value)
+    else throw new Error(`bad argument ${name} (see the comment at the top of perf/write-path.js)`)
+  }
+  return args
+}
+
+const key = () => crypto.randomBytes(32).toString('hex')
+const call = (fn) => new Promise((resolve, reject) => fn((err, v) => (err ? reject(err) : resolve(v))))
+const median = (xs) => {
+  const s = [...xs].sort((a, b) => a - b)
+  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2
+}
+
+// A leveldown database with kfs's shard settings, holding an accounting record.
+async function openRaw (dir) {
+  const leveldown = require('leveldown')
+  const { DEFAULTS } = require('../lib/leveldb/leveldb')
+  const { writeBufferSize } = require('../lib/shard/shards')
+  const db = leveldown(dir)
+  await call((cb) => db.open({ ...DEFAULTS, writeBufferSize: writeBufferSize(256) }, cb))
+  await call((cb) => db.put('!a', JSON.stringify({ used: 0, files: 0 }), { sync: true }, cb))
+  return db
+}
+
+// 256 of them, made now, or (lazy) each when first asked for: { get(i) -> db, all }.
+async function openRaw256 (dir, lazy = false) {
+  fs.mkdirSync(dir, { recursive: true })
+  const dbs = []
+  const get = async (i) => dbs[i] || (dbs[i] = await openRaw(path.join(dir, String(i))))
+  if (!lazy) for (let i = 0; i < 256; i++) await get(i)
+  return { get, all: dbs }
+}
+
+// kfs's records for one file (records.js), sealed, in batches as ChunkWriter sends them.
+function kfsRecords (k, data, { perBatch = 8, chunkSize = 128 * 1024, shardCap = 32 * 1024 * MiB } = {}) {
+  const records = require('../lib/shard/records')
+  const chunkKeys = new records.ChunkKeys(shardCap, chunkSize)
+  const version = records.newVersion()
+  const chunks = []
+  for (let offset = 0; offset < data.length; offset += chunkSize) {
+    const piece = data.subarray(offset, offset + chunkSize)
+    const record = records.newChunkRecord(piece.length)
+    piece.copy(record, records.CHUNK_HEADER)
+    const chunkKey = chunkKeys.key(k, version, chunks.length)
+    chunks.push({ type: 'put', key: chunkKey, value: records.sealChunk(chunkKey, record) })
+  }
+  const meta = { type: 'put', key: records.metaKey(k), value: records.encodeMeta({ version, size: data.length, chunks: chunks.length, sha256: crypto.hash('sha256', data), chunkDigest: 'crc32', mtime: Date.now() }) }
+  const account = { type: 'put', key: records.ACCOUNT, value: JSON.stringify({ used: data.length, files: 1 }) }
+  if (data.length <= MiB) return { batches: [], commit: [...chunks, meta, account] }
+  const batches = []
+  for (let i = 0; i < chunks.length; i += perBatch) batches.push(chunks.slice(i, i + perBatch))
+  batches[0].unshift({ type: 'put', key: records.pendingKey(version), value: k })
+  return { batches, commit: [meta, { type: 'del', key: records.pendingKey(version) }, account] }
+}
+
+// One file's batches as ChunkWriter sends them: the first awaited, then at most
+// `inFlight` outstanding; then the commit batch.
+async function writeRaw (db, { batches, commit }, inFlight) {
+  const pending = []
+  for (let i = 0; i < batches.length; i++) {
+    const written = call((cb) => db.batch(batches[i], cb))
+    if (i === 0) await written
+    else pending.push(written)
+    while (pending.length >= inFlight) await pending.shift()
+  }
+  await Promise.all(pending)
+  await call((cb) => db.batch(commit, cb))
+}
+
+// A kfs store whose 256 shards exist (and are open): small files until each has one.
+async function kfsWithShards (dir, lib) {
+  const store = require(lib || '..')(dir)
+  await store.open()
+  const tiny = Buffer.alloc(16)
+  for (let n = 0; ; n += 64) {
+    for (let i = 0; i < 64; i++) await store.writeFile(key(), tiny)
+    if (n % 1024 === 0 && (await store.usage()).shards.length === 256) break
+  }
+  return store
+}
+
+// In the child: makes the engine, then runs steps as the parent asks: { ms } each.
+async function serveSteps ({ engine, dir, lib, size, perStep, perBatch, inFlight, fresh }) {
+  const value = crypto.randomBytes(size)
+  let write, close
+  if (engine === 'kfs') {
+    const store = fresh ? require(lib || '..')(dir) : await kfsWithShards(dir, lib)
+    await store.open()
+    write = (k) => store.writeFile(k, value)
+    close = () => store.close()
+  } else {
+    const dbs = await openRaw256(dir, fresh)
+    const made = (k) => ({ db: parseInt(k.slice(0, 2), 16), records: kfsRecords(k, value, { perBatch }) })
+    // The records of the next step are made before its clock starts: LevelDB's part alone.
+    let next
+    write = async (k) => writeRaw(await dbs.get(next.get(k).db), next.get(k).records, inFlight)
+    write.prepare = (keys) => { next = new Map(keys.map((k) => [k, made(k)])) }
+    close = async () => { for (const db of dbs.all) if (db) await call((cb) => db.close(cb)) }
+  }
+  process.send({ ready: true })
+  process.on('message', async (message) => {
+    if (message.stop) {
+      await close()
+      process.disconnect()
+      return
+    }
+    const keys = Array.from({ length: perStep }, key)
+    if (write.prepare) write.prepare(keys)
+    const start = now()
+    for (const k of keys) await write(k)
+    process.send({ ms: msSince(start) })
+  })
+}
+
+class Engine {
+  constructor (name, job) {
+    this.name = name
+    this.child = fork(__filename, ['--child', JSON.stringify(job)], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] })
+    this.messages = []
+    this.waiting = []
+    this.child.on('message', (m) => (this.waiting.length ? this.waiting.shift()(m) : this.messages.push(m)))
+    this.exited = once(this.child, 'exit')
+    this.exited.then(([code]) => { if (code) this.waiting.forEach((w) => w({ failed: code })) })
+  }
+
+  async next () {
+    const m = this.messages.length ? this.messages.shift() : await new Promise((resolve) => this.waiting.push(resolve))
+    if (m.failed) throw new Error(`${this.name} failed with exit code ${m.failed}`)
+    return m
+  }
+
+  async step () {
+    this.child.send({ step: true })
+    return (await this.next()).ms
+  }
+
+  async stop () {
+    this.child.send({ stop: true })
+    await this.exited
+  }
+}
+
+// Runs `steps` steps of each engine, in turn; returns { engine: [ms per step] }.
+async function runCase (root, names, { size, perStep, steps, base, fresh = false }) {
+  const engines = names.map((name) => {
+    const lib = name === 'base' ? base : undefined
+    const raw = { raw256: { perBatch: 8, inFlight: 2 }, raw256c: { perBatch: 1, inFlight: 4 } }[name]
+    return new Engine(name, { engine: raw ? 'raw' : 'kfs', ...raw, lib, dir: path.join(root, `${size}-${fresh}-${name}`), size, perStep, fresh })
+  })
+  try {
+    for (const e of engines) await e.next() // ready; made one at a time
+    const times = Object.fromEntries(names.map((n) => [n, []]))
+    for (let s = 0; s < steps; s++) {
+      for (let i = 0; i < engines.length; i++) {
+        const e = engines[(i + s) % engines.length]
+        times[e.name].push(await e.step())
+      }
+    }
+    return times
+  } finally {
+    for (const e of engines) await e.stop().catch(() => {})
+  }
+}
+
+function report (title, unit, times, per, names) {
+  const f = (x, d = 1) => x.toFixed(d)
+  const value = (n) => times[n].map((ms) => ms * per)
+  const ratios = (a, b) => times[a].map((t, i) => t / times[b][i])
+  const spread = (xs) => `${f(median(xs), 2)} (${f(Math.min(...xs), 2)}-${f(Math.max(...xs), 2)})`
+  console.log(`\n${title}`)
+  console.log(`| engine | ${unit}, median of steps | min-max |`)
+  console.log('|---|---|---|')
+  for (const n of names) console.log(`| ${n} | ${f(median(value(n)))} | ${f(Math.min(...value(n)))}-${f(Math.max(...value(n)))} |`)
+  console.log(`kfs / raw256, per step: ${spread(ratios('kfs', 'raw256'))}`)
+  if (names.includes('raw256c')) console.log(`kfs / raw256c, per step: ${spread(ratios('kfs', 'raw256c'))}`)
+  if (names.includes('base')) console.log(`kfs / base, per step: ${spread(ratios('kfs', 'base'))}; base / raw256: ${spread(ratios('base', 'raw256'))}`)
+}
+
+async function main (args) {
+  const root = fs.mkdtempSync(path.join(args.dir, 'kfs-write-path-'))
+  const names = ['kfs', 'raw256', ...(args.base ? ['base'] : [])]
+  try {
+    console.log(`# perf/write-path.js: 256 shards created first; each engine in its own process, steps interleaved${args.base ? `; base: ${args.base}` : ''}`)
+    if (args.only.includes('big')) {
+      const bigNames = [...names, 'raw256c']
+      const times = await runCase(root, bigNames, { size: 8 * MiB, perStep: 1, steps: args.big, base: args.base })
+      report(`8 MiB writeFile, ${args.big} steps of one file (target: kfs within 1.1x raw256)`, 'ms per file', times, 1, bigNames)
+    }
+    if (args.only.includes('small')) {
+      const steps = Math.max(1, Math.round(args.small / args.step))
+      const times = await runCase(root, names, { size: 1024, perStep: args.step, steps, base: args.base })
+      report(`1 KiB files one at a time, awaited, ${steps} steps of ${args.step} (target: kfs within 1.3x raw256)`, 'us per file', times, 1000 / args.step, names)
+    }
+    if (args.only.includes('first')) {
+      const steps = Math.max(1, Math.round(args.first / 100))
+      const times = await runCase(root, names, { size: 1024, perStep: 100, steps, base: args.base, fresh: true })
+      const total = (n) => times[n].reduce((a, b) => a + b, 0)
+      console.log(`\nA new store's first ${steps * 100} files of 1 KiB, one at a time, awaited, in steps of 100 (target: kfs under 1 s)`)
+      console.log('| engine | s in all |')
+      console.log('|---|---|')
+      for (const n of names) console.log(`| ${n} | ${(total(n) / 1000).toFixed(2)} |`)
+      console.log(`kfs / raw256 (databases made on first use): ${(total('kfs') / total('raw256')).toFixed(2)}`)
+      if (args.base) console.log(`kfs / base: ${(total('kfs') / total('base')).toFixed(2)}`)
+    }
+  } finally {
+    fs.rmSync(root, { recursive: true, force: true })
+  }
+}
+
+const args = parseArgs(process.argv.slice(2))
+if (args.child) {
+  serveSteps(args.child).catch((err) => {
+    process.stderr.write(`${err.stack}\n`)
+    process.exit(1)
+  })
+} else {
+  main(args).catch((err) => {
+    process.stderr.write(`write-path: ${err.stack}\n`)
+    process.exitCode = 1
+  })
+}

@@ -1,0 +1,41 @@
+'use strict'
+
+const { expect } = require('chai')
+const fs = require('node:fs')
+const path = require('node:path')
+const { execFile } = require('node:child_process')
+const { promisify } = require('node:util')
+const { useTmp } = require('./helpers')
+
+// Issue 21's costs, once at tiny sizes: every figure is printed beside its target.
+describe('perf/costs.js', function () {
+  this.timeout(120000)
+  const tmp = useTmp()
+  const script = path.join(__dirname, '..', 'perf', 'costs.js')
+
+  it('--quick prints every figure with its target and verdict, and leaves no data behind', async () => {
+    const { stdout } = await promisify(execFile)(process.execPath, [script, '--quick', '--dir', tmp.dir])
+    expect(stdout).to.contain('--quick: tiny sizes, measures nothing')
+    const lines = stdout.split('\n')
+    const figure = (id) => lines.find((line) => line.startsWith(`figure ${id}: `))
+    // A measured figure, then its target and whether it was met.
+    for (const id of ['1a', '2a', '2b', '3a', '3b', '4', '5']) {
+      expect(figure(id), `figure ${id}`).to.match(/ [\d.,]+( s)? \(rounds [\d.,]+-[\d.,]+\), target (<=|>=|>|<) [\d.,]+( s)?: (met|MISSED)$/)
+    }
+    expect(figure('6')).to.match(/RSS growth -?[\d,]+ MiB \(rounds -?[\d,]+--?[\d,]+\), target < 1,024 MiB: (met|MISSED); raw leveldown iterators, the floor: -?[\d,]+ MiB$/)
+    expect(figure('1b')).to.match(/kfs \/ kfs4, time: not measured \(give --kfs4 DIR\)$/)
+    expect(figure('1c')).to.match(/time [\d.]+ \(rounds [\d.]+-[\d.]+\): no target/)
+    expect(lines.filter((line) => line.startsWith('figure '))).to.have.length(10)
+    for (const table of ['### 1. ', '### 2, 3. ', '### 4. ', '### 5, 6. ']) expect(stdout).to.contain(table)
+    expect(fs.readdirSync(tmp.dir)).to.deep.equal([])
+  })
+
+  it('refuses bad arguments with a message and exit code 2', async () => {
+    for (const [argv, message] of [[['--rounds', '0'], '--rounds takes a positive integer'], [['--kfs4', tmp.dir], 'no kfs v4 there'], [['--bogus'], 'unknown argument --bogus']]) {
+      const err = await promisify(execFile)(process.execPath, [script, ...argv]).then(() => undefined, (e) => e)
+      expect(err, argv.join(' ')).to.be.an('error')
+      expect(err.code).to.equal(2)
+      expect(err.stderr).to.contain(message)
+    }
+  })
+})

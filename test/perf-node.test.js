@@ -1,0 +1,23 @@
+'use strict'
+
+const { expect } = require('chai')
+const path = require('node:path')
+const { execFile } = require('node:child_process')
+const { promisify } = require('node:util')
+
+// The storage-node workload script, once at tiny sizes: every case runs and reports.
+describe('perf/node.js', function () {
+  this.timeout(240000)
+
+  it('--quick runs every case, each engine in its own process, and prints every table', async () => {
+    const script = path.join(__dirname, '..', 'perf', 'node.js')
+    const { stdout } = await promisify(execFile)(process.execPath, [script, '--quick'])
+    expect(stdout).to.match(/\| kfs \| [\d,]+ \| [\d,]+ \| 1\.00 \| [\d,]+ \| 1\.00 \|/)
+    expect(stdout).to.match(/\| one raw LevelDB \(put\) \| [\d,]+ \|/)
+    expect(stdout).to.match(/list\(\) \/ keys-only iterator: [\d.]+/)
+    expect(stdout).to.match(/failures: \{\}; peak descriptors [\d,]+/)
+    expect(stdout).to.match(/kfs 32 writers \/ 1: [\d.]+/)
+    expect(stdout).to.match(/\| vanilla \| 32 \| [\d,]+ \| [\d,]+ \|/)
+    for (const engine of ['kfs', 'kfs-no-reclaim', 'vanilla']) expect(stdout).to.match(new RegExp(`\\| ${engine} \\| [\\d,]+ \\| [\\d.]+ \\|`))
+  })
+})

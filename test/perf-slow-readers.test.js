@@ -1,0 +1,27 @@
+'use strict'
+
+const path = require('node:path')
+const { execFile } = require('node:child_process')
+const { promisify } = require('node:util')
+const { expect } = require('chai')
+
+// The memory of slow readers, once at a tiny size: every engine reads every byte and
+// reports its growth, and the target line is printed.
+describe('perf/slow-readers.js', function () {
+  this.timeout(60000)
+  const script = path.join(__dirname, '..', 'perf', 'slow-readers.js')
+
+  it('--quick: kfs, raw LevelDB iterators and fs each read every file, with their memory growth and the target', async () => {
+    const { stdout } = await promisify(execFile)(process.execPath, [script, '--quick', '--rounds', '2'])
+    const rows = stdout.split('\n').filter((line) => /^\| \d+ \|/.test(line))
+    expect(rows.map((row) => row.split(' | ')[1])).to.deep.equal(['kfs', 'raw', 'fs', 'kfs', 'raw', 'fs'])
+    for (const row of rows) expect(row).to.match(/^\| \d \| \w+ \| [\d.]+ \| -?[\d,]+ \| -?[\d,]+ \| -?[\d,]+ \| -?[\d,]+ \|$/)
+    expect(stdout).to.match(/kfs RSS growth: -?[\d,]+ MiB \(target under 1,024\): (met|MISSED); raw LevelDB iterators, the floor: -?[\d,]+ MiB; fs: -?[\d,]+ MiB/)
+  })
+
+  it('refuses a bad argument with exit code 2', async () => {
+    const err = await promisify(execFile)(process.execPath, [script, '--readers', '0']).then(() => undefined, (e) => e)
+    expect(err, 'expected a usage error').to.be.an('error')
+    expect(err.code).to.equal(2)
+  })
+})
