@@ -1,7 +1,7 @@
 'use strict'
 
 const { expect } = require('chai')
-const { ReadAhead, readAheadShape, MIN_EACH, MAX_EACH, READ_AHEAD_BUDGET } = require('../lib/data/read-ahead')
+const { ReadAhead, readAheadShape, MIN_EACH, MAX_EACH, READ_AHEAD_BUDGET, GETS_IN_FLIGHT } = require('../lib/data/read-ahead')
 
 describe('read-ahead shared among readers', () => {
   it('one reader reads ahead the most; 256 readers together stay within the budget plus a minimum each', () => {
@@ -22,8 +22,38 @@ describe('read-ahead shared among readers', () => {
 
   it('a share becomes a binding fetch size and a queue of chunks', () => {
     const C = 128 * 1024
-    expect(readAheadShape(MAX_EACH, C)).to.deep.equal({ highWaterMark: 1024 * 1024, prefetch: 16 })
-    expect(readAheadShape(MIN_EACH, C)).to.deep.equal({ highWaterMark: C, prefetch: 2 })
-    expect(readAheadShape(MIN_EACH, 1024 * 1024)).to.deep.equal({ highWaterMark: 1024 * 1024, prefetch: 1 })
+    // Three chunks a trip (the binding stops past 2.5 chunks' bytes), the rest queued.
+    expect(readAheadShape(MAX_EACH, C)).to.deep.equal({ highWaterMark: 2.5 * C, prefetch: 21 })
+    // A small share: one chunk a trip, two queued.
+    expect(readAheadShape(MIN_EACH, C)).to.deep.equal({ highWaterMark: C / 2, prefetch: 2 })
+    expect(readAheadShape(MIN_EACH, 1024 * 1024)).to.deep.equal({ highWaterMark: 512 * 1024, prefetch: 1 })
+    expect(readAheadShape(MAX_EACH, 1024 * 1024)).to.deep.equal({ highWaterMark: 512 * 1024, prefetch: 2 })
+  })
+
+  it('lets at most GETS_IN_FLIGHT chunk gets of a store be in flight, and a failed one frees its place', async () => {
+    const readAhead = new ReadAhead()
+    const pending = []
+    let running = 0
+    let most = 0
+    const db = {
+      get: (key) => new Promise((resolve, reject) => {
+        most = Math.max(most, ++running)
+        pending.push(() => {
+          running--
+          if (key === 'bad') reject(new Error('bad'))
+          else resolve(key)
+        })
+      })
+    }
+    const share = readAhead.take()
+    const keys = Array.from({ length: 3 * GETS_IN_FLIGHT }, (_, i) => (i === 1 ? 'bad' : `k${i}`))
+    let done = false
+    const results = Promise.all(keys.map((k) => share.get(db, k).catch((err) => err.message))).finally(() => (done = true))
+    while (!done) {
+      pending.splice(0).forEach((settle) => settle())
+      await new Promise((resolve) => setImmediate(resolve))
+    }
+    expect(await results).to.deep.equal(keys)
+    expect(most).to.equal(GETS_IN_FLIGHT)
   })
 })

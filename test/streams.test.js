@@ -169,6 +169,28 @@ describe('streams', () => {
       await rejects(readAll(again.createReadStream('f')), 'EINTEGRITY')
     })
 
+    it('a range read after an overwrite, an unlink or a rewrite sees it, however often the same range was read before', async () => {
+      const store = t.open({ chunkSize: C })
+      const first = bytes(5 * C)
+      await store.writeFile('again', first)
+      const range = () => readAll(store.createReadStream('again', { start: C, end: 3 * C - 1 }))
+      for (let i = 0; i < 3; i++) expect((await range()).equals(first.subarray(C, 3 * C))).to.equal(true)
+      const second = Buffer.from(first).fill(7, C, 2 * C)
+      await store.writeFile('again', second)
+      expect((await range()).equals(second.subarray(C, 3 * C))).to.equal(true)
+      await store.unlink('again')
+      await rejects(range(), 'ENOENT')
+      await rejects(readAll(store.createReadStream('again', { start: 0, end: 0 })), 'ENOENT')
+      await store.writeFile('again', bytes(C / 2))
+      await rejects(range(), 'EINVAL') // starts past the end of the new, shorter file
+      expect((await readAll(store.createReadStream('again', { start: 0, end: 9 }))).equals(bytes(C / 2).subarray(0, 10))).to.equal(true)
+      // An empty file's read fetches no chunk that could turn out missing.
+      await store.writeFile('empty', Buffer.alloc(0))
+      for (let i = 0; i < 2; i++) expect(await readAll(store.createReadStream('empty'))).to.have.length(0)
+      await store.unlink('empty')
+      await rejects(readAll(store.createReadStream('empty')), 'ENOENT')
+    })
+
     it('rejects reversed or invalid ranges with EINVAL, and a start past the end', async () => {
       const store = t.open()
       await store.writeFile('f', 'abc')

@@ -13,6 +13,11 @@ const UNCHECKED = Symbol.for('kfs.perf.unchecked')
 // A reader retries when a commit replaced the version it was about to read; past this
 // many replacements in a row it gives up rather than spin.
 const MAX_ATTEMPTS = 100
+// Metadata records readers read, per database, reused while the database has had no
+// write since (LevelDb#writeMark): then the record is as it was, and a range read needs
+// no round trip to the binding for it before its chunks. At most this many a database.
+const MAX_HINTS = 1024
+const metaHints = new WeakMap() // LevelDb -> Map(key -> { mark, meta })
 
 // Reads bytes [start, end] (inclusive, clamped to the file) of one committed version.
 // The iterator reads from a LevelDB snapshot, so a concurrent overwrite or unlink
@@ -41,11 +46,11 @@ class ChunkReader {
   // Opens a reader of `key` in the leased shard: { shard, release }, released by
   // close(), or now if the open fails. readAhead: the store's ReadAhead, which the reader
   // takes its share from (what it may fetch ahead of its consumer) and gives it back to
-  // in the same places; without it, the most a reader takes. With the most, the binding
-  // fetches a third per trip and the rest waits queued, so it fetches the next batch on
-  // its thread while this one is checked and copied.
+  // in the same places; without it, the most a reader takes. The binding fetches a few
+  // chunks per trip and the rest waits queued (read-ahead.js), so it fetches the next
+  // trip on its thread while these are checked and handed out.
   static async open ({ lease, readAhead, ...options }) {
-    const share = readAhead ? readAhead.take() : { bytes: MAX_EACH, give () {} }
+    const share = readAhead ? readAhead.take() : { bytes: MAX_EACH, give () {}, get: (db, key) => db.get(key) }
     try {
       return await ChunkReader.#open({ ...options, lease, share })
     } catch (err) {
@@ -60,7 +65,8 @@ class ChunkReader {
     const aheadBytes = share.bytes
     const { chunkKeys } = shard
     for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
-      const meta = await shard.getMeta(key)
+      // A verifying read (sha256 'always') reads everything from the database again.
+      const meta = attempt === 0 && sha256 !== 'always' ? await hintedMeta(shard, key) : await shard.getMeta(key)
       if (!meta) throw errors.notFound(key)
       const start = range.start || 0
       if (start > meta.size) throw errors.invalidValue('start', `(${start}) is beyond the end of file ${key} (${meta.size} bytes)`, { key })
@@ -70,14 +76,15 @@ class ChunkReader {
       const first = Math.floor(start / chunkSize)
       const last = Math.floor(end / chunkSize)
       // A range that fits in the reader's read-ahead is fetched with one get per chunk,
-      // all at once: LevelDB reads them on several threads, and an iterator would take
-      // two trips (the binding fetches one entry first). Gets see no snapshot: a chunk
+      // all at once (as many as the store lets be in flight): LevelDB reads them on
+      // several threads, and an iterator would take two trips (the binding fetches one
+      // entry first). Gets see no snapshot: a chunk
       // missing because a commit replaced the version meanwhile means reading again.
       if (last - first < Math.max(1, Math.floor(aheadBytes / chunkSize))) {
         // Each chunk is checked as it arrives, while LevelDB still reads the others.
         const check = meta.chunkDigest && !unchecked
         const keys = Array.from({ length: last - first + 1 }, (_, i) => chunkKeys.key(key, meta.version, first + i))
-        const entries = await Promise.all(keys.map((k) => shard.db.get(k).then((value) => ({ key: k, value, intact: check && value ? chunkIntact(k, value) : undefined }))))
+        const entries = await Promise.all(keys.map((k) => share.get(shard.db, k).then((value) => ({ key: k, value, intact: check && value ? chunkIntact(k, value) : undefined }))))
         const missing = entries.findIndex((e) => e.value === undefined)
         if (missing === -1) return new ChunkReader({ ...base, first, last, entries })
         const now = await shard.getMeta(key)
@@ -148,6 +155,21 @@ class ChunkReader {
       this.lease.release()
     }
   }
+}
+
+// shard.getMeta(key), from metaHints while the database had no write since it was read.
+async function hintedMeta (shard, key) {
+  const { db } = shard
+  const mark = db.writeMark()
+  const hints = metaHints.get(db)
+  const hint = hints && hints.get(key)
+  if (hint && mark !== undefined && hint.mark === mark) return hint.meta
+  const meta = await shard.getMeta(key)
+  if (meta && mark !== undefined && db.writeMark() === mark) {
+    if (!hints || hints.size >= MAX_HINTS) metaHints.set(db, new Map([[key, { mark, meta: Object.freeze(meta) }]]))
+    else hints.set(key, { mark, meta: Object.freeze(meta) })
+  }
+  return meta
 }
 
 function damagedChunk (key, index) {

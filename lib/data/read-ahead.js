@@ -7,15 +7,37 @@
 const READ_AHEAD_BUDGET = 128 * 1024 * 1024
 const MAX_EACH = 3 * 1024 * 1024
 const MIN_EACH = 384 * 1024
+// Chunk gets a store has in flight at once (a range read fetches one per chunk): two
+// per libuv thread, as LevelDB serves each on one of them. More only pile up values
+// read, waiting for the main thread to copy them into Buffers; the memory they churn
+// through is faulted in anew, and 16 ranges in flight ran slower than one
+// (doc/performance.md, "The read path").
+const GETS_IN_FLIGHT = 2 * (Number(process.env.UV_THREADPOOL_SIZE) || 4)
 
 class ReadAhead {
   #left
+  #gets = 0 // in flight
+  #queued = [] // gets waiting for one in flight to end
 
   constructor (bytes = READ_AHEAD_BUDGET) {
     this.#left = bytes
   }
 
-  // The next reader's share: { bytes, give }, where give() hands it back (once).
+  // db.get(key) once fewer than GETS_IN_FLIGHT of this store's are in flight.
+  async get (db, key) {
+    if (this.#gets < GETS_IN_FLIGHT) this.#gets++
+    else await new Promise((resolve) => this.#queued.push(resolve))
+    try {
+      return await db.get(key)
+    } finally {
+      const next = this.#queued.shift()
+      if (next) next() // the place passes on
+      else this.#gets--
+    }
+  }
+
+  // The next reader's share: { bytes, give, get }, where give() hands it back (once),
+  // and get(db, key) is the store's get above.
   take () {
     const bytes = Math.min(MAX_EACH, Math.max(MIN_EACH, Math.floor(this.#left / 4)))
     this.#left -= bytes
@@ -25,15 +47,27 @@ class ReadAhead {
       give: () => {
         if (!given) this.#left += bytes
         given = true
-      }
+      },
+      get: (db, key) => this.get(db, key)
     }
   }
 }
 
-// How a reader with `bytes` to read ahead uses them: a third fetched per trip into the
-// binding, the rest as chunks queued for the consumer.
+// What the binding reads per trip, at most (keys and values). It copies a trip's values
+// on its thread, then each again into a Buffer on the main thread; with trips of four
+// 128 KiB chunks or more, the main thread's heap grew and shrank with the trips and
+// every page of it was faulted in anew, which cost more than the reads themselves. With
+// three a trip, it stays put (doc/performance.md, "The read path").
+const TRIP_BYTES = 384 * 1024
+
+// How a reader with `bytes` to read ahead uses them: chunks fetched per trip into the
+// binding, the rest queued for the consumer, so that the binding fetches the next trip
+// on its thread while the queued chunks are checked and handed out.
 function readAheadShape (bytes, chunkSize) {
-  return { highWaterMark: Math.max(chunkSize, Math.floor(bytes / 3)), prefetch: Math.max(1, Math.floor((bytes * 2) / 3 / chunkSize)) }
+  const chunks = Math.max(1, Math.floor(bytes / chunkSize))
+  const perTrip = Math.max(1, Math.min(Math.floor(TRIP_BYTES / chunkSize), Math.floor(chunks / 2)))
+  // The binding ends a trip once it has read more than highWaterMark bytes.
+  return { highWaterMark: Math.floor((perTrip - 0.5) * chunkSize), prefetch: Math.max(1, chunks - perTrip) }
 }
 
-module.exports = { ReadAhead, readAheadShape, MIN_EACH, MAX_EACH, READ_AHEAD_BUDGET }
+module.exports = { ReadAhead, readAheadShape, MIN_EACH, MAX_EACH, READ_AHEAD_BUDGET, GETS_IN_FLIGHT }

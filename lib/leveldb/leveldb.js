@@ -30,6 +30,8 @@ class LevelDb {
   #iterators = new Set()
   #dir // where LevelDB has it open: `location`, or its shadow
   #shadow
+  #writesBegun = 0
+  #writesEnded = 0
 
   // shard: the shard index this database is, named by the errors it raises.
   constructor (db, location, shard, shadow) {
@@ -137,8 +139,10 @@ class LevelDb {
     if (this.#closed) return Promise.reject(errors.closed())
     if (this.readOnly) return Promise.reject(this.#refused())
     this.written = true
+    this.#writesBegun++
     return new Promise((resolve, reject) => {
       fn((err) => {
+        this.#writesEnded++
         if (!err) return resolve()
         // LevelDB keeps a failed background write (a full disk, say) and refuses every
         // later write until the database is reopened: remember that it needs that.
@@ -147,6 +151,13 @@ class LevelDb {
         reject(classified)
       })
     })
+  }
+
+  // A mark of the writes so far, undefined while one is in flight. This process is the
+  // database's only writer (LevelDB's lock), so what a read returned after a mark is
+  // still current while writeMark() returns that mark.
+  writeMark () {
+    return this.#writesBegun === this.#writesEnded ? this.#writesBegun : undefined
   }
 
   // An iterator over a snapshot taken now. prefetch: entries fetched ahead of the
