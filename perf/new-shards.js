@@ -64,6 +64,7 @@ async function main (args) {
     process.stdout.write(JSON.stringify(await cases[args.child.name](args.child)))
     return
   }
+  fs.mkdirSync(args.dir, { recursive: true })
   const root = fs.mkdtempSync(path.join(args.dir, 'kfs-new-shards-'))
   const place = (name) => path.join(root, name)
   try {

@@ -177,6 +177,7 @@ function listKeys (db, prefix) {
 
 async function main (args) {
   fs.mkdirSync(args.dir, { recursive: true })
+  fs.mkdirSync(args.dir, { recursive: true })
   const base = fs.mkdtempSync(path.join(args.dir, 'kfs-read-path-'))
   const { bavail, bsize } = fs.statfsSync(base)
   if (bavail * bsize < args.size * MiB * 3) throw new Error(`${base} has too little free space for ${args.size} MiB`)

@@ -148,6 +148,7 @@ const cases = {
 }
 
 async function main (args) {
+  fs.mkdirSync(args.dir, { recursive: true })
   const root = fs.mkdtempSync(path.join(args.dir, 'kfs-slow-readers-'))
   const print = (line = '') => process.stdout.write(line + '\n')
   try {

@@ -225,6 +225,7 @@ function report (title, unit, times, per, names) {
 }
 
 async function main (args) {
+  fs.mkdirSync(args.dir, { recursive: true })
   const root = fs.mkdtempSync(path.join(args.dir, 'kfs-write-path-'))
   const names = ['kfs', 'raw256', ...(args.base ? ['base'] : [])]
   try {
@@ -263,7 +264,7 @@ if (args.child) {
   })
 } else {
   main(args).catch((err) => {
-    process.stderr.write(`write-path: ${err.stack}\n`)
+    process.stderr.write(`write-path: ${err.message}\n`)
     process.exitCode = 1
   })
 }
