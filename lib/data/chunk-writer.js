@@ -207,7 +207,8 @@ class ChunkWriter {
     return written
   }
 
-  // Records nobody needs now (never one in this.batch, this.partial or an inline commit).
+  // Records nobody needs any more: sent in a batch (the binding copied them), or of a
+  // commit that was sent or never will be, or of a write aborted.
   #giveBack (chunks) {
     this.records.give(chunks, CHUNK_HEADER + this.chunkSize)
   }

@@ -71,14 +71,6 @@ class UsageCache {
     return this.#nextBatch
   }
 
-  // A shard this process just created: it has no record (or it would not have been
-  // created), and no record is as untrusted as an open mark, so nothing is written.
-  // Closing it writes its figures, as for any shard.
-  created (index) {
-    this.#trusted.delete(index)
-    this.known.add(index)
-  }
-
   // LevelDB refuses every write after a background flush failed (a full disk) until the
   // database is reopened; every shard open writes here, so the state is reopened once.
   #write (fn) {

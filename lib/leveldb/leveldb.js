@@ -123,6 +123,8 @@ class LevelDb {
     })
   }
 
+  // The binding copies every key and value before this returns: callers may reuse their
+  // Buffers at once (data/record-pool.js does). Keep the call synchronous on every path.
   batch (ops, { sync = false } = {}) {
     return this.#write((done) => this.#db.batch(ops, { sync }, done))
   }
@@ -141,7 +143,10 @@ class LevelDb {
     this.written = true
     this.#writesBegun++
     return new Promise((resolve, reject) => {
-      fn((err) => {
+      let ended = false
+      const done = (err) => {
+        if (ended) return
+        ended = true
         this.#writesEnded++
         if (!err) return resolve()
         // LevelDB keeps a failed background write (a full disk, say) and refuses every
@@ -149,7 +154,12 @@ class LevelDb {
         const classified = classify(err, this.shard)
         if (classified.code !== 'ECLOSED') this.failed = classified
         reject(classified)
-      })
+      }
+      try {
+        fn(done)
+      } catch (err) {
+        done(err) // thrown before the binding took the write: it ended
+      }
     })
   }
 

@@ -6,6 +6,7 @@ const { Shard } = require('./shard')
 const { createShard, makeTemplate } = require('./create')
 const { ShardPool } = require('./pool')
 const { defaultOpenShards } = require('../dir/descriptors')
+const { syncDir } = require('../dir/sync-dir')
 const { shardName, shardDirName } = require('./routing')
 const errors = require('../api/errors')
 
@@ -27,6 +28,7 @@ class Shards {
   #existing // indices of shards created, on disk or known to the usage cache
   #cleaned = new Set() // shards whose abandoned writes were discarded since open
   #unnoted = new Map() // index -> log records LevelDB dropped, not yet noted in the shard
+  #unsynced = new Set() // shards renamed into place whose directory's sync has not succeeded
   #operations // the store's: every lease is one of them
   #writers = 0 // write leases not yet released
   #busyPeriod = 0 // counts the times #writers rose from 0
@@ -190,8 +192,12 @@ class Shards {
       try {
         placed = (await room(async () => createShard(location, this.tmpDir, await this.#newShardFiles(), { syncLater: true }))).synced
       } finally {
-        // Renamed into place (even if syncing the directory then failed): it exists.
-        if (fs.existsSync(location)) this.#existing.add(index)
+        // Renamed into place (even if syncing the directory then failed): it exists, and
+        // every open syncs the directory until that succeeded.
+        if (fs.existsSync(location)) {
+          this.#existing.add(index)
+          this.#unsynced.add(index)
+        }
       }
     }
     const shard = await room(async () => {
@@ -205,8 +211,12 @@ class Shards {
         throw err
       }
     })
-    // The shard is in place for good before anything is written into it.
-    if (placed) await placed.catch(async (err) => { await shard.close().catch(() => {}); throw err })
+    // The shard is in place for good before kfs writes anything into it: the sync that
+    // overlapped this open, or, should that one have failed or this open be a retry, a new one.
+    if (this.#unsynced.has(index)) {
+      await (placed || syncDir(path.dirname(location))).catch(async (err) => { await shard.close().catch(() => {}); throw err })
+      this.#unsynced.delete(index)
+    }
     this.#unnoted.delete(index)
     shard.onDead = this.onDead
     if (shard.dead > 0) this.onDead()
@@ -220,8 +230,7 @@ class Shards {
           if (!errors.isDiskFull(err)) throw err
         })
       }
-      if (created) this.usage.created(index)
-      else await room(() => this.usage.opened(index, { used: shard.used, files: shard.files, diskBytes: 0 }))
+      await room(() => this.usage.opened(index, { used: shard.used, files: shard.files, diskBytes: 0 }))
     } catch (err) {
       await shard.close().catch(() => {})
       throw err
