@@ -13,10 +13,10 @@ const errors = require('../api/errors')
 // mid-creation never leaves a half-made shard that would later look damaged. A
 // failure here is never damage: the shard did not exist.
 // template: the files of a new shard (makeTemplate), written instead of running LevelDB.
-// syncLater: resolve once the shard is renamed into place, to { synced }: the sync of
-// its parent directory, which the caller must await before it writes into the shard (it
-// may open the shard meanwhile: the two syncs overlap).
-async function createShard (location, tmpDir, template, { syncLater = false } = {}) {
+// placed: false leaves syncing the shard into its directory (syncPlaced) to the
+// caller, who must have it succeed before writing into the shard, and may open the
+// shard meanwhile.
+async function createShard (location, tmpDir, template, { placed = true } = {}) {
   const name = path.basename(location)
   // rename() would replace an empty directory: whatever is in the way is not ours to take.
   const inTheWay = await fs.stat(location).then(() => true, () => false)
@@ -30,11 +30,13 @@ async function createShard (location, tmpDir, template, { syncLater = false } = 
     if (staging) await fs.rm(staging, { recursive: true, force: true })
     throw creationFailed(name, err)
   }
-  // A failure here leaves a shard that exists.
-  const synced = syncDir(path.dirname(location)).catch((err) => { throw creationFailed(name, err) })
-  if (!syncLater) return synced
-  synced.catch(() => {}) // the caller awaits it, unless what it did meanwhile failed first
-  return { synced }
+  if (placed) await syncPlaced(location)
+}
+
+// Syncs a new shard's directory entry. A failure leaves a shard that exists, whose
+// rename may not survive a power cut: sync again before writing into it.
+function syncPlaced (location) {
+  return syncDir(path.dirname(location)).catch((err) => { throw creationFailed(path.basename(location), err) })
 }
 
 // The files of a new shard, built once with LevelDB (template.js): undefined when
@@ -84,4 +86,4 @@ function creationFailed (name, err) {
   return errors.system(`shard ${name} could not be created`, { code: 'EIO', message: err.message }, { cause: err })
 }
 
-module.exports = { createShard, makeTemplate }
+module.exports = { createShard, syncPlaced, makeTemplate }

@@ -3,10 +3,9 @@
 const fs = require('node:fs')
 const path = require('node:path')
 const { Shard } = require('./shard')
-const { createShard, makeTemplate } = require('./create')
+const { createShard, syncPlaced, makeTemplate } = require('./create')
 const { ShardPool } = require('./pool')
 const { defaultOpenShards } = require('../dir/descriptors')
-const { syncDir } = require('../dir/sync-dir')
 const { shardName, shardDirName } = require('./routing')
 const errors = require('../api/errors')
 
@@ -186,20 +185,22 @@ class Shards {
     }
     const location = this.locationOf(index)
     const created = !this.#existing.has(index)
-    let placed // the sync of the directory the new shard was renamed into
     if (created) {
       if (this.readOnly) throw errors.readOnly(`the store at ${this.location}`, { path: this.location })
       try {
-        placed = (await room(async () => createShard(location, this.tmpDir, await this.#newShardFiles(), { syncLater: true }))).synced
+        await room(async () => createShard(location, this.tmpDir, await this.#newShardFiles(), { placed: false }))
       } finally {
-        // Renamed into place (even if syncing the directory then failed): it exists, and
-        // every open syncs the directory until that succeeded.
+        // Renamed into place: it exists, and every open syncs it into its directory until
+        // that succeeded.
         if (fs.existsSync(location)) {
           this.#existing.add(index)
           this.#unsynced.add(index)
         }
       }
     }
+    // While LevelDB opens the shard; awaited before kfs writes anything into it.
+    const placed = this.#unsynced.has(index) ? syncPlaced(location) : undefined
+    if (placed) placed.catch(() => {}) // unless the open fails first
     const shard = await room(async () => {
       try {
         const { cap, chunkKeys, sync, writeBufferSize, readOnly } = this
@@ -211,10 +212,8 @@ class Shards {
         throw err
       }
     })
-    // The shard is in place for good before kfs writes anything into it: the sync that
-    // overlapped this open, or, should that one have failed or this open be a retry, a new one.
-    if (this.#unsynced.has(index)) {
-      await (placed || syncDir(path.dirname(location))).catch(async (err) => { await shard.close().catch(() => {}); throw err })
+    if (placed) {
+      await placed.catch(async (err) => { await shard.close().catch(() => {}); throw err })
       this.#unsynced.delete(index)
     }
     this.#unnoted.delete(index)
