@@ -23,12 +23,93 @@ async function inChild (script, job) {
   return JSON.parse(out)
 }
 
-// In the child: runs cases[job.name](job) and writes its result.
+// In the child: runs cases[job.name](job) and writes its result, or (job.stepped) serves
+// its steps.
 function serve (cases, job) {
-  cases[job.name](job).then((result) => process.stdout.write(JSON.stringify(result)), (err) => {
+  const failed = (err) => {
     process.stderr.write(`${err.stack}\n`)
     process.exit(1)
+  }
+  if (job.stepped) serveSteps(cases[job.name], job, failed).catch(failed)
+  else cases[job.name](job).then((result) => process.stdout.write(JSON.stringify(result)), failed)
+}
+
+async function serveSteps (make, job, failed) {
+  const engine = await make(job)
+  process.on('message', ({ stop }) => {
+    const done = stop ? engine.close().then(() => process.disconnect()) : engine.step().then((result) => process.send({ result }))
+    done.catch(failed)
   })
+  process.send({ ready: true })
+}
+
+// In the parent: a child serving the steps of `job`, started at once; its stderr goes to
+// the parent's, or is ignored (stderr: 'ignore').
+class Stepped {
+  constructor (script, job, stderr = 'inherit') {
+    this.name = job.engine || job.name
+    this.child = spawn(process.execPath, [script, '--child', JSON.stringify({ ...job, stepped: true })], { stdio: ['ignore', 'ignore', stderr, 'ipc'] })
+    this.replies = []
+    this.waiting = []
+    this.child.on('message', (m) => (this.waiting.length ? this.waiting.shift().resolve(m) : this.replies.push(m)))
+    this.exited = once(this.child, 'exit').then(([code, signal]) => {
+      this.failed = code === 0 ? null : new Error(`${this.name} failed with ${signal ? `signal ${signal}` : `exit code ${code}`}`)
+      for (const w of this.waiting.splice(0)) w.reject(this.#gone())
+    })
+  }
+
+  // Why no reply will come: the child failed, or it exited when asked to stop.
+  #gone () {
+    return this.failed || new Error(`${this.name} has exited`)
+  }
+
+  #reply () {
+    if (this.replies.length) return Promise.resolve(this.replies.shift())
+    if (this.failed !== undefined) return Promise.reject(this.#gone())
+    return new Promise((resolve, reject) => this.waiting.push({ resolve, reject }))
+  }
+
+  ready () {
+    return this.#reply()
+  }
+
+  async step () {
+    this.child.send({ step: true })
+    return (await this.#reply()).result
+  }
+
+  async stop () {
+    if (this.child.connected) this.child.send({ stop: true })
+    await this.exited
+    if (this.failed) throw this.failed
+  }
+}
+
+// Starts one Stepped child per job (one after another: making an engine is not timed),
+// then runs `steps` steps of each in turn, rotating who goes first; stops them all.
+// Returns { name: [each step's result] }. stderr: as Stepped takes it.
+async function runSteps (script, jobs, steps, { stderr } = {}) {
+  const engines = []
+  const results = {}
+  let stopped
+  try {
+    for (const job of jobs) {
+      engines.push(new Stepped(script, job, stderr))
+      await engines.at(-1).ready()
+      results[engines.at(-1).name] = []
+    }
+    for (let s = 0; s < steps; s++) {
+      for (let i = 0; i < engines.length; i++) {
+        const e = engines[(i + s) % engines.length]
+        results[e.name].push(await e.step())
+      }
+    }
+  } finally {
+    stopped = await Promise.allSettled(engines.map((e) => e.stop()))
+  }
+  const failure = stopped.find((s) => s.status === 'rejected')
+  if (failure) throw failure.reason
+  return results
 }
 
 // `kfs list [shard] > /dev/null`, end to end, as a user runs it: milliseconds.
@@ -45,4 +126,4 @@ function cliList (dir, shard) {
   return msSince(start)
 }
 
-module.exports = { inChild, serve, cliList, now, msSince }
+module.exports = { inChild, serve, runSteps, cliList, now, msSince }

@@ -32,9 +32,7 @@ const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
 const crypto = require('node:crypto')
-const { fork } = require('node:child_process')
-const { once } = require('node:events')
-const { now, msSince } = require('./child')
+const { serve, runSteps, now, msSince } = require('./child')
 
 const MiB = 1024 * 1024
 
@@ -127,11 +125,12 @@ async function kfsWithShards (dir, lib) {
   return store
 }
 
-// In the child: makes the engine, then runs steps as the parent asks: { ms } each.
-async function serveSteps ({ engine, dir, lib, size, perStep, perBatch, inFlight, fresh }) {
+// In the child (perf/child.js, Stepped): makes the engine; each step writes `perStep`
+// files and gives its ms.
+async function makeEngine ({ kind, dir, lib, size, perStep, perBatch, inFlight, fresh }) {
   const value = crypto.randomBytes(size)
   let write, close
-  if (engine === 'kfs') {
+  if (kind === 'kfs') {
     const store = fresh ? require(lib || '..')(dir) : await kfsWithShards(dir, lib)
     await store.open()
     write = (k) => store.writeFile(k, value)
@@ -145,69 +144,24 @@ async function serveSteps ({ engine, dir, lib, size, perStep, perBatch, inFlight
     write.prepare = (keys) => { next = new Map(keys.map((k) => [k, made(k)])) }
     close = async () => { for (const db of dbs.all) if (db) await call((cb) => db.close(cb)) }
   }
-  process.send({ ready: true })
-  process.on('message', async (message) => {
-    if (message.stop) {
-      await close()
-      process.disconnect()
-      return
-    }
+  const step = async () => {
     const keys = Array.from({ length: perStep }, key)
     if (write.prepare) write.prepare(keys)
     const start = now()
     for (const k of keys) await write(k)
-    process.send({ ms: msSince(start) })
-  })
-}
-
-class Engine {
-  constructor (name, job) {
-    this.name = name
-    this.child = fork(__filename, ['--child', JSON.stringify(job)], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] })
-    this.messages = []
-    this.waiting = []
-    this.child.on('message', (m) => (this.waiting.length ? this.waiting.shift()(m) : this.messages.push(m)))
-    this.exited = once(this.child, 'exit')
-    this.exited.then(([code]) => { if (code) this.waiting.forEach((w) => w({ failed: code })) })
+    return msSince(start)
   }
-
-  async next () {
-    const m = this.messages.length ? this.messages.shift() : await new Promise((resolve) => this.waiting.push(resolve))
-    if (m.failed) throw new Error(`${this.name} failed with exit code ${m.failed}`)
-    return m
-  }
-
-  async step () {
-    this.child.send({ step: true })
-    return (await this.next()).ms
-  }
-
-  async stop () {
-    this.child.send({ stop: true })
-    await this.exited
-  }
+  return { step, close }
 }
 
 // Runs `steps` steps of each engine, in turn; returns { engine: [ms per step] }.
-async function runCase (root, names, { size, perStep, steps, base, fresh = false }) {
-  const engines = names.map((name) => {
+function runCase (root, names, { size, perStep, steps, base, fresh = false }) {
+  const jobs = names.map((name) => {
     const lib = name === 'base' ? base : undefined
     const raw = { raw256: { perBatch: 8, inFlight: 2 }, raw256c: { perBatch: 1, inFlight: 4 } }[name]
-    return new Engine(name, { engine: raw ? 'raw' : 'kfs', ...raw, lib, dir: path.join(root, `${size}-${fresh}-${name}`), size, perStep, fresh })
+    return { name: 'engine', engine: name, kind: raw ? 'raw' : 'kfs', ...raw, lib, dir: path.join(root, `${size}-${fresh}-${name}`), size, perStep, fresh }
   })
-  try {
-    for (const e of engines) await e.next() // ready; made one at a time
-    const times = Object.fromEntries(names.map((n) => [n, []]))
-    for (let s = 0; s < steps; s++) {
-      for (let i = 0; i < engines.length; i++) {
-        const e = engines[(i + s) % engines.length]
-        times[e.name].push(await e.step())
-      }
-    }
-    return times
-  } finally {
-    for (const e of engines) await e.stop().catch(() => {})
-  }
+  return runSteps(__filename, jobs, steps)
 }
 
 function report (title, unit, times, per, names) {
@@ -257,12 +211,8 @@ async function main (args) {
 }
 
 const args = parseArgs(process.argv.slice(2))
-if (args.child) {
-  serveSteps(args.child).catch((err) => {
-    process.stderr.write(`${err.stack}\n`)
-    process.exit(1)
-  })
-} else {
+if (args.child) serve({ engine: makeEngine }, args.child)
+else {
   main(args).catch((err) => {
     process.stderr.write(`write-path: ${err.message}\n`)
     process.exitCode = 1

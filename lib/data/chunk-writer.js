@@ -297,4 +297,4 @@ class ChunkWriter {
   }
 }
 
-module.exports = { ChunkWriter }
+module.exports = { ChunkWriter, BATCH_BYTES, MAX_IN_FLIGHT }
