@@ -34,7 +34,9 @@
 //    records, the same iterator options as kfs). Each process reads the file once
 //    untimed first: a process that has not yet freed memory pays for fresh pages.
 // 3. As many random 1 MiB ranges of that file as it has MiB, one at a time, then 16 in
-//    flight, against kfs's own checked stream measured in the same process.
+//    flight, against kfs's own checked stream measured in the same process. Its floor:
+//    the same number of ranges read by the raw binding in the raw iterator's process
+//    (gets and a bounded iterator, CRC32s checked), against that checked iterator.
 // 4. 1 KiB files awaited one at a time into a store whose shards all exist and are
 //    open, against 256 raw LevelDBs (kfs's shard options) each file's batch of the
 //    three records kfs writes (chunk, metadata, accounting), built before the clock,
@@ -343,9 +345,64 @@ const CASES = {
       if (bytes !== mib * MiB) throw new Error(`the iterator read ${bytes} bytes, not ${mib} MiB`)
       rates[kind === 'checked' ? 'iteratorChecked' : 'iterator'] = mib / (ms / 1000)
     }
+    Object.assign(rates, await rawRanges(db, keys, key, meta, mib, order[0] === 'checked'))
     await closeAll([db])
     return rates
   }
+}
+
+// Figure 3a's floor: as many random 1 MiB ranges as the file has MiB, one at a time, as
+// the raw binding reads them with no kfs around: the range's chunk records fetched with
+// `get`, at most GETS_IN_FLIGHT at once (lib/data/read-ahead.js), each CRC32 checked as
+// it arrives; and read by an iterator bounded to the range's keys (its first trip is one
+// entry, the rest in a second trip), checked alike. `getsFirst` alternates their order.
+async function rawRanges (db, keys, key, meta, mib, getsFirst) {
+  const { GETS_IN_FLIGHT } = require('../lib/data/read-ahead')
+  const per = MiB / STORE.chunkSize
+  const keysOf = (offset) => Array.from({ length: per }, (_, i) => keys.key(key, meta.version, offset / STORE.chunkSize + i))
+  const check = (k, value) => {
+    if (!records.chunkIntact(k, value)) throw new Error(`chunk ${k} does not match its CRC32`)
+    return value.length - records.CHUNK_HEADER
+  }
+  const gets = async (offset) => {
+    const list = keysOf(offset)
+    let next = 0
+    let bytes = 0
+    const worker = async () => {
+      while (next < list.length) {
+        const k = list[next++]
+        const value = await call((cb) => db.get(k, { asBuffer: true, fillCache: false }, cb))
+        bytes += check(k, value)
+      }
+    }
+    await Promise.all(Array.from({ length: Math.min(GETS_IN_FLIGHT, list.length) }, worker))
+    return bytes
+  }
+  const iterate = (offset) => new Promise((resolve, reject) => {
+    const list = keysOf(offset)
+    const it = db.iterator({ gte: list[0], lte: list[list.length - 1], keyAsBuffer: false, valueAsBuffer: true, fillCache: false, highWaterMark: MiB })
+    let bytes = 0
+    const next = () => it.next((err, k, value) => {
+      if (err) return it.end(() => reject(err))
+      if (k === undefined) return it.end(() => resolve(bytes))
+      try {
+        bytes += check(k, value)
+      } catch (e) {
+        return it.end(() => reject(e))
+      }
+      next()
+    })
+    next()
+  })
+  const offsets = Array.from({ length: mib }, () => crypto.randomInt(mib) * MiB)
+  const rates = {}
+  for (const [name, range] of getsFirst ? [['rawRanges', gets], ['rawRangesIterator', iterate]] : [['rawRangesIterator', iterate], ['rawRanges', gets]]) {
+    const ms = await timed(async () => {
+      for (const offset of offsets) if ((await range(offset)) !== MiB) throw new Error(`a raw range at ${offset} did not read 1 MiB`)
+    })
+    rates[name] = mib / (ms / 1000)
+  }
+  return rates
 }
 
 // Each figure's cases for one round, engines in the order of the round.
@@ -425,7 +482,7 @@ function report (args, results, print) {
   const writers = ['kfs', 'raw', 'rawShard', 'raw256', ...(args.kfs4 ? ['kfs4'] : [])]
   const names = { kfs: 'kfs', raw: 'one raw LevelDB', rawShard: 'one raw LevelDB, a shard\'s memtable', raw256: `${args.shards} raw LevelDBs`, kfs4: 'kfs4' }
   table(`1. ${fmt(args.writeSize / MiB)} MiB writeFile, shards created: median ms of ${args.writes} writes, each engine's in turn`, writers.map((e) => names[e]), (at) => writers.map((e) => fmt(mid(at(`write ${e}`)), 1)))
-  table(`2, 3. Reading the ${fmt(args.big)} MiB file: MiB/s`, ['checked stream', 'unchecked stream', 'raw iterator', 'raw iterator, CRC32s checked', '1 MiB ranges, one at a time', '16 in flight'], (at) => ['checked', 'unchecked', 'iterator', 'iteratorChecked', 'ranges', 'ranges16'].map((k) => fmt(at(`read ${k}`))))
+  table(`2, 3. Reading the ${fmt(args.big)} MiB file: MiB/s`, ['checked stream', 'unchecked stream', 'raw iterator', 'raw iterator, CRC32s checked', '1 MiB ranges, one at a time', '16 in flight', 'raw ranges, gets', 'raw ranges, iterator'], (at) => ['checked', 'unchecked', 'iterator', 'iteratorChecked', 'ranges', 'ranges16', 'rawRanges', 'rawRangesIterator'].map((k) => fmt(at(`read ${k}`))))
   table('4. 1 KiB files, shards created: µs per file, median of the steps', ['kfs', `${args.shards} raw LevelDBs, 3 records per batch`], (at) => [fmt(mid(at('small kfs')), 1), fmt(mid(at('small raw256')), 1)])
   table(`5, 6. A new store's first ${fmt(args.firstFiles)} files; ${args.shards} slow readers of ${args.slowBig} MiB`, ['first files, s', `raw LevelDBs made on first use, s`, 'raw LevelDBs made ahead, s', 'slow readers: RSS growth MiB', 'private MiB', 'file-backed MiB', 'mapped tables MiB', 'raw iterators: RSS growth MiB'], (at) => {
     const s = at('slow kfs')
@@ -445,6 +502,9 @@ function report (args, results, print) {
   print(`  its floor: a raw leveldown iterator checking the same CRC32s / the same unchecked, MiB/s ${fmt(median(checking), 3)} (rounds ${fmt(Math.min(...checking), 3)}-${fmt(Math.max(...checking), 3)})`)
   figure('2b', `whole-file stream of ${fmt(args.big)} MiB: checked / raw leveldown iterator, MiB/s`, (at) => at('read checked') / at('read iterator'), '>= 0.8', (x) => x >= 0.8)
   figure('3a', 'random 1 MiB ranges one at a time / kfs\'s checked stream, MiB/s', (at) => at('read ranges') / at('read checked'), '>= 0.9', (x) => x >= 0.9)
+  const floor3 = (name) => perRound((at) => at(`read ${name}`) / at('read iteratorChecked'))
+  const [byGets, byIterator] = [floor3('rawRanges'), floor3('rawRangesIterator')]
+  print(`  its floor: raw leveldown 1 MiB ranges one at a time / the raw iterator checking the same CRC32s, MiB/s: by gets ${fmt(median(byGets), 3)} (rounds ${fmt(Math.min(...byGets), 3)}-${fmt(Math.max(...byGets), 3)}), by a bounded iterator ${fmt(median(byIterator), 3)} (rounds ${fmt(Math.min(...byIterator), 3)}-${fmt(Math.max(...byIterator), 3)})`)
   figure('3b', 'random 1 MiB ranges, 16 in flight / one at a time, MiB/s', (at) => at('read ranges16') / at('read ranges'), '> 1', (x) => x > 1)
   figure('4', `1 KiB files, shards created: kfs / ${args.shards} raw LevelDBs, time per file`, (at) => paired(at('small kfs'), at('small raw256')), '<= 1.3', (x) => x <= 1.3)
   const seconds = (engine) => {
