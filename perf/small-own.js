@@ -6,16 +6,17 @@
 // left is what kfs does around LevelDB on the JS thread: what raw leveldown's loop in
 // perf/write-path.js does not do.
 //
-//   node perf/small-own.js [--files 20000] [--rounds 5] [--base DIR] [--dir DIR]
+//   node perf/small-own.js [--files 1000] [--steps 60] [--base DIR] [--dir DIR]
 //     [--profile FILE]
 //
 // Each engine (kfs: this checkout; base: the kfs at DIR) runs in a child process of its
-// own, kept for all rounds, which are interleaved, the first engine alternating. Each
-// round reports wall time and the process's CPU time (user + system) per file: with
-// the batch stubbed, the process runs on one thread, and its CPU time is what a busy
-// machine disturbs least. --profile: the kfs child's last round is profiled (V8's
-// sampling profiler, 50 µs) into FILE (.cpuprofile), and the functions taking most of
-// it are printed, in µs per file.
+// own, kept for all steps of `files` files, which are interleaved, the first engine
+// alternating: on a shared machine, the steps compared are next to each other in time.
+// Each step gives wall time and the process's CPU time (user + system) per file (with
+// the batch stubbed, the process runs on one thread); the report gives their medians,
+// and the median and quartiles of the per-step ratio kfs / base. --profile: a last
+// step of 20,000 files of kfs is profiled (V8's sampling profiler, 50 µs) into FILE
+// (.cpuprofile), and the functions taking most of it are printed, in µs per file.
 
 const fs = require('node:fs')
 const os = require('node:os')
@@ -26,11 +27,11 @@ const { once } = require('node:events')
 const { now, msSince } = require('./child')
 
 function parseArgs (argv) {
-  const args = { files: 20000, rounds: 5, dir: process.env.KFS_PERF_DIR || os.tmpdir() }
+  const args = { files: 1000, steps: 60, dir: process.env.KFS_PERF_DIR || os.tmpdir() }
   for (let i = 0; i < argv.length; i++) {
     const [name, value] = [argv[i], argv[++i]]
     if (name === '--child') args.child = JSON.parse(value)
-    else if (['--files', '--rounds'].includes(name) && /^\d+$/.test(value)) args[name.slice(2)] = Number(value)
+    else if (['--files', '--steps'].includes(name) && /^\d+$/.test(value)) args[name.slice(2)] = Number(value)
     else if (['--dir', '--base', '--profile'].includes(name) && value) args[name.slice(2)] = path.resolve(value)
     else throw new Error(`bad argument ${name} (see the comment at the top of perf/small-own.js)`)
   }
@@ -38,11 +39,10 @@ function parseArgs (argv) {
 }
 
 const key = () => crypto.randomBytes(32).toString('hex')
-const median = (xs) => [...xs].sort((a, b) => a - b)[(xs.length - 1) >> 1]
 
-// In the child: a store of `lib` whose 256 shards exist, then a round of `files` files
-// each time the parent asks, the last one profiled if `profile`.
-async function child ({ lib, dir, files, rounds, profile }) {
+// In the child: a store of `lib` whose 256 shards exist, then a step of `files` files
+// each time the parent asks ({ files, profile }).
+async function child ({ lib, dir }) {
   const store = require(lib)(dir)
   await store.open()
   const tiny = Buffer.alloc(16)
@@ -56,10 +56,11 @@ async function child ({ lib, dir, files, rounds, profile }) {
   const value = crypto.randomBytes(1024)
   for (let i = 0; i < 2000; i++) await store.writeFile(key(), value) // warm
   process.send({ ready: true })
-  for (let round = 1; round <= rounds; round++) {
-    await once(process, 'message')
+  for (;;) {
+    const [{ files, profile, stop }] = await once(process, 'message')
+    if (stop) break
     const keys = Array.from({ length: files }, key)
-    const session = profile && round === rounds && (await startProfile())
+    const session = profile && (await startProfile())
     const cpu = process.cpuUsage()
     const start = now()
     for (const k of keys) await store.writeFile(k, value)
@@ -125,31 +126,38 @@ async function main (args) {
   const children = []
   try {
     for (const [name, lib] of engines) {
-      const job = { lib, dir: path.join(root, name), files: args.files, rounds: args.rounds, profile: name === 'kfs' ? args.profile : undefined }
+      const job = { lib, dir: path.join(root, name) }
       const c = fork(__filename, ['--child', JSON.stringify(job)], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] })
       children.push(c)
       await reply(c, name) // made one at a time
     }
-    for (let r = 0; r < args.rounds; r++) {
+    for (let r = 0; r < args.steps; r++) {
       for (let i = 0; i < engines.length; i++) {
         const at = (i + r) % engines.length
-        children[at].send({ round: r })
+        children[at].send({ files: args.files })
         results[engines[at][0]].push(await reply(children[at], engines[at][0]))
       }
     }
+    if (args.profile) {
+      children[0].send({ files: 20000, profile: args.profile })
+      await reply(children[0], 'kfs')
+    }
+    for (const c of children) c.send({ stop: true })
     await Promise.all(children.map((c) => once(c, 'exit')))
   } finally {
     for (const c of children) if (c.exitCode === null) c.kill()
     fs.rmSync(root, { recursive: true, force: true })
   }
-  const f = (xs, d = 1) => `median ${median(xs).toFixed(d)} (${xs.map((x) => x.toFixed(d)).join(' ')})`
-  console.log(`# perf/small-own.js: ${args.files} files of 1 KiB a round, LevelDB's batch call stubbed; µs per file`)
-  for (const [name] of engines) {
-    console.log(`${name}: wall ${f(results[name].map((x) => x.us))}; CPU ${f(results[name].map((x) => x.cpu))}`)
+  const quartiles = (xs) => {
+    const sorted = [...xs].sort((x, y) => x - y)
+    return [0.25, 0.5, 0.75].map((q) => sorted[Math.round(q * (sorted.length - 1))])
   }
+  const f = (xs, d = 1) => { const [q1, m, q3] = quartiles(xs); return `${m.toFixed(d)} (quartiles ${q1.toFixed(d)}-${q3.toFixed(d)})` }
+  console.log(`# perf/small-own.js: ${args.steps} steps of ${args.files} files of 1 KiB, LevelDB's batch call stubbed; µs per file, medians of steps`)
+  for (const [name] of engines) console.log(`${name}: wall ${f(results[name].map((x) => x.us))}; CPU ${f(results[name].map((x) => x.cpu))}`)
   if (args.base) {
     const ratios = (what) => results.kfs.map((x, i) => x[what] / results.base[i][what])
-    console.log(`kfs / base, per round: wall ${f(ratios('us'), 2)}; CPU ${f(ratios('cpu'), 2)}`)
+    console.log(`kfs / base, per step: wall ${f(ratios('us'), 3)}; CPU ${f(ratios('cpu'), 3)}`)
   }
   if (args.profile) console.log(`\n${topFunctions(JSON.parse(fs.readFileSync(args.profile, 'utf8')), args.files)}`)
 }
