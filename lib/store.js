@@ -132,10 +132,9 @@ class Store {
   // Runs fn on the open store as an operation close() waits for. A write (`write`)
   // to a store opened read-only is refused (EROFS) before it opens.
   #op (fn, write = false) {
-    return this.#operations.run(async () => {
+    return this.#operations.run(() => {
       if (write) this.#writable()
-      await this.open()
-      return fn()
+      return this.#reclaimer ? fn() : this.open().then(fn) // #open() made #reclaimer last
     })
   }
 

@@ -5,6 +5,7 @@ const fs = require('node:fs')
 const path = require('node:path')
 const { Readable } = require('node:stream')
 const { pipeline } = require('node:stream/promises')
+const { Shard } = require('../lib/shard/shard')
 const { useTmp, rejects, bytes, keyInShard, assertNoStrayChunks, REF } = require('./helpers')
 
 const C = 1024
@@ -99,6 +100,24 @@ describe('capacity', () => {
     expect(ok).to.equal(2)
     for (const r of results.filter((r) => r.status === 'rejected')) expect(r.reason.code).to.equal('ENOSPC')
     expect((await store.usage()).used).to.equal(6 * C)
+  })
+
+  it('files smaller than a chunk, committed without a ChunkWriter: ENOSPC before writing, no overfilling together, room given back by a failed commit', async () => {
+    const store = t.open({ ...options, chunkSize: 16 * C })
+    const results = await Promise.allSettled(Array.from({ length: 6 }, (_, i) => store.writeFile(key(`s${i}`), bytes(3 * C))))
+    expect(results.filter((r) => r.status === 'fulfilled').length).to.equal(2)
+    for (const r of results.filter((r) => r.status === 'rejected')) expect(r.reason.code).to.equal('ENOSPC')
+    const commit = Shard.prototype.commit
+    Shard.prototype.commit = () => Promise.reject(Object.assign(new Error('the commit failed'), { code: 'EIO' }))
+    try {
+      await rejects(store.writeFile(key('failed'), bytes(2 * C)), 'EIO')
+    } finally {
+      Shard.prototype.commit = commit
+    }
+    await store.writeFile(key('fills'), bytes(2 * C)) // the failed write's room is back
+    expect((await store.usage()).shards.find((s) => s.index === shard)).to.include({ used: CAP, free: 0 })
+    expect(await store.exists(key('failed'))).to.equal(false)
+    await rejects(store.writeFile(key('x'), 'x'), 'ENOSPC')
   })
 
   it('other shards are not affected by a full one', async () => {

@@ -148,6 +148,21 @@ describe('concurrency', () => {
     expect((await store.readFile('a')).toString()).to.equal('b')
   })
 
+  it('keeps a shard used again before its idleTimeout open, and closes it idleTimeout after its last use', async () => {
+    const store = t.open({ idleTimeout: 1000, referenceId: REF })
+    await store.writeFile('a', 'b')
+    // Used every 100 ms for 2.5 s: its first idle timer fires while it is in use or just
+    // used, and must wait for a whole idleTimeout after the last use instead.
+    for (let i = 0; i < 25; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 100))
+      expect(openShardLocks(store.location), `open at use ${i}`).to.equal(1)
+      await store.writeFile('a', `b${i}`)
+    }
+    const deadline = Date.now() + 6000
+    while (openShardLocks(store.location) > 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10))
+    expect(openShardLocks(store.location), 'closed within 6 s of its last use').to.equal(0)
+  })
+
   it('serves hundreds of mixed operations in flight', async () => {
     const store = t.open({ chunkSize: C, maxOpenShards: 4 })
     // 50 names: each is both written (every third i) and read (the others) while

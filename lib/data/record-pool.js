@@ -23,8 +23,9 @@ class RecordPool {
       this.#bytes -= CHUNK_HEADER + length
       return kept.pop()
     }
+    if (!whole) return Buffer.allocUnsafe(CHUNK_HEADER + length) // from Node's shared slab when small
     const record = newChunkRecord(length)
-    if (whole) this.#mine.add(record.buffer)
+    this.#mine.add(record.buffer)
     return record
   }
 

@@ -24,6 +24,12 @@ class Fingerprints {
     return !this.#prints || this.#prints.has(fingerprint(key))
   }
 
+  // Whether the shard is known not to hold `key`, from fingerprints made already: a
+  // commit asks this first, and mayHold() only when it is false.
+  lacks (key) {
+    return this.#prints !== undefined && !this.#prints.has(fingerprint(key))
+  }
+
   // The shard was just created: it holds no key.
   made () {
     this.#made = true

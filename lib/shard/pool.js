@@ -12,7 +12,7 @@ class ShardPool {
     this.waitTimeout = waitTimeout
     this.openShard = open
     this.closeShard = close
-    this.entries = new Map() // index -> { ready, shard, refs, timer, closing }, least recently used first
+    this.entries = new Map() // index -> { ready, shard, refs, timer, idleSince, closing }, least recently used first
     this.queue = [] // callers waiting for a slot, first come first served
     this.promised = 0 // slots handed to queued callers that have not taken them yet
     this.evicting = 0 // idle shards being closed to make room
@@ -84,9 +84,17 @@ class ShardPool {
     return this.entries.size + this.promised < this.maxOpen
   }
 
+  // The shard `index` if it is open and free to use now, counted as a use: what
+  // acquire() would resolve to at once, without its promises. Else undefined.
+  useOpen (index) {
+    const entry = this.entries.get(index)
+    if (!entry || !entry.shard || entry.closing || this.closing || this.held.has(index)) return undefined
+    entry.refs++
+    return entry.shard
+  }
+
   async #use (entry) {
     entry.refs++
-    clearTimeout(entry.timer)
     try {
       return await entry.ready
     } catch (err) {
@@ -96,7 +104,7 @@ class ShardPool {
   }
 
   #create (index, context) {
-    const created = { refs: 0, shard: undefined, timer: undefined, closing: undefined }
+    const created = { refs: 0, shard: undefined, timer: undefined, idleSince: 0, closing: undefined }
     created.ready = this.openShard(index, context).then(
       (shard) => {
         created.shard = shard
@@ -124,14 +132,29 @@ class ShardPool {
     }
     this.entries.delete(shard.index) // re-insert: Map order becomes least recently used first
     this.entries.set(shard.index, entry)
-    entry.timer = setTimeout(() => this.#close(shard.index).catch(() => {}), this.idleTimeout)
-    entry.timer.unref() // an idle store must never keep the process alive
+    entry.idleSince = Date.now()
+    if (!entry.timer) this.#closeWhenIdle(shard.index, entry, this.idleTimeout)
     this.#pump()
+  }
+
+  // Closes the shard once it went `idleTimeout` ms without users. One timer per entry,
+  // armed at a release when none is, and armed again when it finds the shard used since:
+  // a shard used by every operation costs no timer per use.
+  #closeWhenIdle (index, entry, ms) {
+    entry.timer = setTimeout(() => {
+      entry.timer = undefined
+      if (entry.refs > 0) return // in use: its last release arms a timer again
+      const left = entry.idleSince + this.idleTimeout - Date.now()
+      if (left > 0) this.#closeWhenIdle(index, entry, left)
+      else this.#close(index).catch(() => {})
+    }, ms)
+    entry.timer.unref() // an idle store must never keep the process alive
   }
 
   // Hands free slots to queued callers in order; when none is free, closes least
   // recently used idle shards, one per caller still waiting.
   #pump () {
+    if (this.queue.length === 0) return // nobody waits for a slot
     // Callers whose shard was opened meanwhile need no slot.
     for (const waiter of this.queue.filter((w) => this.entries.has(w.index))) {
       this.queue.splice(this.queue.indexOf(waiter), 1)

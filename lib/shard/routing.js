@@ -12,9 +12,10 @@ function shardFor (referenceId, key, shardCount = SHARD_COUNT) {
 }
 
 // The key bytes are hashed before routing because callers' keys cluster: a storage
-// node's keys sit close to its own ID, which is also the store's reference ID.
+// node's keys sit close to its own ID, which is also the store's reference ID. The
+// digest comes back as a string: a Buffer result costs an allocation of its own.
 function routingByte (key) {
-  return crypto.hash('sha256', Buffer.from(key, 'hex'), 'buffer')[0]
+  return crypto.hash('sha256', Buffer.from(key, 'hex'), 'latin1').charCodeAt(0)
 }
 
 // "042": how a shard is named in messages and on disk.

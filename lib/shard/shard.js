@@ -137,7 +137,7 @@ class Shard {
   commit (meta, reservation, cancelled = () => false, inline = []) {
     return this.exclusive(async () => {
       if (cancelled()) throw errors.cancelled(meta.key)
-      const old = await this.#replaced(meta.key)
+      const old = this.#prints.lacks(meta.key) ? undefined : await this.#replaced(meta.key)
       const ops = []
       this.#putChunks(ops, meta.key, meta.version, 0, inline)
       ops.push({ type: 'put', key: records.metaKey(meta.key), value: records.encodeMeta(meta) })

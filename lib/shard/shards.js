@@ -103,7 +103,7 @@ class Shards {
     try {
       // Only once the reserve was given up: refused before a shard is created or opened.
       if (write && this.reserve.low && !(await this.reserve.roomForWrites())) throw this.#noRoomForWrites()
-      shard = await this.#pool.acquire(index, { useReserve })
+      shard = this.#pool.useOpen(index) || (await this.#pool.acquire(index, { useReserve }))
       if (write) mayWrite()
       return { shard, release, mayWrite }
     } catch (err) {

@@ -1,0 +1,177 @@
+'use strict'
+
+// kfs's own work per small file (issue 21, figure 4): 1 KiB files written one at a
+// time with writeFile (awaited) into a store whose 256 shards exist, with LevelDB's
+// batch call replaced, once the shards exist, by a promise already resolved. What is
+// left is what kfs does around LevelDB on the JS thread: what raw leveldown's loop in
+// perf/write-path.js does not do.
+//
+//   node perf/small-own.js [--files 1000] [--steps 60] [--base DIR] [--dir DIR]
+//     [--profile FILE]
+//
+// Each engine (kfs: this checkout; base: the kfs at DIR) runs in a child process of its
+// own, kept for all steps of `files` files, which are interleaved, the first engine
+// alternating: on a shared machine, the steps compared are next to each other in time.
+// Each step gives wall time and the process's CPU time (user + system) per file (with
+// the batch stubbed, the process runs on one thread); the report gives their medians,
+// and the median and quartiles of the per-step ratio kfs / base. --profile: a last
+// step of 20,000 files of kfs is profiled (V8's sampling profiler, 50 µs) into FILE
+// (.cpuprofile), and the functions taking most of it are printed, in µs per file.
+
+const fs = require('node:fs')
+const os = require('node:os')
+const path = require('node:path')
+const crypto = require('node:crypto')
+const { fork } = require('node:child_process')
+const { once } = require('node:events')
+const { now, msSince } = require('./child')
+
+function parseArgs (argv) {
+  const args = { files: 1000, steps: 60, dir: process.env.KFS_PERF_DIR || os.tmpdir() }
+  for (let i = 0; i < argv.length; i++) {
+    const [name, value] = [argv[i], argv[++i]]
+    if (name === '--child') args.child = JSON.parse(value)
+    else if (['--files', '--steps'].includes(name) && /^\d+$/.test(value)) args[name.slice(2)] = Number(value)
+    else if (['--dir', '--base', '--profile'].includes(name) && value) args[name.slice(2)] = path.resolve(value)
+    else throw new Error(`bad argument ${name} (see the comment at the top of perf/small-own.js)`)
+  }
+  return args
+}
+
+const PROFILED = 20000 // files in the profiled step
+const key = () => crypto.randomBytes(32).toString('hex')
+
+// In the child: a store of `lib` whose 256 shards exist, then a step of `files` files
+// each time the parent asks ({ files, profile }).
+async function child ({ lib, dir }) {
+  const store = require(lib)(dir)
+  await store.open()
+  const tiny = Buffer.alloc(16)
+  for (let n = 0; ; n += 64) {
+    for (let i = 0; i < 64; i++) await store.writeFile(key(), tiny)
+    if (n % 1024 === 0 && (await store.usage()).shards.length === 256) break
+  }
+  const { LevelDb } = require(path.join(lib, 'lib', 'leveldb', 'leveldb'))
+  const batch = LevelDb.prototype.batch
+  LevelDb.prototype.batch = () => Promise.resolve()
+  const value = crypto.randomBytes(1024)
+  for (let i = 0; i < 2000; i++) await store.writeFile(key(), value) // warm
+  process.send({ ready: true })
+  for (;;) {
+    const [{ files, profile, stop }] = await once(process, 'message')
+    if (stop) break
+    const keys = Array.from({ length: files }, key)
+    const session = profile && (await startProfile())
+    const cpu = process.cpuUsage()
+    const start = now()
+    for (const k of keys) await store.writeFile(k, value)
+    const us = (msSince(start) * 1000) / files
+    const used = process.cpuUsage(cpu)
+    if (session) fs.writeFileSync(profile, JSON.stringify(await session.stop()))
+    process.send({ us, cpu: (used.user + used.system) / files })
+  }
+  LevelDb.prototype.batch = batch
+  await store.close()
+  process.disconnect()
+}
+
+async function startProfile () {
+  const inspector = require('node:inspector')
+  const session = new inspector.Session()
+  session.connect()
+  const post = (method, params) => new Promise((resolve, reject) => session.post(method, params, (err, r) => (err ? reject(err) : resolve(r))))
+  await post('Profiler.enable')
+  await post('Profiler.setSamplingInterval', { interval: 50 })
+  await post('Profiler.start')
+  return { stop: async () => (await post('Profiler.stop')).profile }
+}
+
+// The functions with the most time of their own, and of what they call, in µs per file.
+function topFunctions (profile, files, count = 25) {
+  const parent = new Map()
+  for (const n of profile.nodes) for (const c of n.children || []) parent.set(c, n)
+  const byId = new Map(profile.nodes.map((n) => [n.id, n]))
+  const name = (n) => `${n.callFrame.functionName || '(anonymous)'} ${n.callFrame.url.replace(/^.*\/(lib|node_modules)\//, '$1/')}:${n.callFrame.lineNumber + 1}`
+  const self = new Map()
+  const total = new Map()
+  profile.samples.forEach((id, i) => {
+    const dt = profile.timeDeltas[i + 1] || 0
+    const node = byId.get(id)
+    self.set(name(node), (self.get(name(node)) || 0) + dt)
+    const seen = new Set()
+    for (let n = node; n; n = parent.get(n.id)) {
+      if (!seen.has(name(n))) total.set(name(n), (total.get(name(n)) || 0) + dt)
+      seen.add(name(n))
+    }
+  })
+  const lines = (m) => [...m].sort((a, b) => b[1] - a[1]).slice(0, count).map(([n, t]) => `${(t / files).toFixed(2).padStart(7)}  ${n}`)
+  return `self, µs per file:\n${lines(self).join('\n')}\n\nwith what they call, µs per file:\n${lines(total).join('\n')}`
+}
+
+// The child's next message; its exit before that fails the run.
+function reply (c, name) {
+  return new Promise((resolve, reject) => {
+    const exited = (code) => reject(new Error(`${name} exited with code ${code}`))
+    c.once('exit', exited)
+    c.once('message', (m) => {
+      c.off('exit', exited)
+      resolve(m)
+    })
+  })
+}
+
+async function main (args) {
+  const root = fs.mkdtempSync(path.join(args.dir, 'kfs-small-own-'))
+  const engines = [['kfs', path.join(__dirname, '..')], ...(args.base ? [['base', args.base]] : [])]
+  const results = Object.fromEntries(engines.map(([name]) => [name, []]))
+  const children = []
+  try {
+    for (const [name, lib] of engines) {
+      const job = { lib, dir: path.join(root, name) }
+      const c = fork(__filename, ['--child', JSON.stringify(job)], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] })
+      children.push(c)
+      await reply(c, name) // made one at a time
+    }
+    for (let r = 0; r < args.steps; r++) {
+      for (let i = 0; i < engines.length; i++) {
+        const at = (i + r) % engines.length
+        children[at].send({ files: args.files })
+        results[engines[at][0]].push(await reply(children[at], engines[at][0]))
+      }
+    }
+    if (args.profile) {
+      children[0].send({ files: PROFILED, profile: args.profile })
+      await reply(children[0], 'kfs')
+    }
+    for (const c of children) c.send({ stop: true })
+    await Promise.all(children.map((c) => once(c, 'exit')))
+  } finally {
+    for (const c of children) if (c.exitCode === null) c.kill()
+    fs.rmSync(root, { recursive: true, force: true })
+  }
+  const quartiles = (xs) => {
+    const sorted = [...xs].sort((x, y) => x - y)
+    return [0.25, 0.5, 0.75].map((q) => sorted[Math.round(q * (sorted.length - 1))])
+  }
+  const f = (xs, d = 1) => { const [q1, m, q3] = quartiles(xs); return `${m.toFixed(d)} (quartiles ${q1.toFixed(d)}-${q3.toFixed(d)})` }
+  console.log(`# perf/small-own.js: ${args.steps} steps of ${args.files} files of 1 KiB, LevelDB's batch call stubbed; µs per file, medians of steps`)
+  for (const [name] of engines) console.log(`${name}: wall ${f(results[name].map((x) => x.us))}; CPU ${f(results[name].map((x) => x.cpu))}`)
+  if (args.base) {
+    const ratios = (what) => results.kfs.map((x, i) => x[what] / results.base[i][what])
+    console.log(`kfs / base, per step: wall ${f(ratios('us'), 3)}; CPU ${f(ratios('cpu'), 3)}`)
+  }
+  if (args.profile) console.log(`\n${topFunctions(JSON.parse(fs.readFileSync(args.profile, 'utf8')), PROFILED)}`)
+}
+
+const args = parseArgs(process.argv.slice(2))
+if (args.child) {
+  child(args.child).catch((err) => {
+    process.stderr.write(`${err.stack}\n`)
+    process.exit(1)
+  })
+} else {
+  main(args).catch((err) => {
+    process.stderr.write(`small-own: ${err.message}\n`)
+    process.exitCode = 1
+  })
+}
