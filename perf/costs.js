@@ -13,8 +13,8 @@
 //   --rounds N   rounds (3)
 //   --big MiB    the file read whole and by ranges (1024)
 //   --writes N   timed 8 MiB writes per engine and round, after 2 untimed (12)
-//   --small N    timed small files per engine and round, in steps of 500, after one
-//                step untimed (10000)
+//   --small N    timed small files per engine and round, in steps of 500, after a
+//                fifth as many untimed (10000)
 //   --kfs4 DIR   where the original storj/kfs v4 and its dependencies are installed
 //                (doc/performance.md, Reproducing); without it, kfs4 is not measured
 //   --quick      tiny sizes, for the tests: proves the script runs, measures nothing
@@ -246,8 +246,9 @@ const CASES = {
   },
 
   // Figure 4, in steps: µs per file of `files` small files awaited one at a time, after
-  // one step untimed.
-  async small ({ engine, dir, files, shards }) {
+  // `warm` steps untimed: a process's first thousands of files run slower, kfs's most
+  // (doc/performance.md, "Issue 21's costs side by side").
+  async small ({ engine, dir, files, warm, shards }) {
     const value = crypto.randomBytes(1024)
     let write, close
     if (engine === 'kfs') {
@@ -263,7 +264,7 @@ const CASES = {
       close = () => closeAll(dbs)
     }
     const step = async () => (await write(Array.from({ length: files }, randomKey))) * 1000 / files
-    await step()
+    for (let i = 0; i < warm; i++) await step()
     return { step, close }
   },
 
@@ -428,7 +429,8 @@ async function round (args, base, r, results) {
   }
   // 4. Small files.
   const perStep = Math.min(SMALL_STEP, args.small)
-  await stepped('small', ['kfs', 'raw256'], { files: perStep }, Math.ceil(args.small / perStep))
+  const steps = Math.ceil(args.small / perStep)
+  await stepped('small', ['kfs', 'raw256'], { files: perStep, warm: Math.ceil(steps / 5) }, steps)
   // 5. A new store's first files, and raw LevelDBs' made on first use and ahead.
   const first = place('first')
   for (const engine of rotate(['kfs', 'raw', 'rawAhead'], r)) {
