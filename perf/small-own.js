@@ -11,20 +11,20 @@
 //
 // Each engine (kfs: this checkout; base: the kfs at DIR) runs in a child process of its
 // own, kept for all steps of `files` files, which are interleaved, the first engine
-// alternating: on a shared machine, the steps compared are next to each other in time.
+// alternating (perf/child.js, runSteps): on a shared machine, the steps compared are
+// next to each other in time.
 // Each step gives wall time and the process's CPU time (user + system) per file (with
 // the batch stubbed, the process runs on one thread); the report gives their medians,
-// and the median and quartiles of the per-step ratio kfs / base. --profile: a last
-// step of 20,000 files of kfs is profiled (V8's sampling profiler, 50 µs) into FILE
-// (.cpuprofile), and the functions taking most of it are printed, in µs per file.
+// and the median and quartiles of the per-step ratio kfs / base. --profile: then a
+// step of 20,000 files of kfs, in a process and store of its own, is profiled (V8's
+// sampling profiler, 50 µs) into FILE (.cpuprofile), and the functions taking most of
+// it are printed, in µs per file.
 
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
 const crypto = require('node:crypto')
-const { fork } = require('node:child_process')
-const { once } = require('node:events')
-const { now, msSince } = require('./child')
+const { serve, runSteps, now, msSince } = require('./child')
 
 function parseArgs (argv) {
   const args = { files: 1000, steps: 60, dir: process.env.KFS_PERF_DIR || os.tmpdir() }
@@ -41,9 +41,9 @@ function parseArgs (argv) {
 const PROFILED = 20000 // files in the profiled step
 const key = () => crypto.randomBytes(32).toString('hex')
 
-// In the child: a store of `lib` whose 256 shards exist, then a step of `files` files
-// each time the parent asks ({ files, profile }).
-async function child ({ lib, dir }) {
+// In the child (perf/child.js, Stepped): a store of `lib` whose 256 shards exist; each
+// step writes `files` files, profiled into `profile` if given.
+async function engine ({ lib, dir, files, profile }) {
   const store = require(lib)(dir)
   await store.open()
   const tiny = Buffer.alloc(16)
@@ -56,10 +56,7 @@ async function child ({ lib, dir }) {
   LevelDb.prototype.batch = () => Promise.resolve()
   const value = crypto.randomBytes(1024)
   for (let i = 0; i < 2000; i++) await store.writeFile(key(), value) // warm
-  process.send({ ready: true })
-  for (;;) {
-    const [{ files, profile, stop }] = await once(process, 'message')
-    if (stop) break
+  const step = async () => {
     const keys = Array.from({ length: files }, key)
     const session = profile && (await startProfile())
     const cpu = process.cpuUsage()
@@ -68,11 +65,13 @@ async function child ({ lib, dir }) {
     const us = (msSince(start) * 1000) / files
     const used = process.cpuUsage(cpu)
     if (session) fs.writeFileSync(profile, JSON.stringify(await session.stop()))
-    process.send({ us, cpu: (used.user + used.system) / files })
+    return { us, cpu: (used.user + used.system) / files }
   }
-  LevelDb.prototype.batch = batch
-  await store.close()
-  process.disconnect()
+  const close = async () => {
+    LevelDb.prototype.batch = batch
+    await store.close()
+  }
+  return { step, close }
 }
 
 async function startProfile () {
@@ -108,45 +107,16 @@ function topFunctions (profile, files, count = 25) {
   return `self, µs per file:\n${lines(self).join('\n')}\n\nwith what they call, µs per file:\n${lines(total).join('\n')}`
 }
 
-// The child's next message; its exit before that fails the run.
-function reply (c, name) {
-  return new Promise((resolve, reject) => {
-    const exited = (code) => reject(new Error(`${name} exited with code ${code}`))
-    c.once('exit', exited)
-    c.once('message', (m) => {
-      c.off('exit', exited)
-      resolve(m)
-    })
-  })
-}
-
 async function main (args) {
   const root = fs.mkdtempSync(path.join(args.dir, 'kfs-small-own-'))
   const engines = [['kfs', path.join(__dirname, '..')], ...(args.base ? [['base', args.base]] : [])]
-  const results = Object.fromEntries(engines.map(([name]) => [name, []]))
-  const children = []
+  const job = (name, lib, extra) => ({ name: 'engine', engine: name, lib, dir: path.join(root, name), files: args.files, ...extra })
+  let results
   try {
-    for (const [name, lib] of engines) {
-      const job = { lib, dir: path.join(root, name) }
-      const c = fork(__filename, ['--child', JSON.stringify(job)], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] })
-      children.push(c)
-      await reply(c, name) // made one at a time
-    }
-    for (let r = 0; r < args.steps; r++) {
-      for (let i = 0; i < engines.length; i++) {
-        const at = (i + r) % engines.length
-        children[at].send({ files: args.files })
-        results[engines[at][0]].push(await reply(children[at], engines[at][0]))
-      }
-    }
-    if (args.profile) {
-      children[0].send({ files: PROFILED, profile: args.profile })
-      await reply(children[0], 'kfs')
-    }
-    for (const c of children) c.send({ stop: true })
-    await Promise.all(children.map((c) => once(c, 'exit')))
+    results = await runSteps(__filename, engines.map(([name, lib]) => job(name, lib)), args.steps)
+    // In a process of its own, as a store of its own: one step of PROFILED files.
+    if (args.profile) await runSteps(__filename, [job('profiled', engines[0][1], { files: PROFILED, profile: args.profile })], 1)
   } finally {
-    for (const c of children) if (c.exitCode === null) c.kill()
     fs.rmSync(root, { recursive: true, force: true })
   }
   const quartiles = (xs) => {
@@ -164,12 +134,8 @@ async function main (args) {
 }
 
 const args = parseArgs(process.argv.slice(2))
-if (args.child) {
-  child(args.child).catch((err) => {
-    process.stderr.write(`${err.stack}\n`)
-    process.exit(1)
-  })
-} else {
+if (args.child) serve({ engine }, args.child)
+else {
   main(args).catch((err) => {
     process.stderr.write(`small-own: ${err.message}\n`)
     process.exitCode = 1
