@@ -36,7 +36,8 @@
 // 3. As many random 1 MiB ranges of that file as it has MiB, one at a time, then 16 in
 //    flight, against kfs's own checked stream measured in the same process. Its floor:
 //    the same number of ranges read by the raw binding in the raw iterator's process
-//    (gets and a bounded iterator, CRC32s checked), against that checked iterator.
+//    (gets and a bounded iterator, CRC32s checked), against that checked iterator; and
+//    by gets, 16 in flight, against one at a time.
 // 4. 1 KiB files awaited one at a time into a store whose shards all exist and are
 //    open, against 256 raw LevelDBs (kfs's shard options) each file's batch of the
 //    three records kfs writes (chunk, metadata, accounting), built before the clock,
@@ -359,6 +360,7 @@ const CASES = {
 // `get`, at most GETS_IN_FLIGHT at once (lib/data/read-ahead.js), each CRC32 checked as
 // it arrives; and read by an iterator bounded to the range's keys (its first trip is one
 // entry, the rest in a second trip), checked alike. `getsFirst` alternates their order.
+// Then 3b's: the same ranges by gets, 16 in flight.
 async function rawRanges (db, keys, key, meta, mib, getsFirst) {
   const { GETS_IN_FLIGHT } = require('../lib/data/read-ahead')
   const per = MiB / STORE.chunkSize
@@ -367,18 +369,26 @@ async function rawRanges (db, keys, key, meta, mib, getsFirst) {
     if (!records.chunkIntact(k, value)) throw new Error(`chunk ${k} does not match its CRC32`)
     return value.length - records.CHUNK_HEADER
   }
-  const gets = async (offset) => {
-    const list = keysOf(offset)
-    let next = 0
-    let bytes = 0
-    const worker = async () => {
-      while (next < list.length) {
-        const k = list[next++]
-        const value = await call((cb) => db.get(k, { asBuffer: true, fillCache: false }, cb))
-        bytes += check(k, value)
-      }
+  // At most GETS_IN_FLIGHT gets at once, however many ranges are in flight, as in kfs.
+  let free = GETS_IN_FLIGHT
+  const waiting = []
+  const get = async (k) => {
+    if (free > 0) free--
+    else await new Promise((resolve) => waiting.push(resolve))
+    try {
+      return await call((cb) => db.get(k, { asBuffer: true, fillCache: false }, cb))
+    } finally {
+      const next = waiting.shift()
+      if (next) next()
+      else free++
     }
-    await Promise.all(Array.from({ length: Math.min(GETS_IN_FLIGHT, list.length) }, worker))
+  }
+  const gets = async (offset) => {
+    let bytes = 0
+    await Promise.all(keysOf(offset).map(async (k) => {
+      const value = await get(k)
+      bytes += check(k, value)
+    }))
     return bytes
   }
   const iterate = (offset) => new Promise((resolve, reject) => {
@@ -405,6 +415,10 @@ async function rawRanges (db, keys, key, meta, mib, getsFirst) {
     })
     rates[name] = mib / (ms / 1000)
   }
+  // Figure 3b's floor: the ranges by gets, 16 in flight.
+  let next = 0
+  const ms = await timed(() => Promise.all(Array.from({ length: 16 }, async () => { while (next < offsets.length) await gets(offsets[next++]) })))
+  rates.rawRanges16 = mib / (ms / 1000)
   return rates
 }
 
@@ -486,7 +500,7 @@ function report (args, results, print) {
   const writers = ['kfs', 'raw', 'rawShard', 'raw256', ...(args.kfs4 ? ['kfs4'] : [])]
   const names = { kfs: 'kfs', raw: 'one raw LevelDB', rawShard: 'one raw LevelDB, a shard\'s memtable', raw256: `${args.shards} raw LevelDBs`, kfs4: 'kfs4' }
   table(`1. ${fmt(args.writeSize / MiB)} MiB writeFile, shards created: median ms of ${args.writes} writes, each engine's in turn`, writers.map((e) => names[e]), (at) => writers.map((e) => fmt(mid(at(`write ${e}`)), 1)))
-  table(`2, 3. Reading the ${fmt(args.big)} MiB file: MiB/s`, ['checked stream', 'unchecked stream', 'raw iterator', 'raw iterator, CRC32s checked', '1 MiB ranges, one at a time', '16 in flight', 'raw ranges, gets', 'raw ranges, iterator'], (at) => ['checked', 'unchecked', 'iterator', 'iteratorChecked', 'ranges', 'ranges16', 'rawRanges', 'rawRangesIterator'].map((k) => fmt(at(`read ${k}`))))
+  table(`2, 3. Reading the ${fmt(args.big)} MiB file: MiB/s`, ['checked stream', 'unchecked stream', 'raw iterator', 'raw iterator, CRC32s checked', '1 MiB ranges, one at a time', '16 in flight', 'raw ranges, gets', 'raw ranges, iterator', 'raw ranges, gets, 16 in flight'], (at) => ['checked', 'unchecked', 'iterator', 'iteratorChecked', 'ranges', 'ranges16', 'rawRanges', 'rawRangesIterator', 'rawRanges16'].map((k) => fmt(at(`read ${k}`))))
   table('4. 1 KiB files, shards created: µs per file, median of the steps', ['kfs', `${args.shards} raw LevelDBs, 3 records per batch`], (at) => [fmt(mid(at('small kfs')), 1), fmt(mid(at('small raw256')), 1)])
   table(`5, 6. A new store's first ${fmt(args.firstFiles)} files; ${args.shards} slow readers of ${args.slowBig} MiB`, ['first files, s', `raw LevelDBs made on first use, s`, 'raw LevelDBs made ahead, s', 'slow readers: RSS growth MiB', 'private MiB', 'file-backed MiB', 'mapped tables MiB', 'raw iterators: RSS growth MiB'], (at) => {
     const s = at('slow kfs')
@@ -510,6 +524,8 @@ function report (args, results, print) {
   const [byGets, byIterator] = [floor3('rawRanges'), floor3('rawRangesIterator')]
   print(`  its floor: raw leveldown 1 MiB ranges one at a time / the raw iterator checking the same CRC32s, MiB/s: by gets ${fmt(median(byGets), 3)} (rounds ${fmt(Math.min(...byGets), 3)}-${fmt(Math.max(...byGets), 3)}), by a bounded iterator ${fmt(median(byIterator), 3)} (rounds ${fmt(Math.min(...byIterator), 3)}-${fmt(Math.max(...byIterator), 3)})`)
   figure('3b', 'random 1 MiB ranges, 16 in flight / one at a time, MiB/s', (at) => at('read ranges16') / at('read ranges'), '> 1', (x) => x > 1)
+  const floor3b = perRound((at) => at('read rawRanges16') / at('read rawRanges'))
+  print(`  its floor: raw leveldown 1 MiB ranges by gets (at most ${require('../lib/data/read-ahead').GETS_IN_FLIGHT} in flight in all, as in kfs), 16 in flight / one at a time, MiB/s ${fmt(median(floor3b), 3)} (rounds ${fmt(Math.min(...floor3b), 3)}-${fmt(Math.max(...floor3b), 3)})`)
   figure('4', `1 KiB files, shards created: kfs / ${args.shards} raw LevelDBs, time per file`, (at) => paired(at('small kfs'), at('small raw256')), '<= 1.3', (x) => x <= 1.3)
   const seconds = (engine) => {
     const all = perRound((at) => at(`first ${engine}`) / 1000)
