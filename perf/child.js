@@ -34,14 +34,20 @@ function serve (cases, job) {
   else cases[job.name](job).then((result) => process.stdout.write(JSON.stringify(result)), failed)
 }
 
+// Exits once its engine is closed (a handle the engine left open must not keep it), or
+// at once if the parent goes away.
 async function serveSteps (make, job, failed) {
+  process.on('disconnect', () => process.exit(1))
   const engine = await make(job)
   process.on('message', ({ stop }) => {
-    const done = stop ? engine.close().then(() => process.disconnect()) : engine.step().then((result) => process.send({ result }))
+    const done = stop ? engine.close().then(() => process.exit(0)) : engine.step().then((result) => process.send({ result }))
     done.catch(failed)
   })
   process.send({ ready: true })
 }
+
+// How long a Stepped child may take to close its engine and exit when asked.
+const STOP_MS = 60000
 
 // In the parent: a child serving the steps of `job`, started at once; its stderr goes to
 // the parent's, or is ignored (stderr: 'ignore').
@@ -52,10 +58,19 @@ class Stepped {
     this.replies = []
     this.waiting = []
     this.child.on('message', (m) => (this.waiting.length ? this.waiting.shift().resolve(m) : this.replies.push(m)))
-    this.exited = once(this.child, 'exit').then(([code, signal]) => {
-      this.failed = code === 0 ? null : new Error(`${this.name} failed with ${signal ? `signal ${signal}` : `exit code ${code}`}`)
-      for (const w of this.waiting.splice(0)) w.reject(this.#gone())
-    })
+    // Failing to start it, or to send to it once it has gone: no reply will come.
+    this.child.on('error', (err) => this.#end(this.failed || err))
+    this.exited = new Promise((resolve) => this.child.on('close', (code, signal) => {
+      this.#end(code === 0 ? null : new Error(`${this.name} failed with ${signal ? `signal ${signal}` : `exit code ${code}`}`))
+      resolve()
+    }))
+  }
+
+  // failed: the error to give for replies that will not come, or null (it exited when
+  // asked to stop).
+  #end (failed) {
+    if (!this.failed) this.failed = failed
+    for (const w of this.waiting.splice(0)) w.reject(this.#gone())
   }
 
   // Why no reply will come: the child failed, or it exited when asked to stop.
@@ -74,13 +89,17 @@ class Stepped {
   }
 
   async step () {
-    this.child.send({ step: true })
+    if (this.failed !== undefined || !this.child.connected) throw this.#gone()
+    this.child.send({ step: true }, (err) => err && this.#end(err))
     return (await this.#reply()).result
   }
 
-  async stop () {
-    if (this.child.connected) this.child.send({ stop: true })
+  // Asks it to close its engine and exit; kills it if it has not within `ms`.
+  async stop (ms = STOP_MS) {
+    if (this.child.connected) this.child.send({ stop: true }, () => {})
+    const timer = setTimeout(() => this.child.kill(), ms)
     await this.exited
+    clearTimeout(timer)
     if (this.failed) throw this.failed
   }
 }

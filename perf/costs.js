@@ -106,10 +106,15 @@ const closeAll = (dbs) => Promise.all(dbs.map((db) => call((cb) => db.close(cb))
 // shards: how many to make and open (all but with --quick).
 async function openStore (dir, shards) {
   const store = require('..')(dir, { referenceId: REF })
-  // Every shard created and open: one tiny file into each, once. Written again, it
-  // would leave a dead version in every shard, which kfs reclaims in the background
-  // 2 s later, in the middle of the timed writes.
-  for (const { key } of keysForShards(shards)) if (!(await store.exists(key))) await store.writeFile(key, 'warm-up')
+  // Every shard created and open, and committed into once before any clock starts: a
+  // shard's first commit in a process makes its key fingerprints, a scan of its keys.
+  // A new tiny file into each (one written again would leave a dead version instead).
+  const ref = Buffer.from(REF, 'hex')
+  const wanted = new Set(keysForShards(shards).map(({ key }) => shardFor(ref, key)))
+  while (wanted.size > 0) {
+    const key = randomKey()
+    if (wanted.delete(shardFor(ref, key))) await store.writeFile(key, 'warm-up')
+  }
   return store
 }
 
@@ -545,7 +550,7 @@ async function main (args) {
   const print = (line = '') => process.stdout.write(line + '\n')
   args.bigKey = randomKey()
   try {
-    const need = (args.big * 2 + args.slowBig * args.shards + 4 * (args.writes + 2) * args.rounds * args.writeSize / MiB) * MiB
+    const need = (args.big * 2 + args.slowBig * args.shards + 5 * (args.writes + 2) * args.rounds * args.writeSize / MiB) * MiB
     const { bavail, bsize } = fs.statfsSync(base)
     if (bavail * bsize < need * 1.5) throw new Error(`${base} has ${fmt(bavail * bsize / MiB)} MiB free; this run needs about ${fmt(need * 1.5 / MiB)} MiB`)
     const kfs4 = args.kfs4 ? `kfs4 from ${args.kfs4} (leveldown ${require(require.resolve('leveldown/package.json', { paths: [args.kfs4] })).version})` : 'kfs4 not measured'

@@ -118,6 +118,8 @@ describe('capacity', () => {
     expect((await store.usage()).shards.find((s) => s.index === shard)).to.include({ used: CAP, free: 0 })
     expect(await store.exists(key('failed'))).to.equal(false)
     await rejects(store.writeFile(key('x'), 'x'), 'ENOSPC')
+    await store.close()
+    await assertNoStrayChunks(t.dir) // nothing of the refused or failed writes was left
   })
 
   it('other shards are not affected by a full one', async () => {

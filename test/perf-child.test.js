@@ -41,4 +41,13 @@ describe('perf/child.js runSteps', function () {
       for (const engine of ['a', 'b']) expect(gone(Number(fs.readFileSync(path.join(tmp.dir, engine), 'utf8'))), engine).to.equal(true)
     })
   }
+
+  it('rejects when an engine\'s process exits between steps, and stops the others', async () => {
+    // b's process exits during a's second step (steps go a b, b a, a b...): b's third
+    // step must not be sent to a process that is gone.
+    const err = await runSteps(FIXTURE, [job('a', { stepMs: 300 }), job('b', { exitAfter: 2 })], 4, { stderr: 'ignore' }).then(() => undefined, (e) => e)
+    expect(err).to.be.an('error')
+    expect(err.message).to.equal('b failed with exit code 3')
+    for (const engine of ['a', 'b']) expect(gone(Number(fs.readFileSync(path.join(tmp.dir, engine), 'utf8'))), engine).to.equal(true)
+  })
 })

@@ -132,7 +132,7 @@ class ShardPool {
     }
     this.entries.delete(shard.index) // re-insert: Map order becomes least recently used first
     this.entries.set(shard.index, entry)
-    entry.idleSince = Date.now()
+    entry.idleSince = performance.now() // monotonic, as timers are: a clock step cannot keep it open
     if (!entry.timer) this.#closeWhenIdle(shard.index, entry, this.idleTimeout)
     this.#pump()
   }
@@ -144,7 +144,7 @@ class ShardPool {
     entry.timer = setTimeout(() => {
       entry.timer = undefined
       if (entry.refs > 0) return // in use: its last release arms a timer again
-      const left = entry.idleSince + this.idleTimeout - Date.now()
+      const left = entry.idleSince + this.idleTimeout - performance.now()
       if (left > 0) this.#closeWhenIdle(index, entry, left)
       else this.#close(index).catch(() => {})
     }, ms)
