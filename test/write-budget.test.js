@@ -125,6 +125,24 @@ describe('write budget: memory held by writers is bounded', function () {
       expect(budget.tryTake(budget.total)).to.equal(true) // all of it given back
     })
 
+    it('a batch that fails stops the write: the rest of its chunks are not sent', async () => {
+      const budget = new WriteBudget(64 * MiB)
+      let sent = 0
+      failWrites((key, first) => ++sent > 0 && first === 10)
+      const w = writer('d'.repeat(40), budget)
+      await rejects((async () => {
+        try {
+          await w.write(bytes(8 * MiB, 'big')) // 64 chunks in one write()
+          await w.finish()
+        } catch (err) {
+          await w.abort()
+          throw err
+        }
+      })(), 'ENOSPC')
+      expect(sent).to.be.below(20)
+      expect(budget.tryTake(budget.total)).to.equal(true) // all of it given back
+    })
+
     it('a batch sent for another writer that fails fails the write: nothing with missing chunks is committed', async () => {
       const budget = new WriteBudget(3 * 128 * 1024)
       const key = 'b'.repeat(40)
