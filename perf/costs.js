@@ -28,7 +28,7 @@
 //    removal, accounting), built before its clock starts; against kfs4 (writeFile, until
 //    its last put is done: its callback comes earlier); and, with no target, against 256
 //    raw LevelDBs with kfs's shard options (1.5 MiB memtables), each file into the one
-//    its key routes to, as kfs does. Every engine keeps what it wrote, round after round.
+//    its key routes to, as kfs does. Each round's engines write into new stores.
 // 2. A checked read stream of the whole --big file, against the same stream unchecked
 //    and a raw leveldown iterator over a copy of the shard holding it (the same
 //    records, the same iterator options as kfs). Each process reads the file once
@@ -433,9 +433,13 @@ const rotate = (list, round) => list.map((_, i) => list[(i + round) % list.lengt
 async function round (args, base, r, results) {
   const place = (name) => path.join(base, name)
   const push = (name, value) => (results[name] = results[name] || []).push(value)
-  // Each engine's steps, stored by engine: `${name} ${engine}`.
+  // Each engine's steps, stored by engine: `${name} ${engine}`. Every round writes into
+  // stores of its own: in stores that earlier rounds' processes had written and closed,
+  // the 256-database engines (kfs, raw256) slowed round by round and the others did not
+  // (doc/performance.md), which compares the stores' pasts rather than the engines.
+  const writeDir = (engine) => place(`write-${engine}-${r}`)
   const stepped = async (name, engines, job, steps) => {
-    const times = await runSteps(SELF, rotate(engines, r).map((engine) => ({ name, engine, dir: place(`write-${engine}`), shards: args.shards, ...job })), steps)
+    const times = await runSteps(SELF, rotate(engines, r).map((engine) => ({ name, engine, dir: writeDir(engine), shards: args.shards, ...job })), steps)
     for (const engine of engines) push(`${name} ${engine}`, times[engine])
   }
   // 1. 8 MiB writes.
@@ -452,6 +456,7 @@ async function round (args, base, r, results) {
   const perStep = Math.min(SMALL_STEP, args.small)
   const steps = Math.ceil(args.small / perStep)
   await stepped('small', ['kfs', 'raw256'], { files: perStep, warm: Math.ceil(steps / 5) }, steps)
+  for (const engine of ['kfs', 'raw', 'rawShard', 'raw256', 'kfs4']) fs.rmSync(writeDir(engine), { recursive: true, force: true })
   // 5. A new store's first files, and raw LevelDBs' made on first use and ahead.
   const first = place('first')
   for (const engine of rotate(['kfs', 'raw', 'rawAhead'], r)) {
