@@ -1,7 +1,7 @@
 'use strict'
 
 const { contentHash } = require('../api/keys')
-const { newVersion, CHUNK_DIGEST, CHUNK_HEADER } = require('../shard/records')
+const { newVersion, newMeta, CHUNK_HEADER } = require('../shard/records')
 const { RecordPool } = require('./record-pool')
 const { WriteBudget } = require('./write-budget')
 const errors = require('../api/errors')
@@ -250,16 +250,7 @@ class ChunkWriter {
     if (this.expectedSha256 && sha256 !== this.expectedSha256) {
       throw errors.integrity(this.key, 'the content written does not have the expected SHA-256; nothing was committed', { expected: this.expectedSha256, found: sha256 })
     }
-    const meta = {
-      key: this.key,
-      version: this.version,
-      size: this.size,
-      chunks: this.chunks,
-      sha256,
-      chunkDigest: CHUNK_DIGEST,
-      mtime: Date.now(),
-      name: this.name
-    }
+    const meta = newMeta({ key: this.key, name: this.name, version: this.version, size: this.size, chunks: this.chunks, sha256 })
     await this.shard.commit(meta, this.reservation, () => this.aborting, inline)
     return meta
   }

@@ -4,7 +4,7 @@ const { shardFor } = require('../shard/routing')
 const { ChunkWriter } = require('./chunk-writer')
 const { ChunkReader } = require('./chunk-reader')
 const { RecordPool } = require('./record-pool')
-const { newVersion, CHUNK_DIGEST, CHUNK_HEADER } = require('../shard/records')
+const { newVersion, newMeta, CHUNK_HEADER } = require('../shard/records')
 const errors = require('../api/errors')
 
 // The data path of an open store: routes a key to its shard, and opens writers and
@@ -69,7 +69,7 @@ class Files {
         inline.push(record)
         lease.mayWrite()
       }
-      const meta = { key, version: newVersion(), size: data.length, chunks: inline.length, sha256, chunkDigest: CHUNK_DIGEST, mtime: Date.now(), name }
+      const meta = newMeta({ key, name, version: newVersion(), size: data.length, chunks: inline.length, sha256 })
       await shard.commit(meta, reservation, undefined, inline)
       return meta
     } finally {

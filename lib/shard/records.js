@@ -80,6 +80,12 @@ function chunkIntact (chunkKey, record) {
   return record.length >= CHUNK_HEADER && record.readUInt32BE(0) === chunkDigest(chunkKey, record)
 }
 
+// The metadata of a version of `key` about to be committed, its chunks digested as
+// kfs digests them now, dated now.
+function newMeta ({ key, name, version, size, chunks, sha256 }) {
+  return { key, version, size, chunks, sha256, chunkDigest: CHUNK_DIGEST, mtime: Date.now(), name }
+}
+
 function encodeMeta (meta) {
   const record = { version: meta.version, size: meta.size, chunks: meta.chunks, sha256: meta.sha256, mtime: meta.mtime }
   if (meta.chunkDigest !== undefined) record.chunkDigest = meta.chunkDigest
@@ -139,6 +145,7 @@ module.exports = {
   newChunkRecord,
   sealChunk,
   chunkIntact,
+  newMeta,
   encodeMeta,
   decodeMeta,
   decodeNote

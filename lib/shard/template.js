@@ -35,6 +35,7 @@ async function writeFromTemplate (files, tmpDir, name) {
   const staging = path.join(tmpDir, `${name}-${crypto.randomBytes(4).toString('hex')}`)
   const handles = []
   const synced = [] // handles of the files LevelDB syncs
+  let failure
   try {
     await fs.mkdir(staging)
     // All settled before a failure is cleaned up: no write may land after the removal.
@@ -50,15 +51,13 @@ async function writeFromTemplate (files, tmpDir, name) {
       if (data.length) synced.push(handle)
     }))
     await settled([...synced.map((h) => h.sync()), syncDir(staging)])
-    return staging
   } catch (err) {
-    await Promise.allSettled(handles.map((h) => h.close()))
-    handles.length = 0
-    await fs.rm(staging, { recursive: true, force: true }).catch(() => {}) // the failure is what matters
-    throw err
-  } finally {
-    await Promise.allSettled(handles.map((h) => h.close()))
+    failure = err
   }
+  await Promise.allSettled(handles.map((h) => h.close()))
+  if (!failure) return staging
+  await fs.rm(staging, { recursive: true, force: true }).catch(() => {}) // the failure is what matters
+  throw failure
 }
 
 module.exports = { readTemplate, writeFromTemplate }
