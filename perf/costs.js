@@ -57,12 +57,10 @@ const { pipeline } = require('node:stream/promises')
 const { inChild, runSteps, now, msSince } = require('./child')
 const { runScript, fmt, quickMark, UsageError, optionValue, parseCount, MiB } = require('./script')
 const { median } = require('./stats')
-const { keysForShards, REF } = require('./node')
+const { call, randomKey, chunkKeys, shardOptions, fileRecords, writeRecords, openStore, REF } = require('./kfs-work')
 const records = require('../lib/shard/records')
 const { shardFor } = require('../lib/shard/routing')
 const { DEFAULTS: STORE } = require('../lib/api/options')
-// As lib/data/chunk-writer.js sends a store's chunks when it does not sync.
-const { BATCH_BYTES, MAX_IN_FLIGHT } = require('../lib/data/chunk-writer')
 
 const SELF = __filename
 const SLOW_READERS = path.join(__dirname, 'slow-readers.js')
@@ -86,37 +84,12 @@ function parseArgs (argv) {
   return args
 }
 
-const call = (fn) => new Promise((resolve, reject) => fn((err, value) => (err ? reject(err) : resolve(value))))
-const randomKey = () => crypto.randomBytes(32).toString('hex')
-const chunkKeys = () => new records.ChunkKeys(STORE.maxTableSize / STORE.shardCount, STORE.chunkSize)
-
-// kfs's options for a shard's LevelDB with every shard open.
-function shardOptions () {
-  const { DEFAULTS } = require('../lib/leveldb/leveldb')
-  return { ...DEFAULTS, writeBufferSize: require('../lib/shard/shards').writeBufferSize(STORE.shardCount) }
-}
-
 function openRaw (dir, options) {
   const db = require('leveldown')(dir)
   return call((cb) => db.open({ createIfMissing: true, ...options }, cb)).then(() => db)
 }
 
 const closeAll = (dbs) => Promise.all(dbs.map((db) => call((cb) => db.close(cb))))
-
-// shards: how many to make and open (all but with --quick).
-async function openStore (dir, shards) {
-  const store = require('..')(dir, { referenceId: REF })
-  // Every shard created and open, and committed into once before any clock starts: a
-  // shard's first commit in a process makes its key fingerprints, a scan of its keys.
-  // A new tiny file into each (one written again would leave a dead version instead).
-  const ref = Buffer.from(REF, 'hex')
-  const wanted = new Set(keysForShards(shards).map(({ key }) => shardFor(ref, key)))
-  while (wanted.size > 0) {
-    const key = randomKey()
-    if (wanted.delete(shardFor(ref, key))) await store.writeFile(key, 'warm-up')
-  }
-  return store
-}
 
 function drain (readable) {
   return pipeline(readable, new Writable({ write: (chunk, enc, cb) => cb() }))
@@ -137,37 +110,6 @@ async function * blocks (mib) {
   }
 }
 
-// The records kfs writes for `data` under `key`: its batches of chunk records, then the
-// commit batch. `account`: the shard's accounting before the file.
-function fileRecords (key, data, account, keys = chunkKeys()) {
-  const version = records.newVersion()
-  const chunks = Math.ceil(data.length / STORE.chunkSize)
-  const meta = { version, size: data.length, chunks, sha256: crypto.hash('sha256', data), chunkDigest: records.CHUNK_DIGEST, mtime: Date.now() }
-  const puts = []
-  for (let i = 0; i < chunks; i++) {
-    const piece = data.subarray(i * STORE.chunkSize, (i + 1) * STORE.chunkSize)
-    const record = records.newChunkRecord(piece.length)
-    piece.copy(record, records.CHUNK_HEADER)
-    const chunkKey = keys.key(key, version, i)
-    puts.push({ type: 'put', key: chunkKey, value: records.sealChunk(chunkKey, record) })
-  }
-  const commit = [
-    { type: 'put', key: records.metaKey(key), value: records.encodeMeta(meta) },
-    { type: 'put', key: records.ACCOUNT, value: JSON.stringify({ used: account.used + data.length, files: account.files + 1 }) }
-  ]
-  account.used += data.length
-  account.files++
-  // Chunks are held until their records reach BATCH_BYTES, then each is a batch of its
-  // own; a file whose whole chunks never reach it goes into the commit batch, with no
-  // pending record.
-  const held = Math.ceil(BATCH_BYTES / (STORE.chunkSize + records.CHUNK_HEADER))
-  if (Math.floor(data.length / STORE.chunkSize) < held) return { batches: [], commit: [...puts, ...commit] }
-  const batches = puts.map((put) => [put])
-  batches[0].unshift({ type: 'put', key: records.pendingKey(version), value: key })
-  commit.splice(1, 0, { type: 'del', key: records.pendingKey(version) })
-  return { batches, commit }
-}
-
 // `shards` raw LevelDBs in `dir` with kfs's shard options, as kfs's shards are; or one
 // (any options). route(key, data): the database the key goes to (and its index), and
 // the records kfs would write there (fileRecords).
@@ -184,23 +126,9 @@ function withRoutes (dbs) {
   const keys = chunkKeys()
   dbs.route = (key, data) => {
     const shard = shardFor(ref, key) % dbs.length
-    return { shard, db: dbs[shard], file: fileRecords(key, data, accounts[shard], keys) }
+    return { shard, db: dbs[shard], file: fileRecords(key, data, accounts[shard], { keys }) }
   }
   return dbs
-}
-
-// As ChunkWriter sends them: the first batch alone, then MAX_IN_FLIGHT at most, then the
-// commit batch.
-async function writeRecords (db, { batches, commit }) {
-  const inflight = []
-  for (const [i, ops] of batches.entries()) {
-    const written = call((cb) => db.batch(ops, cb))
-    if (i === 0) await written
-    else inflight.push(written)
-    while (inflight.length >= MAX_IN_FLIGHT) await inflight.shift()
-  }
-  await Promise.all(inflight)
-  await call((cb) => db.batch(commit, cb))
 }
 
 // A kfs4 store (lib/b-table.js) with reference ID 0: a 40-hex key whose first byte is i
@@ -367,27 +295,18 @@ const CASES = {
 // entry, the rest in a second trip), checked alike. `getsFirst` alternates their order.
 // Then 3b's: the same ranges by gets, 16 in flight.
 async function rawRanges (db, keys, key, meta, mib, getsFirst) {
-  const { GETS_IN_FLIGHT } = require('../lib/data/read-ahead')
+  const { ReadAhead } = require('../lib/data/read-ahead')
   const per = MiB / STORE.chunkSize
   const keysOf = (offset) => Array.from({ length: per }, (_, i) => keys.key(key, meta.version, offset / STORE.chunkSize + i))
   const check = (k, value) => {
     if (!records.chunkIntact(k, value)) throw new Error(`chunk ${k} does not match its CRC32`)
     return value.length - records.CHUNK_HEADER
   }
-  // At most GETS_IN_FLIGHT gets at once, however many ranges are in flight, as in kfs.
-  let free = GETS_IN_FLIGHT
-  const waiting = []
-  const get = async (k) => {
-    if (free > 0) free--
-    else await new Promise((resolve) => waiting.push(resolve))
-    try {
-      return await call((cb) => db.get(k, { asBuffer: true, fillCache: false }, cb))
-    } finally {
-      const next = waiting.shift()
-      if (next) next()
-      else free++
-    }
-  }
+  // At most GETS_IN_FLIGHT gets at once, however many ranges are in flight: kfs's own
+  // limit (ReadAhead#get), over the raw binding's get.
+  const limit = new ReadAhead()
+  const raw = { get: (k) => call((cb) => db.get(k, { asBuffer: true, fillCache: false }, cb)) }
+  const get = (k) => limit.get(raw, k)
   const gets = async (offset) => {
     let bytes = 0
     await Promise.all(keysOf(offset).map(async (k) => {

@@ -25,6 +25,7 @@ const os = require('node:os')
 const path = require('node:path')
 const crypto = require('node:crypto')
 const { serve, runSteps, now, msSince } = require('./child')
+const { randomKey: key, openStore } = require('./kfs-work')
 
 function parseArgs (argv) {
   const args = { files: 1000, steps: 60, dir: process.env.KFS_PERF_DIR || os.tmpdir() }
@@ -39,18 +40,11 @@ function parseArgs (argv) {
 }
 
 const PROFILED = 20000 // files in the profiled step
-const key = () => crypto.randomBytes(32).toString('hex')
 
 // In the child (perf/child.js, Stepped): a store of `lib` whose 256 shards exist; each
 // step writes `files` files, profiled into `profile` if given.
 async function engine ({ lib, dir, files, profile }) {
-  const store = require(lib)(dir)
-  await store.open()
-  const tiny = Buffer.alloc(16)
-  for (let n = 0; ; n += 64) {
-    for (let i = 0; i < 64; i++) await store.writeFile(key(), tiny)
-    if (n % 1024 === 0 && (await store.usage()).shards.length === 256) break
-  }
+  const store = await openStore(dir, 256, lib)
   const { LevelDb } = require(path.join(lib, 'lib', 'leveldb', 'leveldb'))
   const batch = LevelDb.prototype.batch
   LevelDb.prototype.batch = () => Promise.resolve()

@@ -33,6 +33,7 @@ const os = require('node:os')
 const path = require('node:path')
 const crypto = require('node:crypto')
 const { serve, runSteps, now, msSince } = require('./child')
+const { call, randomKey: key, shardOptions, fileRecords, writeRecords, openStore } = require('./kfs-work')
 
 const MiB = 1024 * 1024
 
@@ -50,8 +51,6 @@ function parseArgs (argv) {
   return args
 }
 
-const key = () => crypto.randomBytes(32).toString('hex')
-const call = (fn) => new Promise((resolve, reject) => fn((err, v) => (err ? reject(err) : resolve(v))))
 const median = (xs) => {
   const s = [...xs].sort((a, b) => a - b)
   return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2
@@ -59,11 +58,8 @@ const median = (xs) => {
 
 // A leveldown database with kfs's shard settings, holding an accounting record.
 async function openRaw (dir) {
-  const leveldown = require('leveldown')
-  const { DEFAULTS } = require('../lib/leveldb/leveldb')
-  const { writeBufferSize } = require('../lib/shard/shards')
-  const db = leveldown(dir)
-  await call((cb) => db.open({ ...DEFAULTS, writeBufferSize: writeBufferSize(256) }, cb))
+  const db = require('leveldown')(dir)
+  await call((cb) => db.open(shardOptions(), cb))
   await call((cb) => db.put('!a', JSON.stringify({ used: 0, files: 0 }), { sync: true }, cb))
   return db
 }
@@ -77,70 +73,26 @@ async function openRaw256 (dir, lazy = false) {
   return { get, all: dbs }
 }
 
-// kfs's records for one file (records.js), sealed, in batches as ChunkWriter sends them.
-function kfsRecords (k, data, { perBatch = 8, chunkSize = 128 * 1024, shardCap = 32 * 1024 * MiB } = {}) {
-  const records = require('../lib/shard/records')
-  const chunkKeys = new records.ChunkKeys(shardCap, chunkSize)
-  const version = records.newVersion()
-  const chunks = []
-  for (let offset = 0; offset < data.length; offset += chunkSize) {
-    const piece = data.subarray(offset, offset + chunkSize)
-    const record = records.newChunkRecord(piece.length)
-    piece.copy(record, records.CHUNK_HEADER)
-    const chunkKey = chunkKeys.key(k, version, chunks.length)
-    chunks.push({ type: 'put', key: chunkKey, value: records.sealChunk(chunkKey, record) })
-  }
-  const meta = { type: 'put', key: records.metaKey(k), value: records.encodeMeta({ version, size: data.length, chunks: chunks.length, sha256: crypto.hash('sha256', data), chunkDigest: 'crc32', mtime: Date.now() }) }
-  const account = { type: 'put', key: records.ACCOUNT, value: JSON.stringify({ used: data.length, files: 1 }) }
-  if (data.length <= MiB) return { batches: [], commit: [...chunks, meta, account] }
-  const batches = []
-  for (let i = 0; i < chunks.length; i += perBatch) batches.push(chunks.slice(i, i + perBatch))
-  batches[0].unshift({ type: 'put', key: records.pendingKey(version), value: k })
-  return { batches, commit: [meta, { type: 'del', key: records.pendingKey(version) }, account] }
-}
-
-// One file's batches as ChunkWriter sends them: the first awaited, then at most
-// `inFlight` outstanding; then the commit batch.
-async function writeRaw (db, { batches, commit }, inFlight) {
-  const pending = []
-  for (let i = 0; i < batches.length; i++) {
-    const written = call((cb) => db.batch(batches[i], cb))
-    if (i === 0) await written
-    else pending.push(written)
-    while (pending.length >= inFlight) await pending.shift()
-  }
-  await Promise.all(pending)
-  await call((cb) => db.batch(commit, cb))
-}
-
-// A kfs store whose 256 shards exist (and are open): small files until each has one.
-async function kfsWithShards (dir, lib) {
-  const store = require(lib || '..')(dir)
-  await store.open()
-  const tiny = Buffer.alloc(16)
-  for (let n = 0; ; n += 64) {
-    for (let i = 0; i < 64; i++) await store.writeFile(key(), tiny)
-    if (n % 1024 === 0 && (await store.usage()).shards.length === 256) break
-  }
-  return store
-}
-
 // In the child (perf/child.js, Stepped): makes the engine; each step writes `perStep`
 // files and gives its ms.
 async function makeEngine ({ kind, dir, lib, size, perStep, perBatch, inFlight, fresh }) {
   const value = crypto.randomBytes(size)
   let write, close
   if (kind === 'kfs') {
-    const store = fresh ? require(lib || '..')(dir) : await kfsWithShards(dir, lib)
+    const store = fresh ? require(lib || '..')(dir) : await openStore(dir, 256, lib)
     await store.open()
     write = (k) => store.writeFile(k, value)
     close = () => store.close()
   } else {
     const dbs = await openRaw256(dir, fresh)
-    const made = (k) => ({ db: parseInt(k.slice(0, 2), 16), records: kfsRecords(k, value, { perBatch }) })
+    const accounts = Array.from({ length: 256 }, () => ({ used: 0, files: 0 }))
+    const made = (k) => {
+      const db = parseInt(k.slice(0, 2), 16)
+      return { db, records: fileRecords(k, value, accounts[db], { perBatch }) }
+    }
     // The records of the next step are made before its clock starts: LevelDB's part alone.
     let next
-    write = async (k) => writeRaw(await dbs.get(next.get(k).db), next.get(k).records, inFlight)
+    write = async (k) => writeRecords(await dbs.get(next.get(k).db), next.get(k).records, inFlight)
     write.prepare = (keys) => { next = new Map(keys.map((k) => [k, made(k)])) }
     close = async () => { for (const db of dbs.all) if (db) await call((cb) => db.close(cb)) }
   }

@@ -1,0 +1,87 @@
+'use strict'
+
+// kfs's own work, as the perf scripts that compare kfs with raw LevelDB need it: the
+// records kfs writes for a file and how it sends them, for a raw engine to write the
+// same; kfs's options for a shard's LevelDB; and a kfs store whose shards all exist.
+
+const crypto = require('node:crypto')
+const records = require('../lib/shard/records')
+const { shardFor } = require('../lib/shard/routing')
+const { DEFAULTS: STORE } = require('../lib/api/options')
+const { BATCH_BYTES, MAX_IN_FLIGHT } = require('../lib/data/chunk-writer')
+const { keysForShards, REF } = require('./node')
+
+const call = (fn) => new Promise((resolve, reject) => fn((err, value) => (err ? reject(err) : resolve(value))))
+const randomKey = () => crypto.randomBytes(32).toString('hex')
+const chunkKeys = () => new records.ChunkKeys(STORE.maxTableSize / STORE.shardCount, STORE.chunkSize)
+
+// kfs's options for a shard's LevelDB with every shard open.
+function shardOptions () {
+  const { DEFAULTS } = require('../lib/leveldb/leveldb')
+  return { ...DEFAULTS, writeBufferSize: require('../lib/shard/shards').writeBufferSize(STORE.shardCount) }
+}
+
+// The records kfs writes for `data` under `key`: its batches of chunk records, then the
+// commit batch. `account`: the shard's accounting before the file, updated. Chunks are
+// held until their records reach BATCH_BYTES, then sent `perBatch` to a batch (1, as
+// lib/data/chunk-writer.js sends them when the store does not sync; 8 is how it sent
+// them before); a file whose whole chunks never reach it goes into the commit batch,
+// with no pending record.
+function fileRecords (key, data, account, { keys = chunkKeys(), perBatch = 1 } = {}) {
+  const version = records.newVersion()
+  const chunks = Math.ceil(data.length / STORE.chunkSize)
+  const meta = records.newMeta({ key, version, size: data.length, chunks, sha256: crypto.hash('sha256', data) })
+  const puts = []
+  for (let i = 0; i < chunks; i++) {
+    const piece = data.subarray(i * STORE.chunkSize, (i + 1) * STORE.chunkSize)
+    const record = records.newChunkRecord(piece.length)
+    piece.copy(record, records.CHUNK_HEADER)
+    const chunkKey = keys.key(key, version, i)
+    puts.push({ type: 'put', key: chunkKey, value: records.sealChunk(chunkKey, record) })
+  }
+  const commit = [
+    { type: 'put', key: records.metaKey(key), value: records.encodeMeta(meta) },
+    { type: 'put', key: records.ACCOUNT, value: JSON.stringify({ used: account.used + data.length, files: account.files + 1 }) }
+  ]
+  account.used += data.length
+  account.files++
+  const held = Math.ceil(BATCH_BYTES / (STORE.chunkSize + records.CHUNK_HEADER))
+  if (Math.floor(data.length / STORE.chunkSize) < held) return { batches: [], commit: [...puts, ...commit] }
+  const batches = []
+  for (let i = 0; i < puts.length; i += perBatch) batches.push(puts.slice(i, i + perBatch))
+  batches[0].unshift({ type: 'put', key: records.pendingKey(version), value: key })
+  commit.splice(1, 0, { type: 'del', key: records.pendingKey(version) })
+  return { batches, commit }
+}
+
+// Writes fileRecords() into a raw leveldown `db` as ChunkWriter sends them: the first
+// batch alone, then at most `inFlight` outstanding, then the commit batch.
+async function writeRecords (db, { batches, commit }, inFlight = MAX_IN_FLIGHT) {
+  const pending = []
+  for (const [i, ops] of batches.entries()) {
+    const written = call((cb) => db.batch(ops, cb))
+    if (i === 0) await written
+    else pending.push(written)
+    while (pending.length >= inFlight) await pending.shift()
+  }
+  await Promise.all(pending)
+  await call((cb) => db.batch(commit, cb))
+}
+
+// A kfs store (of the checkout at `lib`) with reference ID REF whose first `shards`
+// shards (all but for a quick run) exist, are open, and were committed into once before
+// any clock starts: a shard's first commit in a process makes its key fingerprints, a
+// scan of its keys. A new tiny file into each (one written again would leave a dead
+// version instead).
+async function openStore (dir, shards = STORE.shardCount, lib = '..') {
+  const store = require(lib)(dir, { referenceId: REF })
+  const ref = Buffer.from(REF, 'hex')
+  const wanted = new Set(keysForShards(shards).map(({ key }) => shardFor(ref, key)))
+  while (wanted.size > 0) {
+    const key = randomKey()
+    if (wanted.delete(shardFor(ref, key))) await store.writeFile(key, 'warm-up')
+  }
+  return store
+}
+
+module.exports = { call, randomKey, chunkKeys, shardOptions, fileRecords, writeRecords, openStore, REF }
