@@ -14,8 +14,9 @@ const { once } = require('node:events')
 const now = () => process.hrtime.bigint()
 const msSince = (start) => Number(now() - start) / 1e6
 
-async function inChild (script, job) {
-  const child = spawn(process.execPath, [script, '--child', JSON.stringify(job)], { stdio: ['ignore', 'pipe', 'inherit'] })
+// env: variables added to the child's environment.
+async function inChild (script, job, { env } = {}) {
+  const child = spawn(process.execPath, [script, '--child', JSON.stringify(job)], { stdio: ['ignore', 'pipe', 'inherit'], env: env && { ...process.env, ...env } })
   let out = ''
   child.stdout.on('data', (d) => (out += d))
   const [code] = await once(child, 'close') // after its stdout ended, unlike 'exit'

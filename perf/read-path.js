@@ -9,9 +9,13 @@
 // ranges as one get per chunk. Rounds alternate which process goes first; each process
 // repeats each case --reps times, alternating checked and unchecked. With --before
 // CHECKOUT, the kfs cases also run, in a process of their own, on the kfs at CHECKOUT (a
-// copy of the code before a change, say), on the same store.
+// copy of the code before a change, say), on the same store. With --malloc, each
+// process also runs again with glibc's malloc told to keep freed memory (MALLOC):
+// a value of 128 KiB that LevelDB reads is allocated twice (on its thread, then copied
+// into a Buffer), and by default glibc hands much of that memory back to the system and
+// faults it in anew; the page faults per MiB read are printed for every case.
 //
-//   node perf/read-path.js [--size 512] [--rounds 3] [--reps 3] [--ranges 256] [--dir DIR] [--before CHECKOUT]
+//   node perf/read-path.js [--size 512] [--rounds 3] [--reps 3] [--ranges 256] [--dir DIR] [--before CHECKOUT] [--malloc]
 //
 // --size is MiB; --ranges is how many 1 MiB ranges each range case reads. Prints every
 // figure (median MiB/s and the spread over rounds) and each target beside its ratio.
@@ -34,6 +38,7 @@ function parseArgs (argv) {
     if (arg === '--child') args.child = JSON.parse(optionValue(argv, ++i))
     else if (arg === '--dir') args.dir = optionValue(argv, ++i)
     else if (arg === '--before') args.before = path.resolve(optionValue(argv, ++i))
+    else if (arg === '--malloc') args.malloc = true
     else if (['--size', '--rounds', '--reps', '--ranges'].includes(arg)) args[arg.slice(2)] = parseCount(optionValue(argv, ++i), arg)
     else throw new Error(`unknown argument ${arg} (see the comment at the top of perf/read-path.js)`)
   }
@@ -45,14 +50,21 @@ const median = (xs) => {
   return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2
 }
 
-// Times fn: { ms, cpu } (cpu: user + system ms of this process, every thread).
+// glibc's malloc keeping what is freed: no mmap for a value of 128 KiB (the threshold
+// stays put once set), and the top of a heap given back only past 64 MiB. Setting the
+// trim threshold alone fixes the mmap threshold at 128 KiB: every value is mmapped.
+const MALLOC = { MALLOC_MMAP_THRESHOLD_: String(MiB), MALLOC_TRIM_THRESHOLD_: String(64 * MiB) }
+
+// Times fn: { ms, cpu, faults } (cpu: user + system ms of this process, every thread;
+// faults: minor page faults).
 async function timed (fn) {
   const cpu = process.cpuUsage()
+  const faults = process.resourceUsage().minorPageFault
   const start = now()
   await fn()
   const t = msSince(start)
   const used = process.cpuUsage(cpu)
-  return { ms: t, cpu: (used.user + used.system) / 1000 }
+  return { ms: t, cpu: (used.user + used.system) / 1000, faults: process.resourceUsage().minorPageFault - faults }
 }
 
 const drain = (readable) => pipeline(readable, new Writable({ write: (chunk, enc, cb) => cb() }))
@@ -188,17 +200,21 @@ async function main (args) {
     const results = {} // case -> [median of the round's reps in MiB/s]
     const cpu = {}
     const cpuPerGiB = {} // CPU ms per GiB read, every thread of the process
+    const faultsPerMiB = {}
     for (let round = 0; round < args.rounds; round++) {
       const offsets = Array.from({ length: args.ranges }, () => crypto.randomInt(args.size) * MiB)
       const job = { dir, shardDir, size: args.size, reps: args.reps, offsets }
-      const engines = args.before ? ['kfs', 'raw', 'before'] : ['kfs', 'raw']
+      const plain = args.before ? ['kfs', 'raw', 'before'] : ['kfs', 'raw']
+      const engines = args.malloc ? [...plain, ...plain.map((e) => `${e} MALLOC`)] : plain
       const order = round % 2 ? engines.reverse() : engines
       for (const engine of order) {
-        const name = engine === 'before' ? 'kfs' : engine
-        const checkout = engine === 'before' ? args.before : undefined
-        const times = await inChild(script, { ...job, name, engine, checkout })
+        const [kind, tuned] = engine.split(' ')
+        const name = kind === 'before' ? 'kfs' : kind
+        const checkout = kind === 'before' ? args.before : undefined
+        const times = await inChild(script, { ...job, name, engine, checkout }, { env: tuned && MALLOC })
         for (const [name, ts] of Object.entries(times)) {
           const mib = name.startsWith('stream') || name.startsWith('iterator') ? args.size : args.ranges
+          ;(faultsPerMiB[`${engine} ${name}`] = faultsPerMiB[`${engine} ${name}`] || []).push(median(ts.map((t) => t.faults)) / mib)
           ;(cpuPerGiB[`${engine} ${name}`] = cpuPerGiB[`${engine} ${name}`] || []).push(median(ts.map((t) => t.cpu)) / mib * 1024)
           const label = `${engine} ${name}`;
           (results[label] = results[label] || []).push(mib / (median(ts.map((t) => t.ms)) / 1000));
@@ -206,34 +222,44 @@ async function main (args) {
         }
       }
     }
-    console.log(`node ${process.version}, ${os.cpus().length} cpus; ${args.size} MiB file, ${args.ranges} ranges of 1 MiB, ${args.rounds} rounds of ${args.reps} reps`)
+    // Every process inherits this one's environment: glibc's settings in it apply to all.
+    const inherited = Object.entries(process.env).filter(([k]) => k.startsWith('MALLOC_')).map(([k, v]) => `${k}=${v}`).join(' ')
+    console.log(`node ${process.version}, ${os.cpus().length} cpus; ${args.size} MiB file, ${args.ranges} ranges of 1 MiB, ${args.rounds} rounds of ${args.reps} reps${inherited ? `; every process with ${inherited}` : ''}${args.malloc ? `; MALLOC: ${Object.entries(MALLOC).map(([k, v]) => `${k}=${v}`).join(' ')}` : ''}`)
     console.log('')
-    console.log('| case | MiB/s, median of rounds | spread | cores busy | CPU ms per GiB |')
-    console.log('|---|---|---|---|---|')
-    for (const [label, rates] of Object.entries(results)) {
-      console.log(`| ${label} | ${fmt(median(rates))} | ${fmt(Math.min(...rates))}-${fmt(Math.max(...rates))} | ${fmt(median(cpu[label]), 2)} | ${fmt(median(cpuPerGiB[label]))} |`)
+    console.log('| case | MiB/s, median of rounds | spread | cores busy | CPU ms per GiB | page faults per MiB |')
+    console.log('|---|---|---|---|---|---|')
+    for (const label of Object.keys(results).sort()) {
+      const rates = results[label]
+      console.log(`| ${label} | ${fmt(median(rates))} | ${fmt(Math.min(...rates))}-${fmt(Math.max(...rates))} | ${fmt(median(cpu[label]), 2)} | ${fmt(median(cpuPerGiB[label]))} | ${fmt(median(faultsPerMiB[label]), 1)} |`)
     }
-    const m = (label) => median(results[label])
-    // Ratios per round (same round, side by side), then their median and spread.
-    const ratio = (a, b) => results[a].map((x, i) => x / results[b][i])
-    const line = (what, rs, target) => console.log(`${what}: ${fmt(median(rs), 2)} (${fmt(Math.min(...rs), 2)}-${fmt(Math.max(...rs), 2)}), target >= ${target}: ${median(rs) >= target ? 'met' : 'MISSED'}`)
-    console.log('')
-    line('checked stream / unchecked stream', ratio('kfs stream checked', 'kfs stream unchecked'), 0.9)
-    const best = results['raw iterator 1 MiB'].map((x, i) => Math.max(x, results['raw iterator default'][i], results['raw iterator 3 a trip'][i]))
-    line('checked stream / raw iterator (the fastest of the three)', results['kfs stream checked'].map((x, i) => x / best[i]), 0.8)
-    line('checked stream / raw iterator checking the same CRC32s (3 a trip)', ratio('kfs stream checked', 'raw iterator 3 a trip + crc32'), 0.8)
-    console.log(`raw iterator 3 a trip: with CRC32 / without: ${fmt(median(ratio('raw iterator 3 a trip + crc32', 'raw iterator 3 a trip')), 2)}`)
-    line('ranges one at a time / checked stream', ratio('kfs ranges 1', 'kfs stream checked'), 0.9)
-    line('ranges 16 in flight / one at a time', ratio('kfs ranges 16', 'kfs ranges 1'), 1.0)
-    if (args.before) {
-      for (const name of ['stream checked', 'stream unchecked', 'ranges 1', 'ranges 16']) line(`${name}: after / before`, ratio(`kfs ${name}`, `before ${name}`), 1)
-    }
-    console.log(`raw gets 16 in flight / one at a time: ${fmt(m('raw gets 16') / m('raw gets 1'), 2)}; the same with the metadata get and CRC32s: ${fmt(m('raw meta + gets + crc32 16') / m('raw meta + gets + crc32 1'), 2)}`)
-    console.log(`kfs ranges / raw gets: ${fmt(m('kfs ranges 1') / m('raw gets 1'), 2)} (1), ${fmt(m('kfs ranges 16') / m('raw gets 16'), 2)} (16); / raw metadata get, gets and CRC32s: ${fmt(m('kfs ranges 1') / m('raw meta + gets + crc32 1'), 2)} (1), ${fmt(m('kfs ranges 16') / m('raw meta + gets + crc32 16'), 2)} (16)`)
-    console.log(`raw ranges as kfs reads them / raw checked iterator (3 a trip): ${fmt(m('raw meta + gets + crc32 1') / m('raw iterator 3 a trip + crc32'), 2)} (1), ${fmt(m('raw meta + gets + crc32 16') / m('raw iterator 3 a trip + crc32'), 2)} (16)`)
+    for (const tuned of args.malloc ? ['', ' MALLOC'] : ['']) summarize(results, args, tuned)
   } finally {
     fs.rmSync(base, { recursive: true, force: true })
   }
+}
+
+// The figures and targets of the processes run with `tuned` ('' or ' MALLOC').
+function summarize (results, args, tuned) {
+  const [kfs, raw, before] = ['kfs', 'raw', 'before'].map((e) => `${e}${tuned}`)
+  const m = (label) => median(results[label])
+  // Ratios per round (same round, side by side), then their median and spread.
+  const ratio = (a, b) => results[a].map((x, i) => x / results[b][i])
+  const line = (what, rs, target) => console.log(`${what}: ${fmt(median(rs), 2)} (${fmt(Math.min(...rs), 2)}-${fmt(Math.max(...rs), 2)}), target >= ${target}: ${median(rs) >= target ? 'met' : 'MISSED'}`)
+  console.log('')
+  if (tuned) console.log(`With${tuned}:`)
+  line('checked stream / unchecked stream', ratio(`${kfs} stream checked`, `${kfs} stream unchecked`), 0.9)
+  const best = results[`${raw} iterator 1 MiB`].map((x, i) => Math.max(x, results[`${raw} iterator default`][i], results[`${raw} iterator 3 a trip`][i]))
+  line('checked stream / raw iterator (the fastest of the three)', results[`${kfs} stream checked`].map((x, i) => x / best[i]), 0.8)
+  line('checked stream / raw iterator checking the same CRC32s (3 a trip)', ratio(`${kfs} stream checked`, `${raw} iterator 3 a trip + crc32`), 0.8)
+  console.log(`raw iterator 3 a trip: with CRC32 / without: ${fmt(median(ratio(`${raw} iterator 3 a trip + crc32`, `${raw} iterator 3 a trip`)), 2)}`)
+  line('ranges one at a time / checked stream', ratio(`${kfs} ranges 1`, `${kfs} stream checked`), 0.9)
+  line('ranges 16 in flight / one at a time', ratio(`${kfs} ranges 16`, `${kfs} ranges 1`), 1.0)
+  if (args.before) {
+    for (const name of ['stream checked', 'stream unchecked', 'ranges 1', 'ranges 16']) line(`${name}: after / before`, ratio(`${kfs} ${name}`, `${before} ${name}`), 1)
+  }
+  console.log(`raw gets 16 in flight / one at a time: ${fmt(m(`${raw} gets 16`) / m(`${raw} gets 1`), 2)}; the same with the metadata get and CRC32s: ${fmt(m(`${raw} meta + gets + crc32 16`) / m(`${raw} meta + gets + crc32 1`), 2)}`)
+  console.log(`kfs ranges / raw gets: ${fmt(m(`${kfs} ranges 1`) / m(`${raw} gets 1`), 2)} (1), ${fmt(m(`${kfs} ranges 16`) / m(`${raw} gets 16`), 2)} (16); / raw metadata get, gets and CRC32s: ${fmt(m(`${kfs} ranges 1`) / m(`${raw} meta + gets + crc32 1`), 2)} (1), ${fmt(m(`${kfs} ranges 16`) / m(`${raw} meta + gets + crc32 16`), 2)} (16)`)
+  console.log(`raw ranges as kfs reads them / raw checked iterator (3 a trip): ${fmt(m(`${raw} meta + gets + crc32 1`) / m(`${raw} iterator 3 a trip + crc32`), 2)} (1), ${fmt(m(`${raw} meta + gets + crc32 16`) / m(`${raw} iterator 3 a trip + crc32`), 2)} (16)`)
 }
 
 runScript('read-path', { parseArgs, cases, main })
