@@ -33,12 +33,15 @@
 // 2. A checked read stream of the whole --big file, against the same stream unchecked
 //    and a raw leveldown iterator over a copy of the shard holding it (the same
 //    records, the same iterator options as kfs). Each process reads the file once
-//    untimed first: a process that has not yet freed memory pays for fresh pages.
+//    untimed first: a process that has not yet freed memory pays for fresh pages. Each
+//    process makes --passes passes of its reads (2 and 3), a ratio pass by pass.
 // 3. As many random 1 MiB ranges of that file as it has MiB, one at a time, then 16 in
 //    flight, against kfs's own checked stream measured in the same process. Its floor:
 //    the same number of ranges read by the raw binding in the raw iterator's process
-//    (gets and a bounded iterator, CRC32s checked), against that checked iterator; and
-//    by gets, 16 in flight, against one at a time.
+//    (gets and a bounded iterator, CRC32s checked), against the raw iterator read ahead
+//    as kfs's stream reads and against the checked iterator; and by gets, 16 in flight,
+//    against one at a time.
+// glibc's malloc settings in the environment (doc/performance.md) apply to every process.
 // 4. 1 KiB files awaited one at a time into a store whose shards all exist and are
 //    open, against 256 raw LevelDBs (kfs's shard options) each file's batch of the
 //    three records kfs writes (chunk, metadata, accounting), built before the clock,
