@@ -2,8 +2,9 @@
 
 // What a new shard costs (lib/shard/create.js, template.js): shards made one after
 // another with LevelDB and from the template, and a new store's first small files
-// (issue 21's target: 1,000 in under 1 s). Each case runs in a process of its own,
-// rounds alternating, so that drift hits both.
+// (issue 21's target: 1,000 in under 1 s) next to its floors, perf/costs.js's `first`
+// job: 256 raw LevelDBs made when their first file comes, and all made at once. Each
+// case runs in a process of its own, rounds alternating, so that drift hits all.
 //
 //   node perf/new-shards.js [--shards 128] [--files 1000] [--rounds 3] [--dir DIR]
 
@@ -49,11 +50,13 @@ const cases = {
   }
 }
 
-function inChild (name, options, dir) {
+const COSTS = path.join(__dirname, 'costs.js')
+
+function inChild (name, options, dir, script = __filename) {
   fs.rmSync(dir, { recursive: true, force: true })
   fs.mkdirSync(dir, { recursive: true })
   try {
-    return JSON.parse(execFileSync(process.execPath, [__filename, '--child', JSON.stringify({ name, ...options, dir })], { encoding: 'utf8' }))
+    return JSON.parse(execFileSync(process.execPath, [script, '--child', JSON.stringify({ name, ...options, dir })], { encoding: 'utf8' }))
   } finally {
     fs.rmSync(dir, { recursive: true, force: true })
   }
@@ -69,14 +72,25 @@ async function main (args) {
   const place = (name) => path.join(root, name)
   try {
     console.log(`# perf/new-shards.js: ${args.shards} shards made one after another, a new store's first ${args.files} small files, ${args.rounds} rounds`)
-    console.log('| round | ms per shard, LevelDB | ms per shard, template | template / LevelDB | first files, s |')
-    console.log('|---|---|---|---|---|')
+    console.log('| round | ms per shard, LevelDB | ms per shard, template | template / LevelDB | first files, s | raw made on first use, s | raw made at once, s |')
+    console.log('|---|---|---|---|---|---|---|')
+    const firsts = {
+      kfs: () => inChild('files', { files: args.files }, place('store')),
+      raw: () => inChild('first', { engine: 'raw', ahead: false, shards: 256, files: args.files }, place('raw'), COSTS),
+      rawAhead: () => inChild('first', { engine: 'raw', ahead: true, shards: 256, files: args.files }, place('raw'), COSTS)
+    }
+    const seconds = { kfs: [], raw: [], rawAhead: [] }
     for (let round = 1; round <= args.rounds; round++) {
       const built = inChild('shards', { shards: args.shards, template: false }, place('leveldb'))
       const copied = inChild('shards', { shards: args.shards, template: true }, place('template'))
-      const first = inChild('files', { files: args.files }, place('store'))
-      console.log(`| ${round} | ${built.toFixed(2)} | ${copied.toFixed(2)} | ${(copied / built).toFixed(2)} | ${(first / 1000).toFixed(2)} |`)
+      const names = Object.keys(firsts)
+      for (const name of [...names.slice(round % 3), ...names.slice(0, round % 3)]) seconds[name].push(firsts[name]() / 1000)
+      const [first, raw, rawAhead] = names.map((name) => seconds[name][round - 1].toFixed(2))
+      console.log(`| ${round} | ${built.toFixed(2)} | ${copied.toFixed(2)} | ${(copied / built).toFixed(2)} | ${first} | ${raw} | ${rawAhead} |`)
     }
+    const median = (list) => [...list].sort((a, b) => a - b)[Math.floor(list.length / 2)]
+    const summary = (name) => `${median(seconds[name]).toFixed(2)} s (${Math.min(...seconds[name]).toFixed(2)}-${Math.max(...seconds[name]).toFixed(2)})`
+    console.log(`first files: kfs ${summary('kfs')}, raw made on first use ${summary('raw')}, raw made at once ${summary('rawAhead')}; medians of ${args.rounds} rounds`)
     console.log(`(target: a new store's first 1,000 small files in under 1 s)`)
   } finally {
     fs.rmSync(root, { recursive: true, force: true })

@@ -1,12 +1,10 @@
 'use strict'
 
 const { expect } = require('chai')
-const fs = require('node:fs')
-const path = require('node:path')
 const { Readable } = require('node:stream')
 const { pipeline } = require('node:stream/promises')
 const { Shard } = require('../lib/shard/shard')
-const { useTmp, rejects, bytes, keyInShard, assertNoStrayChunks, REF } = require('./helpers')
+const { tmpLeftovers, useTmp, rejects, bytes, keyInShard, assertNoStrayChunks, REF } = require('./helpers')
 
 const C = 1024
 const CAP = 8 * C // per shard
@@ -40,7 +38,7 @@ describe('capacity', () => {
     const err = await rejects(store.put(Readable.from([bytes(CAP), bytes(1)])), 'ENOSPC')
     expect(err.message).to.contain(`a shard holds at most ${CAP}`)
     expect(await store.usage()).to.include({ used: 0, files: 0 })
-    expect(fs.readdirSync(path.join(store.location, 'tmp'))).to.deep.equal([])
+    expect(tmpLeftovers(store.location)).to.deep.equal([])
   })
 
   it('an overwrite needs room for the new copy while the old one exists', async () => {

@@ -24,9 +24,35 @@ describe('disk reserve', () => {
     expect(await r.release()).to.equal(true)
     expect(r.low).to.equal(true)
     expect(fs.existsSync(path.join(t.dir, 'reserve'))).to.equal(false)
-    expect(await r.release()).to.equal(false) // nothing left to give up
+    expect(await r.release()).to.equal(true) // given up by this process: room was made
     expect(await r.roomForWrites()).to.equal(true) // this disk has room: it is back
     expect(fs.statSync(path.join(t.dir, 'reserve')).size).to.equal(1024 * 1024)
+    expect(await r.release()).to.equal(true)
+    expect(await r.release()).to.equal(true)
+  })
+
+  it('gives no room if an earlier process gave it up', async () => {
+    const r = await reserve()
+    fs.rmSync(path.join(t.dir, 'reserve'))
+    const again = new DiskReserve(t.dir, path.join(t.dir, 'tmp'), 64 * 1024 * 1024 * 1024 * 1024) // never fits
+    await again.init()
+    expect(again.low).to.equal(true)
+    expect(await again.release()).to.equal(false)
+    expect(r.low).to.equal(false)
+  })
+
+  it('lets every operation that met a full disk at the same time try again once, not only the first', async () => {
+    const r = await reserve()
+    const full = Object.assign(new Error('full'), { code: 'ENOSPC', syscall: 'write' })
+    const tries = [0, 0, 0]
+    const results = await Promise.allSettled(tries.map((_, i) => r.withRoom(async () => {
+      tries[i]++
+      await new Promise((resolve) => setTimeout(resolve, 10 * i)) // they fail one after another
+      if (tries[i] === 1) throw full
+      return i
+    })))
+    expect(results.map((x) => x.value)).to.deep.equal([0, 1, 2])
+    expect(tries).to.deep.equal([2, 2, 2])
   })
 
   it('is put back once when several writes find it missing at the same time', async () => {

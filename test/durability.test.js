@@ -156,6 +156,34 @@ describe('durability of what is renamed into place', function () {
     expect(calls.findIndex((c, i) => i > renamed && c.call === 'fsync' && c.path === t.dir)).to.be.above(renamed)
   })
 
+  it('a spare shard is whole before it is renamed into place, and the store marks a new shard known only once it is in place', () => {
+    const script = `
+      const store = require('./')(process.argv[1] + '/store')
+      ;(async () => {
+        for (let i = 0; i < 24; i++) await store.writeFile('k' + i, 'x')
+        await store.close()
+      })()`
+    const calls = trace(script, t.dir)
+    const renames = calls.map((c, i) => [c, i]).filter(([c]) => c.call === 'rename' && /\/\d{3}\.s$/.test(c.path))
+    const fromSpares = renames.filter(([c]) => /\/tmp\/spare-[0-9a-f]+$/.test(c.from))
+    expect(fromSpares.length, 'shards made from spares').to.be.above(4)
+    for (const [{ from, path: location }, renamed] of fromSpares) {
+      const written = [...new Set(calls.filter((c, i) => i < renamed && c.call === 'write' && path.dirname(c.path) === from).map((c) => c.path))]
+      expect(written, from).to.have.length(3) // CURRENT, the manifest, the table
+      for (const file of written) {
+        const lastWrite = calls.findLastIndex((c, i) => i < renamed && c.call === 'write' && c.path === file)
+        expect(calls.findIndex((c, i) => i > lastWrite && i < renamed && c.call === 'fsync' && c.path === file), `${file} synced`).to.be.above(-1)
+      }
+      expect(entriesSynced(calls, from, renamed), `the entries of ${from} synced`).to.equal(true)
+      // The usage cache's synced mark of this shard comes after its directory entry is
+      // durable: the first sync of the state's log after the rename follows that sync.
+      const placed = calls.findIndex((c, i) => i > renamed && c.call === 'fsync' && c.path === path.join(t.dir, 'store'))
+      const marked = calls.findIndex((c, i) => i > renamed && c.call === 'fsync' && /\/state\/\d+\.log$/.test(c.path))
+      expect(placed, `${location} synced into its directory`).to.be.above(renamed)
+      expect(marked, `${location} marked`).to.be.above(placed)
+    }
+  })
+
   it('the disk reserve\'s bytes are synced before it is renamed into place, and its directory after', () => {
     const script = `
       const fs = require('node:fs')

@@ -195,6 +195,12 @@ async function killingDigestThread (method, nth, fn) {
   return calls
 }
 
+// What an open store has in tmp/ but the spare shards it makes ahead there
+// (lib/shard/spares.js): spooled input, half-made shards.
+function tmpLeftovers (location) {
+  return fs.readdirSync(path.join(location, 'tmp')).filter((name) => !name.startsWith('spare-'))
+}
+
 const REF = '00112233445566778899aabbccddeeff00112233'
 
-module.exports = { useTmp, rejects, throws, bytes, sha256, openShardLocks, keysForShards, keyInShard, collect, assertNoStrayChunks, damageChunk, toFormat1, killingDigestThread, REF }
+module.exports = { tmpLeftovers, useTmp, rejects, throws, bytes, sha256, openShardLocks, keysForShards, keyInShard, collect, assertNoStrayChunks, damageChunk, toFormat1, killingDigestThread, REF }

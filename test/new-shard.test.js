@@ -9,7 +9,8 @@ const { spawn } = require('node:child_process')
 const kfs = require('..')
 const { createShard, makeTemplate } = require('../lib/shard/create')
 const { Shard } = require('../lib/shard/shard')
-const { useTmp } = require('./helpers')
+const { Spares, SPARES } = require('../lib/shard/spares')
+const { useTmp, keysForShards } = require('./helpers')
 
 const WRITER = path.join(__dirname, 'fixtures', 'new-store-writer.js')
 const shardDirs = (dir) => fs.readdirSync(dir).filter((name) => /^\d{3}\.s$/.test(name)).sort()
@@ -17,6 +18,17 @@ const shardDirs = (dir) => fs.readdirSync(dir).filter((name) => /^\d{3}\.s$/.tes
 // The files of a shard as LevelDB left them, but LOG (its diary of each open).
 function contents (location) {
   return Object.fromEntries(fs.readdirSync(location).filter((name) => name !== 'LOG').sort().map((name) => [name, fs.readFileSync(path.join(location, name)).toString('hex')]))
+}
+
+const spareDirs = (dir) => fs.readdirSync(path.join(dir, 'tmp')).filter((name) => name.startsWith('spare-'))
+
+// Resolves once `fn()` is true, polling.
+async function until (fn, what) {
+  for (let i = 0; i < 500; i++) {
+    if (fn()) return
+    await new Promise((resolve) => setTimeout(resolve, 10))
+  }
+  throw new Error(`timed out waiting for ${what}`)
 }
 
 // Starts the writer on a new store at `dir`, SIGKILLs it `ms` after it is ready, and
@@ -58,6 +70,85 @@ describe('new shards', function () {
       expect({ used: shard.used, files: shard.files }).to.deep.equal({ used: 0, files: 0 })
     } finally {
       await shard.close()
+    }
+  })
+
+  it('are made ahead as spares once one was made: whole, at most SPARES, renamed into place, and removed by close()', async () => {
+    const tmp = path.join(t.dir, 'tmp')
+    fs.mkdirSync(tmp)
+    await createShard(path.join(t.dir, 'built.s'), tmp)
+    const template = await makeTemplate(tmp)
+    const spares = new Spares(tmp)
+    expect(spares.take(template)).to.equal(undefined) // none yet; now made
+    await until(() => spareDirs(t.dir).length === SPARES, 'the spares')
+    await new Promise((resolve) => setTimeout(resolve, 50))
+    expect(spareDirs(t.dir)).to.have.length(SPARES) // no more
+    const spare = spares.take(template)
+    expect(contents(spare)).to.deep.equal(contents(path.join(t.dir, 'built.s')))
+    await createShard(path.join(t.dir, 'spare.s'), tmp, template, { spare })
+    expect(fs.existsSync(spare)).to.equal(false)
+    const shard = await Shard.open({ index: 0, location: path.join(t.dir, 'spare.s'), cap: 1e9, chunkKeys: 1, sync: false })
+    await shard.close()
+    await spares.close()
+    expect(fs.readdirSync(tmp)).to.deep.equal([])
+    expect(spares.take(template)).to.equal(undefined) // and none made after close
+    await new Promise((resolve) => setTimeout(resolve, 50))
+    expect(fs.readdirSync(tmp)).to.deep.equal([])
+  })
+
+  it('a spare that cannot be made is forgotten, and leaves nothing; one taken but not placed is removed', async () => {
+    const tmp = path.join(t.dir, 'tmp')
+    fs.mkdirSync(tmp)
+    const template = await makeTemplate(tmp)
+    const gone = new Spares(path.join(t.dir, 'missing'))
+    expect(gone.take(template)).to.equal(undefined)
+    await new Promise((resolve) => setTimeout(resolve, 50))
+    expect(gone.take(template)).to.equal(undefined)
+    await gone.close()
+    expect(fs.existsSync(path.join(t.dir, 'missing'))).to.equal(false)
+    // A shard in the way: the spare taken for it is removed, nothing is renamed.
+    const spares = new Spares(tmp)
+    spares.take(template)
+    await until(() => spareDirs(t.dir).length === SPARES, 'the spares')
+    fs.mkdirSync(path.join(t.dir, 'taken.s'))
+    const spare = spares.take(template, false)
+    const err = await createShard(path.join(t.dir, 'taken.s'), tmp, template, { spare }).catch((e) => e)
+    expect(err.code).to.equal('EEXIST')
+    expect(fs.existsSync(spare)).to.equal(false)
+    expect(fs.readdirSync(path.join(t.dir, 'taken.s'))).to.deep.equal([])
+    await spares.close()
+    expect(fs.readdirSync(tmp)).to.deep.equal([])
+  })
+
+  it('a store that made one shard has that shard only once closed, and no spare left', async () => {
+    const dir = path.join(t.dir, 'small')
+    const store = kfs(dir)
+    await store.writeFile('one', 'x')
+    await until(() => spareDirs(dir).length === SPARES, 'the spares') // made while it is open
+    await store.close()
+    expect(shardDirs(dir)).to.have.length(1)
+    expect(fs.readdirSync(path.join(dir, 'tmp'))).to.deep.equal([])
+  })
+
+  it('a new shard is known to the usage cache once made: its directory lost later is reported, not made anew', async () => {
+    const dir = path.join(t.dir, 'lost')
+    let store = kfs(dir)
+    await store.open()
+    const [lost, kept] = keysForShards(store.referenceId, 2)
+    await store.writeFile(lost.key, 'lost')
+    await store.writeFile(kept.key, 'kept')
+    await store.close()
+    const location = path.join(dir, `${String(lost.shard).padStart(3, '0')}.s`)
+    fs.rmSync(location, { recursive: true })
+    store = kfs(dir)
+    try {
+      const err = await store.writeFile(lost.key, 'again').catch((e) => e)
+      expect(err).to.be.an('error')
+      expect(err.code, err.message).to.equal('ECORRUPT')
+      expect(fs.existsSync(location), 'not made anew').to.equal(false)
+      expect((await store.readFile(kept.key)).toString()).to.equal('kept')
+    } finally {
+      await store.close()
     }
   })
 

@@ -107,12 +107,13 @@ describe('perf/throughput.js', function () {
 describe('perf/new-shards.js', function () {
   this.timeout(60000)
 
-  it('makes shards with LevelDB and from the template, stores a new store\'s first files, and prints a row per round', async () => {
+  it('makes shards with LevelDB and from the template, stores a new store\'s first files next to raw LevelDBs\', and prints a row per round', async () => {
     const script = path.join(__dirname, '..', 'perf', 'new-shards.js')
     const { stdout } = await promisify(execFile)(process.execPath, [script, '--shards', '3', '--files', '10', '--rounds', '2'])
     const rows = stdout.split('\n').filter((line) => /^\| \d+ \|/.test(line))
     expect(rows).to.have.length(2)
-    for (const row of rows) expect(row).to.match(/^\| \d \| [\d.]+ \| [\d.]+ \| [\d.]+ \| [\d.]+ \|$/)
+    for (const row of rows) expect(row).to.match(/^\| \d \| [\d.]+ \| [\d.]+ \| [\d.]+ \| [\d.]+ \| [\d.]+ \| [\d.]+ \|$/)
+    expect(stdout).to.match(/first files: kfs [\d.]+ s \([\d.]+-[\d.]+\), raw made on first use [\d.]+ s \([\d.]+-[\d.]+\), raw made at once [\d.]+ s/)
     expect(stdout).to.contain('target: a new store\'s first 1,000 small files in under 1 s')
     const err = await promisify(execFile)(process.execPath, [script, '--bogus', '1']).then(() => undefined, (e) => e)
     expect(err, 'expected a usage error').to.be.an('error')

@@ -5,7 +5,7 @@ const fs = require('node:fs')
 const path = require('node:path')
 const { Readable } = require('node:stream')
 const kfs = require('..')
-const { useTmp, rejects, throws, bytes, sha256, collect, keysForShards, openShardLocks, REF } = require('./helpers')
+const { tmpLeftovers, useTmp, rejects, throws, bytes, sha256, collect, keysForShards, openShardLocks, REF } = require('./helpers')
 
 const C = 1024 // a small chunk size keeps multi-chunk files small in tests
 
@@ -101,7 +101,7 @@ describe('store', () => {
       expect(key).to.equal(sha256(data))
       expect((await store.readFile(key)).equals(data)).to.equal(true)
       expect(await store.put(Readable.from([data]))).to.equal(key)
-      expect(fs.readdirSync(path.join(store.location, 'tmp'))).to.deep.equal([])
+      expect(tmpLeftovers(store.location)).to.deep.equal([])
     })
 
     it('leaves nothing behind when the Readable fails', async () => {
@@ -113,7 +113,7 @@ describe('store', () => {
         }
       })
       await rejects(store.put(failing), 'ESOURCE')
-      expect(fs.readdirSync(path.join(store.location, 'tmp'))).to.deep.equal([])
+      expect(tmpLeftovers(store.location)).to.deep.equal([])
       expect((await store.usage()).files).to.equal(0)
     })
 

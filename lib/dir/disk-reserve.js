@@ -23,6 +23,7 @@ class DiskReserve {
   #size
   #low = false
   #ensuring
+  #released // whether this process gave up the reserve, since it was last made
 
   constructor (dir, tmpDir, size) {
     this.#file = path.join(dir, RESERVE_FILE)
@@ -44,11 +45,14 @@ class DiskReserve {
     return this.#low
   }
 
-  // Resolves to true if there was a reserve to give up.
-  async release () {
-    if (this.#size === 0) return false
+  // Resolves to true if this process gave up the reserve: to every caller until it is
+  // back, as operations that met the full disk at the same time (list() opens shards
+  // at once) all find room after the one removal.
+  release () {
+    if (this.#size === 0) return Promise.resolve(false)
     this.#low = true
-    return fs.rm(this.#file).then(() => true, () => false)
+    if (!this.#released) this.#released = fs.rm(this.#file).then(() => true, () => false)
+    return this.#released
   }
 
   // Runs fn; if it fails because the disk is full, gives up the reserve and tries once
@@ -92,6 +96,7 @@ class DiskReserve {
       }
       await fs.rename(tmp, this.#file)
       this.#low = false
+      this.#released = undefined
       await syncDir(path.dirname(this.#file))
     } catch (err) {
       await fs.rm(tmp, { force: true })

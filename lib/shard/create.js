@@ -15,15 +15,16 @@ const errors = require('../api/errors')
 // template: the files of a new shard (makeTemplate), written instead of running LevelDB.
 // placed: false leaves syncing the shard into its directory (syncPlaced) to the
 // caller, who must have it succeed before writing into the shard, and may open the
-// shard meanwhile.
-async function createShard (location, tmpDir, template, { placed = true } = {}) {
+// shard meanwhile. spare: a new shard already made and synced in `tmpDir` (spares.js),
+// renamed into place instead of making one; it is removed if that fails.
+async function createShard (location, tmpDir, template, { placed = true, spare } = {}) {
   const name = path.basename(location)
-  // rename() would replace an empty directory: whatever is in the way is not ours to take.
-  const inTheWay = await fs.stat(location).then(() => true, () => false)
-  if (inTheWay) throw errors.system(`shard ${name} could not be created`, { code: 'EEXIST', message: `${location} exists but this store never created it` })
-  let staging
+  let staging = spare
   try {
-    staging = template ? await writeFromTemplate(template, tmpDir, name) : await buildShard(tmpDir, name)
+    // rename() would replace an empty directory: whatever is in the way is not ours to take.
+    const inTheWay = await fs.stat(location).then(() => true, () => false)
+    if (inTheWay) throw errors.system(`shard ${name} could not be created`, { code: 'EEXIST', message: `${location} exists but this store never created it` })
+    if (!staging) staging = template ? await writeFromTemplate(template, tmpDir, name) : await buildShard(tmpDir, name)
     await fs.rename(staging, location)
     staging = undefined
   } catch (err) {

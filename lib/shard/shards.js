@@ -5,6 +5,7 @@ const path = require('node:path')
 const { Shard } = require('./shard')
 const { createShard, syncPlaced, makeTemplate } = require('./create')
 const { ShardPool } = require('./pool')
+const { Spares } = require('./spares')
 const { defaultOpenShards } = require('../dir/descriptors')
 const { shardName, shardDirName } = require('./routing')
 const errors = require('../api/errors')
@@ -17,6 +18,8 @@ const META_PAGE = 1000
 // smaller memtables cost a single writer speed (doc/performance.md).
 const MEMTABLES = 384 * 1024 * 1024
 const MiB = 1024 * 1024
+// A new shard's figures: the template's accounting record (create.js).
+const NEW_FIGURES = { used: 0, files: 0, diskBytes: 0 }
 const writeBufferSize = (maxOpen) => Math.round(Math.max(MiB, Math.min(4 * MiB, MEMTABLES / maxOpen)))
 
 // The shards of an open store: which exist, leases on them (opening and creating them
@@ -32,6 +35,7 @@ class Shards {
   #writers = 0 // write leases not yet released
   #busyPeriod = 0 // counts the times #writers rose from 0
   #template // promise of the files of a new shard (create.js), made on first need
+  #spares // new shards made ahead (spares.js)
 
   constructor ({ location, tmpDir, cap, chunkKeys, shardCount, existing, usage, reserve, operations, options }) {
     this.location = location
@@ -44,6 +48,7 @@ class Shards {
     this.readOnly = options.readOnly // shards open through shadows, and none is created
     this.onDead = () => {} // called when a shard holds more dead bytes (Reclaimer)
     this.#operations = operations
+    this.#spares = new Spares(tmpDir)
     this.#existing = new Set([...existing, ...usage.known])
     const maxOpen = options.maxOpenShards || defaultOpenShards(shardCount)
     this.writeBufferSize = writeBufferSize(maxOpen)
@@ -51,7 +56,10 @@ class Shards {
       maxOpen,
       idleTimeout: options.idleTimeout,
       waitTimeout: options.shardWaitTimeout,
-      open: (index, context) => this.#open(index, context),
+      open: (index, context) => this.#open(index, context).catch(async (err) => {
+        if (errors.isDiskFull(err)) await this.#spares.clear() // their space is needed now
+        throw err
+      }),
       close: (shard) => this.#close(shard)
     })
   }
@@ -188,7 +196,11 @@ class Shards {
     if (created) {
       if (this.readOnly) throw errors.readOnly(`the store at ${this.location}`, { path: this.location })
       try {
-        await room(async () => createShard(location, this.tmpDir, await this.#newShardFiles(), { placed: false }))
+        await room(async () => {
+          const template = await this.#newShardFiles()
+          const spare = template && this.#spares.take(template, !this.reserve.low)
+          await createShard(location, this.tmpDir, template, { placed: false, spare })
+        })
       } finally {
         // Renamed into place: it exists, and every open syncs it into its directory until
         // that succeeded.
@@ -201,6 +213,11 @@ class Shards {
     // While LevelDB opens the shard; awaited before kfs writes anything into it.
     const placed = this.#unsynced.has(index) ? syncPlaced(location) : undefined
     if (placed) placed.catch(() => {}) // unless the open fails first
+    // A shard just made holds the template's figures: it is marked open (and known)
+    // while LevelDB opens it, once it is surely in place, never before: a crash must
+    // not leave a shard known whose rename was lost.
+    const marked = created && (placed || Promise.resolve()).then(() => room(() => this.usage.opened(index, NEW_FIGURES)))
+    if (marked) marked.catch(() => {}) // unless the open fails first
     const shard = await room(async () => {
       try {
         const { cap, chunkKeys, sync, writeBufferSize, readOnly } = this
@@ -229,7 +246,7 @@ class Shards {
           if (!errors.isDiskFull(err)) throw err
         })
       }
-      await room(() => this.usage.opened(index, { used: shard.used, files: shard.files, diskBytes: 0 }))
+      await (marked || room(() => this.usage.opened(index, { used: shard.used, files: shard.files, diskBytes: 0 })))
     } catch (err) {
       await shard.close().catch(() => {})
       throw err
@@ -260,7 +277,9 @@ class Shards {
     this.#pool.shutdown()
   }
 
-  closeAll () {
+  // Spares first: on a full disk, a shard's close needs their space to flush.
+  async closeAll () {
+    await this.#spares.close()
     return this.#pool.closeAll()
   }
 }

@@ -31,7 +31,9 @@ async function readTemplate (dir) {
 // into place. The syncs run at once: the directory's entries exist once the files are
 // made, and nothing is renamed before every sync is done. On failure nothing is left
 // behind.
-async function writeFromTemplate (files, tmpDir, name) {
+// serial: one sync at a time, leaving Node's other threads to the work that waits for
+// them (spares.js).
+async function writeFromTemplate (files, tmpDir, name, { serial = false } = {}) {
   const staging = path.join(tmpDir, `${name}-${crypto.randomBytes(4).toString('hex')}`)
   const handles = []
   const synced = [] // handles of the files LevelDB syncs
@@ -39,18 +41,21 @@ async function writeFromTemplate (files, tmpDir, name) {
   try {
     await fs.mkdir(staging)
     // All settled before a failure is cleaned up: no write may land after the removal.
-    const settled = async (work) => {
-      const failed = (await Promise.allSettled(work)).find((r) => r.status === 'rejected')
+    const settled = async (work, oneAtATime = false) => {
+      const results = []
+      if (oneAtATime) for (const fn of work) results.push(...(await Promise.allSettled([fn()])))
+      else results.push(...(await Promise.allSettled(work.map((fn) => fn()))))
+      const failed = results.find((r) => r.status === 'rejected')
       if (failed) throw failed.reason
     }
-    await settled(files.map(async ([file, data]) => {
+    await settled(files.map(([file, data]) => async () => {
       // LOCK as LevelDB makes it (0644); the others as fopen() does (0666), less the umask.
       const handle = await fs.open(path.join(staging, file), 'wx', file === 'LOCK' ? 0o644 : 0o666)
       handles.push(handle)
       await handle.writeFile(data)
       if (data.length) synced.push(handle)
     }))
-    await settled([...synced.map((h) => h.sync()), syncDir(staging)])
+    await settled([...synced.map((h) => () => h.sync()), () => syncDir(staging)], serial)
   } catch (err) {
     failure = err
   }
