@@ -41,7 +41,6 @@
 //    (gets and a bounded iterator, CRC32s checked), against the raw iterator read ahead
 //    as kfs's stream reads and against the checked iterator; and by gets, 16 in flight,
 //    against one at a time.
-// glibc's malloc settings in the environment (doc/performance.md) apply to every process.
 // 4. 1 KiB files awaited one at a time into a store whose shards all exist and are
 //    open, against 256 raw LevelDBs (kfs's shard options) each file's batch of the
 //    three records kfs writes (chunk, metadata, accounting), built before the clock,
@@ -51,6 +50,8 @@
 //    (createIfMissing) when its first file comes, and all made at once, concurrently.
 // 6. 256 slow readers, one per shard, of 8 MiB each (perf/slow-readers.js), against raw
 //    leveldown iterators reading the same shards' records, the floor LevelDB sets.
+//
+// glibc's malloc settings in the environment (doc/performance.md) apply to every process.
 
 const fs = require('node:fs')
 const os = require('node:os')
@@ -488,7 +489,7 @@ function report (args, results, print) {
     const s = at('slow kfs')
     return [...['kfs', 'raw', 'rawAhead'].map((e) => fmt(at(`first ${e}`) / 1000, 2)), fmt(s.anon + s.file), fmt(s.anon), fmt(s.file), fmt(s.tables), fmt(at('slow raw').anon + at('slow raw').file)]
   })
-  print('## Figures and targets (ratios: the median of the rounds\' ratios)')
+  print('## Figures and targets (ratios: the median of every round\'s ratios, step by step or pass by pass)')
   print()
   figure('1a', `${fmt(args.writeSize / MiB)} MiB writeFile, shards created: kfs / raw LevelDB, time`, (at) => paired(at('write kfs'), at('write raw')), '<= 1.1', (x) => x <= 1.1)
   print(`  its floor: one raw LevelDB with the memtable kfs gives each shard (${fmt(shardOptions().writeBufferSize / MiB, 2)} MiB) / the same with LevelDB's 4 MiB, time ${floor((at) => paired(at('write rawShard'), at('write raw')))}`)

@@ -24,11 +24,12 @@ describe('disk reserve', () => {
     expect(await r.release()).to.equal(true)
     expect(r.low).to.equal(true)
     expect(fs.existsSync(path.join(t.dir, 'reserve'))).to.equal(false)
-    expect(await r.release()).to.equal(true) // given up by this process: room was made
+    expect(await r.release()).to.equal(false) // nothing left to give up
     expect(await r.roomForWrites()).to.equal(true) // this disk has room: it is back
     expect(fs.statSync(path.join(t.dir, 'reserve')).size).to.equal(1024 * 1024)
-    expect(await r.release()).to.equal(true)
-    expect(await r.release()).to.equal(true)
+    const both = await Promise.all([r.release(), r.release()]) // callers at once share the removal
+    expect(both).to.deep.equal([true, true])
+    expect(await r.release()).to.equal(false)
   })
 
   it('gives no room if an earlier process gave it up', async () => {
@@ -53,6 +54,27 @@ describe('disk reserve', () => {
     })))
     expect(results.map((x) => x.value)).to.deep.equal([0, 1, 2])
     expect(tries).to.deep.equal([2, 2, 2])
+  })
+
+  const full = () => Object.assign(new Error('full'), { code: 'ENOSPC', syscall: 'write' })
+
+  it('does not retry an operation that began after the reserve was given up', async () => {
+    const r = await reserve()
+    let tries = 0
+    await r.withRoom(async () => { if (++tries === 1) throw full() })
+    expect(tries).to.equal(2) // the reserve was given up for it
+    tries = 0
+    const later = await r.withRoom(async () => { tries++; throw full() }).then(() => undefined, (e) => e)
+    expect(later.code).to.equal('ENOSPC')
+    expect(tries).to.equal(1) // nothing freed for it: the disk is still full
+  })
+
+  it('does not retry a failure that a withRoom inside it already retried', async () => {
+    const r = await reserve()
+    let tries = 0
+    const nested = await r.withRoom(() => r.withRoom(async () => { tries++; throw full() })).then(() => undefined, (e) => e)
+    expect(nested.code).to.equal('ENOSPC')
+    expect(tries).to.equal(2) // the inner withRoom's two tries, none more
   })
 
   it('is put back once when several writes find it missing at the same time', async () => {

@@ -111,11 +111,33 @@ describe('new shards', function () {
     spares.take(template)
     await until(() => spareDirs(t.dir).length === SPARES, 'the spares')
     fs.mkdirSync(path.join(t.dir, 'taken.s'))
-    const spare = spares.take(template, false)
+    const spare = spares.take(template)
     const err = await createShard(path.join(t.dir, 'taken.s'), tmp, template, { spare }).catch((e) => e)
     expect(err.code).to.equal('EEXIST')
     expect(fs.existsSync(spare)).to.equal(false)
     expect(fs.readdirSync(path.join(t.dir, 'taken.s'))).to.deep.equal([])
+    await spares.close()
+    expect(fs.readdirSync(tmp)).to.deep.equal([])
+  })
+
+  it('after clear(), no spare is left, nor made until the next take(); none while mayFill says no', async () => {
+    const tmp = path.join(t.dir, 'tmp')
+    fs.mkdirSync(tmp)
+    const template = await makeTemplate(tmp)
+    let room = true
+    const spares = new Spares(tmp, () => room)
+    expect(spares.take(template)).to.equal(undefined) // the first is being made
+    await spares.clear() // while it is (a full disk)
+    expect(spareDirs(t.dir)).to.deep.equal([])
+    await new Promise((resolve) => setTimeout(resolve, 100))
+    expect(spareDirs(t.dir), 'made after clear()').to.deep.equal([])
+    room = false
+    expect(spares.take(template)).to.equal(undefined)
+    await new Promise((resolve) => setTimeout(resolve, 100))
+    expect(spareDirs(t.dir), 'made while mayFill says no').to.deep.equal([])
+    room = true
+    spares.take(template)
+    await until(() => spareDirs(t.dir).length === SPARES, 'the spares')
     await spares.close()
     expect(fs.readdirSync(tmp)).to.deep.equal([])
   })

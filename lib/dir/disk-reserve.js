@@ -8,6 +8,8 @@ const { retryOnce } = require('./retry')
 const errors = require('../api/errors')
 
 const RESERVE_FILE = 'reserve'
+// Marks a full-disk error that a withRoom already tried again after.
+const RETRIED = Symbol('kfs.reserve.retried')
 const PIECE = 1024 * 1024
 const HEADROOM = 4 * 1024 * 1024
 
@@ -23,7 +25,8 @@ class DiskReserve {
   #size
   #low = false
   #ensuring
-  #released // whether this process gave up the reserve, since it was last made
+  #removing // the removal of the reserve in flight
+  #removals = 0 // reserves this process gave up
 
   constructor (dir, tmpDir, size) {
     this.#file = path.join(dir, RESERVE_FILE)
@@ -45,20 +48,42 @@ class DiskReserve {
     return this.#low
   }
 
-  // Resolves to true if this process gave up the reserve: to every caller until it is
-  // back, as operations that met the full disk at the same time (list() opens shards
-  // at once) all find room after the one removal.
+  // Resolves to true if there was a reserve to give up; callers while it is being
+  // removed share the removal.
   release () {
     if (this.#size === 0) return Promise.resolve(false)
     this.#low = true
-    if (!this.#released) this.#released = fs.rm(this.#file).then(() => true, () => false)
-    return this.#released
+    if (!this.#removing) {
+      this.#removing = fs.rm(this.#file).then(() => {
+        this.#removals++
+        return true
+      }, () => false).finally(() => { this.#removing = undefined })
+    }
+    return this.#removing
   }
 
   // Runs fn; if it fails because the disk is full, gives up the reserve and tries once
-  // more (LevelDB needs room to open a database, to delete and to compact).
+  // more (LevelDB needs room to open a database, to delete and to compact). Operations
+  // that met the full disk at the same time (list() opens shards at once) all try
+  // again if the reserve was given up since they began, not only the one that removed
+  // it; one that begins later, on a disk still full, is not retried, and a failure
+  // already retried by a withRoom inside fn is not retried again.
   withRoom (fn) {
-    return retryOnce(fn, (err) => errors.isDiskFull(err) && this.release())
+    const removals = this.#removals
+    let tries = 0
+    const attempt = async () => {
+      tries++
+      try {
+        return await fn()
+      } catch (err) {
+        if (tries > 1 && errors.isDiskFull(err) && err instanceof Error) err[RETRIED] = true
+        throw err
+      }
+    }
+    return retryOnce(attempt, async (err) => {
+      if (!errors.isDiskFull(err) || err[RETRIED]) return false
+      return (await this.release()) || this.#removals !== removals
+    })
   }
 
   // Whether new data may be written: after a release, only once the reserve is back.
@@ -96,7 +121,6 @@ class DiskReserve {
       }
       await fs.rename(tmp, this.#file)
       this.#low = false
-      this.#released = undefined
       await syncDir(path.dirname(this.#file))
     } catch (err) {
       await fs.rm(tmp, { force: true })

@@ -48,7 +48,7 @@ class Shards {
     this.readOnly = options.readOnly // shards open through shadows, and none is created
     this.onDead = () => {} // called when a shard holds more dead bytes (Reclaimer)
     this.#operations = operations
-    this.#spares = new Spares(tmpDir)
+    this.#spares = new Spares(tmpDir, () => !reserve.low) // none made on a full disk
     this.#existing = new Set([...existing, ...usage.known])
     const maxOpen = options.maxOpenShards || defaultOpenShards(shardCount)
     this.writeBufferSize = writeBufferSize(maxOpen)
@@ -198,7 +198,7 @@ class Shards {
       try {
         await room(async () => {
           const template = await this.#newShardFiles()
-          const spare = template && this.#spares.take(template, !this.reserve.low)
+          const spare = template && this.#spares.take(template)
           await createShard(location, this.tmpDir, template, { placed: false, spare })
         })
       } finally {
@@ -228,6 +228,9 @@ class Shards {
         if (err.dropped) this.#unnoted.set(index, err.dropped)
         throw err
       }
+    }).catch(async (err) => {
+      await Promise.allSettled([placed, marked]) // no work of a failed open outlives it
+      throw err
     })
     if (placed) {
       await placed.catch(async (err) => { await shard.close().catch(() => {}); throw err })

@@ -16,34 +16,38 @@ const SPARES = 4
 // makes its own and reports the failure.
 class Spares {
   #tmpDir
+  #mayFill // () => whether spares may be made now (not on a full disk)
   #ready = [] // paths of spares made and synced
   #making // promise of the spare being made
   #generation = 0 // spares made before clear() are removed
   #closed = false
 
-  constructor (tmpDir) {
+  constructor (tmpDir, mayFill = () => true) {
     this.#tmpDir = tmpDir
+    this.#mayFill = mayFill
   }
 
   // The path of a spare, now its caller's to rename or remove, or undefined; then
-  // makes spares up to SPARES, unless `refill` is false (a full disk).
-  take (template, refill = true) {
+  // makes spares up to SPARES.
+  take (template) {
     const spare = this.#ready.shift()
-    if (refill) this.#fill(template)
+    this.#fill(template)
     return spare
   }
 
-  // One spare at a time, syncing one file at a time: Node's 4 threads serve LevelDB
-  // too, and the shard being opened waits for them.
+  // One spare at a time, syncing one file at a time: libuv's threads serve LevelDB
+  // too, and the shard being opened waits for them. A spare made after clear() began is
+  // removed, and no more are made until the next take().
   #fill (template) {
-    if (this.#closed || this.#making || this.#ready.length >= SPARES) return
+    if (this.#closed || this.#making || this.#ready.length >= SPARES || !this.#mayFill()) return
     const generation = this.#generation
+    const kept = () => !this.#closed && generation === this.#generation
     this.#making = writeFromTemplate(template, this.#tmpDir, 'spare', { serial: true }).then(async (dir) => {
-      if (!this.#closed && generation === this.#generation) return this.#ready.push(dir)
+      if (kept()) return this.#ready.push(dir)
       await fs.rm(dir, { recursive: true, force: true })
     }).then(() => {
       this.#making = undefined
-      this.#fill(template)
+      if (kept()) this.#fill(template)
     }, () => {
       this.#making = undefined // the next shard made without a spare reports the cause
     })

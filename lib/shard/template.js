@@ -31,7 +31,7 @@ async function readTemplate (dir) {
 // into place. The syncs run at once: the directory's entries exist once the files are
 // made, and nothing is renamed before every sync is done. On failure nothing is left
 // behind.
-// serial: one sync at a time, leaving Node's other threads to the work that waits for
+// serial: one sync at a time, leaving libuv's other threads to the work that waits for
 // them (spares.js).
 async function writeFromTemplate (files, tmpDir, name, { serial = false } = {}) {
   const staging = path.join(tmpDir, `${name}-${crypto.randomBytes(4).toString('hex')}`)
