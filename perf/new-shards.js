@@ -12,6 +12,7 @@ const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
 const { execFileSync } = require('node:child_process')
+const { median } = require('./stats')
 
 function parseArgs (argv) {
   const args = { shards: 128, files: 1000, rounds: 3, dir: process.env.KFS_PERF_DIR || os.tmpdir() }
@@ -88,7 +89,6 @@ async function main (args) {
       const [first, raw, rawAhead] = names.map((name) => seconds[name][round - 1].toFixed(2))
       console.log(`| ${round} | ${built.toFixed(2)} | ${copied.toFixed(2)} | ${(copied / built).toFixed(2)} | ${first} | ${raw} | ${rawAhead} |`)
     }
-    const median = (list) => [...list].sort((a, b) => a - b)[Math.floor(list.length / 2)]
     const summary = (name) => `${median(seconds[name]).toFixed(2)} s (${Math.min(...seconds[name]).toFixed(2)}-${Math.max(...seconds[name]).toFixed(2)})`
     console.log(`first files: kfs ${summary('kfs')}, raw made on first use ${summary('raw')}, raw made at once ${summary('rawAhead')}; medians of ${args.rounds} rounds`)
     console.log(`(target: a new store's first 1,000 small files in under 1 s)`)
