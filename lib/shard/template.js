@@ -41,21 +41,20 @@ async function writeFromTemplate (files, tmpDir, name, { serial = false } = {}) 
   try {
     await fs.mkdir(staging)
     // All settled before a failure is cleaned up: no write may land after the removal.
-    const settled = async (work, oneAtATime = false) => {
-      const results = []
-      if (oneAtATime) for (const fn of work) results.push(...(await Promise.allSettled([fn()])))
-      else results.push(...(await Promise.allSettled(work.map((fn) => fn()))))
-      const failed = results.find((r) => r.status === 'rejected')
+    const settled = async (work) => {
+      const failed = (await Promise.allSettled(work)).find((r) => r.status === 'rejected')
       if (failed) throw failed.reason
     }
-    await settled(files.map(([file, data]) => async () => {
+    await settled(files.map(async ([file, data]) => {
       // LOCK as LevelDB makes it (0644); the others as fopen() does (0666), less the umask.
       const handle = await fs.open(path.join(staging, file), 'wx', file === 'LOCK' ? 0o644 : 0o666)
       handles.push(handle)
       await handle.writeFile(data)
       if (data.length) synced.push(handle)
     }))
-    await settled([...synced.map((h) => () => h.sync()), () => syncDir(staging)], serial)
+    const syncs = [...synced.map((h) => () => h.sync()), () => syncDir(staging)]
+    if (serial) for (const sync of syncs) await sync() // nothing else in flight on failure
+    else await settled(syncs.map((sync) => sync()))
   } catch (err) {
     failure = err
   }
