@@ -57,10 +57,9 @@ const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
 const crypto = require('node:crypto')
-const { Writable } = require('node:stream')
 const { pipeline } = require('node:stream/promises')
 const { inChild, runSteps, now, msSince } = require('./child')
-const { runScript, fmt, quickMark, UsageError, optionValue, parseCount, MiB } = require('./script')
+const { drain, inFlight, runScript, fmt, quickMark, UsageError, optionValue, parseCount, MiB } = require('./script')
 const { median } = require('./stats')
 const { call, randomKey, chunkKeys, shardOptions, fileRecords, writeRecords, openStore, REF } = require('./kfs-work')
 const records = require('../lib/shard/records')
@@ -95,10 +94,6 @@ function openRaw (dir, options) {
 }
 
 const closeAll = (dbs) => Promise.all(dbs.map((db) => call((cb) => db.close(cb))))
-
-function drain (readable) {
-  return pipeline(readable, new Writable({ write: (chunk, enc, cb) => cb() }))
-}
 
 async function timed (fn) {
   const start = now()
@@ -254,7 +249,7 @@ const CASES = {
       }
       const offsets = randomOffsets(mib)
       push('ranges', await timed(async () => { for (const offset of offsets) await range(offset) }))
-      push('ranges16', await timed(() => sixteenAtOnce(offsets, range)))
+      push('ranges16', await timed(() => inFlight(16, offsets, range)))
     }
     await store.close()
     return result
@@ -333,12 +328,6 @@ const CASES = {
 
 const randomOffsets = (mib) => Array.from({ length: mib }, () => crypto.randomInt(mib) * MiB)
 
-// Reads every offset, 16 at a time.
-function sixteenAtOnce (offsets, range) {
-  let next = 0
-  return Promise.all(Array.from({ length: 16 }, async () => { while (next < offsets.length) await range(offsets[next++]) }))
-}
-
 // Figure 3a's floor: as many random 1 MiB ranges as the file has MiB, one at a time, as
 // the raw binding reads them with no kfs around: the range's chunk records fetched with
 // `get`, at most GETS_IN_FLIGHT at once (lib/data/read-ahead.js), each CRC32 checked as
@@ -391,7 +380,7 @@ async function rawRanges (db, keys, key, meta, mib, getsFirst) {
     ms[name] = await timed(async () => { for (const offset of offsets) await whole(range)(offset) })
   }
   // Figure 3b's floor: the ranges by gets, 16 in flight.
-  ms.rawRanges16 = await timed(() => sixteenAtOnce(offsets, whole(gets)))
+  ms.rawRanges16 = await timed(() => inFlight(16, offsets, whole(gets)))
   return ms
 }
 

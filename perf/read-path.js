@@ -24,10 +24,8 @@ const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
 const crypto = require('node:crypto')
-const { Writable } = require('node:stream')
-const { pipeline } = require('node:stream/promises')
 const { inChild, now, msSince } = require('./child')
-const { runScript, optionValue, parseCount, fmt, MiB } = require('./script')
+const { drain, inFlight, runScript, optionValue, parseCount, fmt, MiB } = require('./script')
 
 const KEY = crypto.createHash('sha256').update('read-path').digest('hex')
 
@@ -67,15 +65,6 @@ async function timed (fn) {
   return { ms: t, cpu: (used.user + used.system) / 1000, faults: process.resourceUsage().minorPageFault - faults }
 }
 
-const drain = (readable) => pipeline(readable, new Writable({ write: (chunk, enc, cb) => cb() }))
-
-// n workers take offsets from the list until it is empty.
-async function inFlight (n, offsets, read) {
-  let next = 0
-  await Promise.all(Array.from({ length: n }, async () => {
-    while (next < offsets.length) await read(offsets[next++])
-  }))
-}
 
 const cases = {
   // Writes the file and closes the store: { shardDir, version, chunks, width }.

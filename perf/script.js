@@ -5,6 +5,8 @@
 
 const fs = require('node:fs')
 const path = require('node:path')
+const { Writable } = require('node:stream')
+const { pipeline } = require('node:stream/promises')
 const { serve } = require('./child')
 
 const KiB = 1024
@@ -87,4 +89,17 @@ function parseSize (text, option) {
 // 1,234.5 with `digits` decimals; '–' for a figure that is missing.
 const fmt = (n, digits = 0) => (Number.isFinite(n) ? n.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits }) : '–')
 
-module.exports = { runScript, writeOut, chartsOf, quickMark, UsageError, optionValue, parseCount, parseSize, fmt, KiB, MiB, GiB }
+// Reads a stream to its end, dropping what it reads.
+function drain (readable) {
+  return pipeline(readable, new Writable({ write: (chunk, enc, cb) => cb() }))
+}
+
+// n workers take items from the list and await read(item) until it is empty.
+async function inFlight (n, items, read) {
+  let next = 0
+  await Promise.all(Array.from({ length: n }, async () => {
+    while (next < items.length) await read(items[next++])
+  }))
+}
+
+module.exports = { drain, inFlight, runScript, writeOut, chartsOf, quickMark, UsageError, optionValue, parseCount, parseSize, fmt, KiB, MiB, GiB }

@@ -24,6 +24,7 @@ const { Readable, Writable } = require('node:stream')
 const { pipeline } = require('node:stream/promises')
 const kfs = require('..')
 const { UNCHECKED } = require('../lib/data/chunk-reader')
+const { drain } = require('./script')
 
 const MiB = 1024 * 1024
 
@@ -141,10 +142,6 @@ async function fsRanges (file, offsets) {
 
 async function kfsRanges (store, key, offsets) {
   for (const offset of offsets) await drain(store.createReadStream(key, { start: offset, end: offset + MiB - 1 }))
-}
-
-function drain (readable) {
-  return pipeline(readable, new Writable({ write: (chunk, enc, cb) => cb() }))
 }
 
 function report (args, results) {
