@@ -61,7 +61,7 @@ const { pipeline } = require('node:stream/promises')
 const { inChild, runSteps, now, msSince } = require('./child')
 const { drain, inFlight, runScript, fmt, quickMark, UsageError, optionValue, parseCount, MiB } = require('./script')
 const { median } = require('./stats')
-const { call, randomKey, chunkKeys, shardOptions, fileRecords, writeRecords, openStore, REF } = require('./kfs-work')
+const { call, randomKey, chunkKeys, shardOptions, writeRecords, openRaw, rawShards, openStore, REF } = require('./kfs-work')
 const records = require('../lib/shard/records')
 const { shardFor } = require('../lib/shard/routing')
 const { DEFAULTS: STORE } = require('../lib/api/options')
@@ -88,12 +88,6 @@ function parseArgs (argv) {
   return args
 }
 
-function openRaw (dir, options) {
-  const db = require('leveldown')(dir)
-  return call((cb) => db.open({ createIfMissing: true, ...options }, cb)).then(() => db)
-}
-
-const closeAll = (dbs) => Promise.all(dbs.map((db) => call((cb) => db.close(cb))))
 
 async function timed (fn) {
   const start = now()
@@ -108,27 +102,6 @@ async function * blocks (mib) {
     block.writeUInt32LE(i, 0)
     yield Buffer.from(block)
   }
-}
-
-// `shards` raw LevelDBs in `dir` with kfs's shard options, as kfs's shards are; or one
-// (any options). route(key, data): the database the key goes to (and its index), and
-// the records kfs would write there (fileRecords).
-async function rawShards (dir, shards) {
-  fs.mkdirSync(dir, { recursive: true })
-  const dbs = []
-  for (let i = 0; i < shards; i++) dbs.push(await openRaw(path.join(dir, String(i).padStart(3, '0')), shardOptions()))
-  return withRoutes(dbs)
-}
-
-function withRoutes (dbs) {
-  const accounts = dbs.map(() => ({ used: 0, files: 0 }))
-  const ref = Buffer.from(REF, 'hex')
-  const keys = chunkKeys()
-  dbs.route = (key, data) => {
-    const shard = shardFor(ref, key) % dbs.length
-    return { shard, db: dbs[shard], file: fileRecords(key, data, accounts[shard], { keys }) }
-  }
-  return dbs
 }
 
 // A kfs4 store (lib/b-table.js) with reference ID 0: a 40-hex key whose first byte is i
@@ -165,12 +138,12 @@ const CASES = {
       // Its S-buckets keep timers for a minute: it exits when asked to stop.
       close = async () => process.exit(0)
     } else {
-      const dbs = engine === 'raw256' ? await rawShards(dir, shards) : withRoutes([await openRaw(dir, engine === 'rawShard' ? shardOptions() : require('../lib/leveldb/leveldb').DEFAULTS)])
+      const raw = engine === 'raw256' ? await rawShards(dir, shards) : await rawShards(dir, 1, { options: engine === 'rawShard' ? shardOptions() : require('../lib/leveldb/leveldb').DEFAULTS })
       write = () => {
-        const { db, file } = dbs.route(randomKey(), data)
+        const { db, file } = raw.route(randomKey(), data)
         return timed(() => writeRecords(db, file))
       }
-      close = () => closeAll(dbs)
+      close = raw.close
     }
     let n = 0
     const step = () => {
@@ -192,12 +165,12 @@ const CASES = {
       write = (keys) => timed(async () => { for (const k of keys) await store.writeFile(k, value) })
       close = () => store.close()
     } else {
-      const dbs = await rawShards(dir, shards)
+      const raw = await rawShards(dir, shards)
       write = (keys) => {
-        const batches = keys.map((k) => dbs.route(k, value))
+        const batches = keys.map((k) => raw.route(k, value))
         return timed(async () => { for (const { db, file } of batches) await call((cb) => db.batch(file.commit, cb)) })
       }
-      close = () => closeAll(dbs)
+      close = raw.close
     }
     const step = async () => (await write(Array.from({ length: files }, randomKey))) * 1000 / files
     for (let i = 0; i < warm; i++) await step()
@@ -209,19 +182,17 @@ const CASES = {
   // made (createIfMissing) when its first file comes or, `ahead`, all made at once,
   // concurrently, on the clock too.
   async first ({ dir, files, shards, ahead }) {
-    fs.mkdirSync(dir, { recursive: true })
     const value = crypto.randomBytes(1024)
-    const dbs = withRoutes(new Array(shards).fill(null))
-    const batches = Array.from({ length: files }, () => dbs.route(randomKey(), value))
-    const make = (i) => openRaw(path.join(dir, String(i).padStart(3, '0')), shardOptions())
+    const raw = await rawShards(dir, shards, { lazy: true })
+    const batches = Array.from({ length: files }, () => raw.route(randomKey(), value))
     const ms = await timed(async () => {
-      if (ahead) (await Promise.all(dbs.map((_, i) => make(i)))).forEach((db, i) => (dbs[i] = db))
+      if (ahead) await Promise.all(raw.dbs.map((_, i) => raw.open(i)))
       for (const { shard, file } of batches) {
-        dbs[shard] = dbs[shard] || await make(shard)
-        await call((cb) => dbs[shard].batch(file.commit, cb))
+        const db = await raw.open(shard)
+        await call((cb) => db.batch(file.commit, cb))
       }
     })
-    await closeAll(dbs.filter(Boolean))
+    await raw.close()
     return ms
   },
 
@@ -321,7 +292,7 @@ const CASES = {
       push('iteratorAhead', ms)
       for (const [name, ms] of Object.entries(await rawRanges(db, keys, key, meta, mib, (p + (order[0] === 'checked' ? 0 : 1)) % 2 === 0))) push(name, ms)
     }
-    await closeAll([db])
+    await call((cb) => db.close(cb))
     return rates
   }
 }

@@ -2,8 +2,11 @@
 
 // kfs's own work, as the perf scripts that compare kfs with raw LevelDB need it: the
 // records kfs writes for a file and how it sends them, for a raw engine to write the
-// same; kfs's options for a shard's LevelDB; and a kfs store whose shards all exist.
+// same; kfs's options for a shard's LevelDB and raw LevelDBs laid out as kfs's shards;
+// and a kfs store whose shards all exist.
 
+const fs = require('node:fs')
+const path = require('node:path')
 const crypto = require('node:crypto')
 const records = require('../lib/shard/records')
 const { shardFor } = require('../lib/shard/routing')
@@ -68,6 +71,32 @@ async function writeRecords (db, { batches, commit }, inFlight = MAX_IN_FLIGHT) 
   await call((cb) => db.batch(commit, cb))
 }
 
+// A leveldown database at `dir`, made if missing.
+function openRaw (dir, options) {
+  const db = require('leveldown')(dir)
+  return call((cb) => db.open({ createIfMissing: true, ...options }, cb)).then(() => db)
+}
+
+// `shards` raw LevelDBs in `dir` (kfs's shard options, or `options`), as kfs's shards
+// are, all made now or (lazy) each when open(i) first asks for it. route(key, data):
+// the index of the database kfs's routing sends the key to, that database if made, and
+// the records kfs would write there (fileRecords, `perBatch` chunks a batch).
+async function rawShards (dir, shards, { lazy = false, perBatch = 1, options = shardOptions() } = {}) {
+  fs.mkdirSync(dir, { recursive: true })
+  const dbs = new Array(shards).fill(null)
+  const open = async (i) => dbs[i] || (dbs[i] = await openRaw(path.join(dir, String(i).padStart(3, '0')), options))
+  if (!lazy) for (let i = 0; i < shards; i++) await open(i)
+  const accounts = dbs.map(() => ({ used: 0, files: 0 }))
+  const ref = Buffer.from(REF, 'hex')
+  const keys = chunkKeys()
+  const route = (key, data) => {
+    const shard = shardFor(ref, key) % shards
+    return { shard, db: dbs[shard], file: fileRecords(key, data, accounts[shard], { keys, perBatch }) }
+  }
+  const close = () => Promise.all(dbs.filter(Boolean).map((db) => call((cb) => db.close(cb))))
+  return { dbs, open, route, close }
+}
+
 // A kfs store (of the checkout at `lib`) with reference ID REF whose first `shards`
 // shards (all but for a quick run) exist, are open, and were committed into once before
 // any clock starts: a shard's first commit in a process makes its key fingerprints, a
@@ -84,4 +113,4 @@ async function openStore (dir, shards = STORE.shardCount, lib = '..') {
   return store
 }
 
-module.exports = { call, randomKey, chunkKeys, shardOptions, fileRecords, writeRecords, openStore, REF }
+module.exports = { call, randomKey, chunkKeys, shardOptions, fileRecords, writeRecords, openRaw, rawShards, openStore, REF }

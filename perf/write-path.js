@@ -33,7 +33,7 @@ const os = require('node:os')
 const path = require('node:path')
 const crypto = require('node:crypto')
 const { serve, runSteps, now, msSince } = require('./child')
-const { call, randomKey: key, shardOptions, fileRecords, writeRecords, openStore } = require('./kfs-work')
+const { randomKey: key, writeRecords, rawShards, openStore } = require('./kfs-work')
 
 const MiB = 1024 * 1024
 
@@ -56,23 +56,6 @@ const median = (xs) => {
   return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2
 }
 
-// A leveldown database with kfs's shard settings, holding an accounting record.
-async function openRaw (dir) {
-  const db = require('leveldown')(dir)
-  await call((cb) => db.open(shardOptions(), cb))
-  await call((cb) => db.put('!a', JSON.stringify({ used: 0, files: 0 }), { sync: true }, cb))
-  return db
-}
-
-// 256 of them, made now, or (lazy) each when first asked for: { get(i) -> db, all }.
-async function openRaw256 (dir, lazy = false) {
-  fs.mkdirSync(dir, { recursive: true })
-  const dbs = []
-  const get = async (i) => dbs[i] || (dbs[i] = await openRaw(path.join(dir, String(i))))
-  if (!lazy) for (let i = 0; i < 256; i++) await get(i)
-  return { get, all: dbs }
-}
-
 // In the child (perf/child.js, Stepped): makes the engine; each step writes `perStep`
 // files and gives its ms.
 async function makeEngine ({ kind, dir, lib, size, perStep, perBatch, inFlight, fresh }) {
@@ -84,17 +67,15 @@ async function makeEngine ({ kind, dir, lib, size, perStep, perBatch, inFlight, 
     write = (k) => store.writeFile(k, value)
     close = () => store.close()
   } else {
-    const dbs = await openRaw256(dir, fresh)
-    const accounts = Array.from({ length: 256 }, () => ({ used: 0, files: 0 }))
-    const made = (k) => {
-      const db = parseInt(k.slice(0, 2), 16)
-      return { db, records: fileRecords(k, value, accounts[db], { perBatch }) }
-    }
+    const raw = await rawShards(dir, 256, { lazy: fresh, perBatch })
     // The records of the next step are made before its clock starts: LevelDB's part alone.
     let next
-    write = async (k) => writeRecords(await dbs.get(next.get(k).db), next.get(k).records, inFlight)
-    write.prepare = (keys) => { next = new Map(keys.map((k) => [k, made(k)])) }
-    close = async () => { for (const db of dbs.all) if (db) await call((cb) => db.close(cb)) }
+    write = async (k) => {
+      const { shard, file } = next.get(k)
+      await writeRecords(await raw.open(shard), file, inFlight)
+    }
+    write.prepare = (keys) => { next = new Map(keys.map((k) => [k, raw.route(k, value)])) }
+    close = raw.close
   }
   const step = async () => {
     const keys = Array.from({ length: perStep }, key)
