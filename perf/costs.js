@@ -6,7 +6,8 @@
 // round by round. Figures 1 and 4 time one operation at a time: their engines' processes
 // are kept for the round and asked for one step each in turn (perf/child.js, runSteps),
 // so that each step's ratio compares steps measured next to each other. A figure is the
-// median of its ratios (each round's, or each step's), with the spread of the rounds'.
+// median of its ratios (each step's, or each read pass's, of every round), with the
+// spread of the rounds' medians.
 //
 //   npm run perf:costs -- [--rounds 3] [--passes 3] [--big MiB] [--writes N] [--small N] [--kfs4 DIR] [--dir DIR] [--quick]
 //
