@@ -227,6 +227,8 @@ declare namespace kfs {
     readonly shardCapacity: number | undefined
     /** The persisted shard count once open; the chosen one before. */
     readonly shardCount: number
+    /** 'opening' until an open succeeded, then 'open'; 'closing' from close() on, 'closed' once done. */
+    readonly status: 'opening' | 'open' | 'closing' | 'closed'
 
     open (): Promise<void>
     writeFile (key: string, data: Data): Promise<void>

@@ -6,6 +6,7 @@ const { coerceKey, sha256Of } = require('./api/keys')
 const { Operations } = require('./api/operations')
 const args = require('./api/args')
 const errors = require('./api/errors')
+const { Lifecycle } = require('./api/lifecycle')
 const { ChunkKeys } = require('./shard/records')
 const { Shards } = require('./shard/shards')
 const { UNCHECKED } = require('./data/chunk-reader')
@@ -35,7 +36,7 @@ class Store {
   #given
   #options
   #opening
-  #closing
+  #life = new Lifecycle()
   #operations = new Operations()
   #streams = new Set()
   #digester = new Digester()
@@ -70,6 +71,13 @@ class Store {
 
   get shardCount () {
     return this.#format ? this.#format.shardCount : this.#options.shardCount
+  }
+
+  // 'opening' until an open succeeded (every call opens the store, and a failed open is
+  // tried again by the next), then 'open'; 'closing' from close() on, 'closed' once
+  // everything it holds is released.
+  get status () {
+    return this.#life.status
   }
 
   // Idempotent; every method calls it, so calling it yourself only surfaces errors
@@ -127,6 +135,7 @@ class Store {
       enabled: this.#options.reclaim && !this.#options.readOnly
     })
     shards.onDead = () => this.#reclaimer.noteDead()
+    if (!this.#operations.closed) this.#life.opened()
   }
 
   // Runs fn on the open store as an operation close() waits for. A write (`write`)
@@ -169,9 +178,9 @@ class Store {
   createWriteStream (key, options) {
     const target = coerceKey(key)
     const { sha256: expectedSha256, size } = args.writeOptions(options)
-    return this.#track(new WriteStream(() => {
+    return this.#track(new WriteStream((signal) => {
       if (this.#operations.closed) return Promise.reject(errors.closed())
-      return Promise.resolve().then(() => this.#writable()).then(() => this.open()).then(() => this.#files.openWriter(target, { expectedSha256, size }))
+      return Promise.resolve().then(() => this.#writable()).then(() => this.open()).then(() => this.#files.openWriter(target, { expectedSha256, size, signal }))
     }))
   }
 
@@ -179,18 +188,38 @@ class Store {
     const { key: k } = coerceKey(key)
     const range = args.range(options)
     const unchecked = Boolean(options && options[UNCHECKED])
-    return this.#track(new ReadStream(() => {
+    return this.#track(new ReadStream((signal) => {
       if (this.#operations.closed) return Promise.reject(errors.closed())
-      return this.open().then(() => this.#files.openReader(k, range, { unchecked }))
+      return this.open().then(() => this.#files.openReader(k, range, { unchecked, signal }))
     }))
   }
 
   // Content addressing: resolves to the key, the SHA-256 of the content; content
   // already stored is not written again.
   async put (data) {
-    if (args.isReadable(data)) return this.#op(() => this.#puts.putStream(data), true)
+    if (args.isReadable(data)) return this.#putStream(data)
     const buffer = args.toBuffer(data)
     return this.#op(() => this.#puts.put(buffer), true)
+  }
+
+  // The Readable gets its first 'error' listener only when spooling starts, once the
+  // store is open: an error it emits before is kept here, not left to kill the process,
+  // and a put that ends without reading it destroys it, as pipeline() would.
+  async #putStream (readable) {
+    let early
+    const keep = (err) => { early = early || err }
+    readable.on('error', keep)
+    try {
+      return await this.#op(() => {
+        if (early) throw early
+        return this.#puts.putStream(readable)
+      }, true)
+    } catch (err) {
+      readable.destroy()
+      throw err
+    } finally {
+      readable.off('error', keep)
+    }
   }
 
   async exists (key) {
@@ -259,9 +288,9 @@ class Store {
     return this.#op(() => repair(this.#maintenance(), shard), true)
   }
 
+  // Every caller's promise settles once the store released everything it holds.
   close () {
-    if (!this.#closing) this.#closing = this.#close()
-    return this.#closing
+    return this.#life.close(() => this.#close())
   }
 
   // Every resource is released even when one fails to close; the first failure is

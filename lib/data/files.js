@@ -28,9 +28,9 @@ class Files {
   }
 
   // A ChunkWriter of `target` ({ key, name }) on a write lease; size, sha256 and
-  // expectedSha256 as ChunkWriter takes them.
-  async openWriter (target, { size, sha256, expectedSha256 } = {}) {
-    const lease = await this.shards.lease(this.route(target.key), { write: true, admitted: true })
+  // expectedSha256 as ChunkWriter takes them. `signal` ends a wait for the shard.
+  async openWriter (target, { size, sha256, expectedSha256, signal } = {}) {
+    const lease = await this.shards.lease(this.route(target.key), { write: true, admitted: true, signal })
     try {
       return new ChunkWriter({ lease, ...target, chunkSize: this.chunkSize, size, sha256, expectedSha256, budget: this.writeBudget, records: this.records })
     } catch (err) {
@@ -80,11 +80,12 @@ class Files {
 
   // A ChunkReader of bytes `range` of `key`; sha256 and unchecked as ChunkReader takes them.
   // Only opening the shard writes (on a full disk, the lease's useReserve gives the
-  // reserve up for that); the reader's own work is reads.
-  async openReader (key, range, { sha256, unchecked } = {}) {
+  // reserve up for that); the reader's own work is reads. `signal` ends a wait for the
+  // shard.
+  async openReader (key, range, { sha256, unchecked, signal } = {}) {
     const index = this.route(key)
     if (!this.shards.has(index)) throw errors.notFound(key)
-    const lease = await this.shards.lease(index, { useReserve: true, admitted: true })
+    const lease = await this.shards.lease(index, { useReserve: true, admitted: true, signal })
     return ChunkReader.open({ lease, readAhead: this.readAhead, key, chunkSize: this.chunkSize, range, sha256, unchecked })
   }
 }

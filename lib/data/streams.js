@@ -4,22 +4,35 @@ const { Readable, Writable } = require('node:stream')
 
 // Core streams whose hooks hand off to ChunkWriter / ChunkReader. Async setup happens
 // in _construct, the commit in _final, cleanup in _destroy.
+//
+// Node runs _destroy only once _construct is done, so destroy() also aborts the
+// signal that open(signal) was given: a stream destroyed while it waits (for a shard
+// slot) stops waiting at once, and that wait's end is no error of the stream's.
+function opening (signal, open, callback) {
+  open(signal).then((opened) => callback(null, opened), (err) => callback(signal.aborted ? null : err))
+}
 
 class WriteStream extends Writable {
   #open
   #writer
+  #aborter = new AbortController()
 
-  // open: async () => ChunkWriter
+  // open: async (signal) => ChunkWriter
   constructor (open, options) {
     super(options)
     this.#open = open
   }
 
   _construct (callback) {
-    this.#open().then((writer) => {
+    opening(this.#aborter.signal, this.#open, (err, writer) => {
       this.#writer = writer
-      callback()
-    }, callback)
+      callback(err)
+    })
+  }
+
+  destroy (err, callback) {
+    this.#aborter.abort()
+    return super.destroy(err, callback)
   }
 
   _write (chunk, encoding, callback) {
@@ -45,25 +58,32 @@ class WriteStream extends Writable {
 class ReadStream extends Readable {
   #open
   #reader
+  #aborter = new AbortController()
 
-  // open: async () => ChunkReader
+  // open: async (signal) => ChunkReader
   constructor (open, options) {
     super(options)
     this.#open = open
   }
 
   _construct (callback) {
-    this.#open().then((reader) => {
+    opening(this.#aborter.signal, this.#open, (err, reader) => {
       this.#reader = reader
-      callback()
-    }, callback)
+      callback(err)
+    })
+  }
+
+  destroy (err, callback) {
+    this.#aborter.abort()
+    return super.destroy(err, callback)
   }
 
   _read () {
     this.#reader.read().then((data) => this.push(data === undefined ? null : data), (err) => this.destroy(err))
   }
 
-  // Only stops reading: the iterator is ended and the shard released, data untouched.
+  // Only stops reading, or waiting to: the iterator is ended and the shard released,
+  // data untouched.
   _destroy (err, callback) {
     if (!this.#reader) return callback(err)
     this.#reader.close().then(() => callback(err), () => callback(err))

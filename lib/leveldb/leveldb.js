@@ -11,6 +11,7 @@ const { Iterator } = require('./iterator')
 const { classify, classifyOpenError } = require('./classify')
 const { shardName } = require('../shard/routing')
 const errors = require('../api/errors')
+const { Lifecycle } = require('../api/lifecycle')
 
 // Tuned for 128 KiB values (perf/throughput.js): no compression (stored files are
 // mostly compressed or encrypted already); LevelDB's default 4 MiB write buffer, as
@@ -26,7 +27,7 @@ const DEFAULTS = {
 
 class LevelDb {
   #db
-  #closed = false // the binding crashes on a call after close: every call checks this
+  #life = new Lifecycle('open') // the binding crashes on a call after close: every call checks it
   #iterators = new Set()
   #dir // where LevelDB has it open: `location`, or its shadow
   #shadow
@@ -113,7 +114,7 @@ class LevelDb {
 
   // Resolves to the value as a Buffer, or undefined if there is none.
   get (key) {
-    if (this.#closed) return Promise.reject(errors.closed())
+    if (this.#life.closing) return Promise.reject(errors.closed())
     return new Promise((resolve, reject) => {
       this.#db.get(key, { asBuffer: true, fillCache: false }, (err, value) => {
         if (!err) resolve(value)
@@ -138,7 +139,7 @@ class LevelDb {
   }
 
   #write (fn) {
-    if (this.#closed) return Promise.reject(errors.closed())
+    if (this.#life.closing) return Promise.reject(errors.closed())
     if (this.readOnly) return Promise.reject(this.#refused())
     this.written = true
     this.#writesBegun++
@@ -173,7 +174,7 @@ class LevelDb {
   // An iterator over a snapshot taken now. prefetch: entries fetched ahead of the
   // consumer, so the binding reads the next ones on its thread meanwhile.
   iterator ({ prefetch = 0, ...options } = {}) {
-    if (this.#closed) throw errors.closed()
+    if (this.#life.closing) throw errors.closed()
     let binding
     try {
       binding = this.#db.iterator({ keyAsBuffer: false, valueAsBuffer: true, fillCache: false, ...options })
@@ -196,14 +197,14 @@ class LevelDb {
   }
 
   approximateSize (start, end) {
-    if (this.#closed) return Promise.reject(errors.closed())
+    if (this.#life.closing) return Promise.reject(errors.closed())
     return new Promise((resolve, reject) => {
       this.#db.approximateSize(start, end, (err, size) => (err ? reject(classify(err, this.shard)) : resolve(size)))
     })
   }
 
   compactRange (start, end) {
-    if (this.#closed) return Promise.reject(errors.closed())
+    if (this.#life.closing) return Promise.reject(errors.closed())
     if (this.readOnly) return Promise.reject(this.#refused())
     return new Promise((resolve, reject) => {
       this.#db.compactRange(start, end, (err) => (err ? reject(classify(err, this.shard)) : resolve()))
@@ -220,15 +221,20 @@ class LevelDb {
     return errors.readOnly(this.shard === undefined ? 'the store state' : `shard ${shardName(this.shard)}`, { shard: this.shard })
   }
 
-  async close () {
-    if (this.#closed) return
-    this.#closed = true
-    try {
-      await Promise.all([...this.#iterators].map((it) => it.end()))
-      await new Promise((resolve, reject) => this.#db.close((err) => (err ? reject(classify(err, this.shard)) : resolve())))
-    } finally {
-      if (this.#shadow) await this.#shadow.remove()
-    }
+  get status () {
+    return this.#life.status
+  }
+
+  // Every caller's promise settles once the database is closed and its lock released.
+  close () {
+    return this.#life.close(async () => {
+      try {
+        await Promise.all([...this.#iterators].map((it) => it.end()))
+        await new Promise((resolve, reject) => this.#db.close((err) => (err ? reject(classify(err, this.shard)) : resolve())))
+      } finally {
+        if (this.#shadow) await this.#shadow.remove()
+      }
+    })
   }
 }
 

@@ -1,11 +1,16 @@
 'use strict'
 
 const errors = require('../api/errors')
+const { abortable } = require('../api/abortable')
+const { Lifecycle } = require('../api/lifecycle')
 
 // Keeps at most `maxOpen` shards open. Shards open on first use and close after
 // `idleTimeout` ms without users, or sooner when another shard needs the slot. When
 // every slot is in use, callers queue and get slots in the order they asked.
 class ShardPool {
+  #shut = new AbortController() // aborted by shutdown(): every wait for a slot ends
+  #life = new Lifecycle('open')
+
   constructor ({ maxOpen, idleTimeout, waitTimeout, open, close }) {
     this.maxOpen = maxOpen
     this.idleTimeout = idleTimeout
@@ -30,10 +35,20 @@ class ShardPool {
     return entry && entry.shard && !entry.closing ? entry.shard : undefined
   }
 
+  get status () {
+    return this.#life.status
+  }
+
+  // Refusing acquires: shutdown() or closeAll() was called.
+  get closing () {
+    return this.#shut.signal.aborted
+  }
+
   // Waits at most waitTimeout ms for a free slot, then fails with EBUSY: streams that
-  // hold every slot while waiting for one another would otherwise wait forever.
+  // hold every slot while waiting for one another would otherwise wait forever. A wait
+  // ends at once with signal.reason when `signal` aborts (its stream was destroyed).
   // `context` is handed to the open function when this call opens the shard.
-  async acquire (index, context) {
+  async acquire (index, context, signal) {
     let deadline
     let turn = false // holds a slot promised by #pump
     let front = false // had its turn once: waits again at the front
@@ -46,14 +61,14 @@ class ShardPool {
     for (;;) {
       // Checked on every pass: an operation that was waiting for a slot or for a close
       // must not open a shard that was taken for exclusive work meanwhile.
-      const refused = this.closing ? errors.closed() : this.held.has(index) && errors.shardBusy(index, this.held.get(index))
+      const refused = this.closing ? errors.closed() : this.held.has(index) ? errors.shardBusy(index, this.held.get(index)) : signal && signal.aborted && signal.reason
       if (refused) {
         giveBack()
         throw refused
       }
       const entry = this.entries.get(index)
       if (entry && entry.closing) {
-        await entry.closing
+        await entry.closing.catch(() => {}) // a close that failed still frees the slot
         continue
       }
       if (entry) {
@@ -75,7 +90,7 @@ class ShardPool {
         }
       }
       deadline = deadline || Date.now() + this.waitTimeout
-      turn = await this.#wait(index, deadline, front)
+      turn = await this.#wait(index, deadline, front, signal)
       front = true
     }
   }
@@ -86,9 +101,11 @@ class ShardPool {
 
   // The shard `index` if it is open and free to use now, counted as a use: what
   // acquire() would resolve to at once, without its promises. Else undefined.
-  useOpen (index) {
+  // whileClosing: also once the pool shuts down (work admitted before the store's
+  // close() finishes on the shards still open, which close only after it).
+  useOpen (index, { whileClosing = false } = {}) {
     const entry = this.entries.get(index)
-    if (!entry || !entry.shard || entry.closing || this.closing || this.held.has(index)) return undefined
+    if (!entry || !entry.shard || entry.closing || (this.closing && !whileClosing) || this.held.has(index)) return undefined
     entry.refs++
     return entry.shard
   }
@@ -210,44 +227,49 @@ class ShardPool {
   }
 
   // Resolves to true when a slot is promised to this caller, to false when its shard was
-  // opened by another. One that already had its turn keeps its place at the front.
-  #wait (index, deadline, front) {
-    return new Promise((resolve, reject) => {
+  // opened by another. One that already had its turn keeps its place at the front. Ends
+  // with EBUSY at the deadline, with ECLOSED at shutdown(), with signal.reason if
+  // `signal` aborts; a caller that leaves the queue holds no slot.
+  #wait (index, deadline, front, signal) {
+    return abortable([this.#shut.signal, signal], (resolve, reject) => {
+      const waiter = { index, resolve }
+      const withdraw = () => {
+        clearTimeout(timer)
+        const at = this.queue.indexOf(waiter)
+        if (at !== -1) this.queue.splice(at, 1)
+        this.#pump() // one waiting less may leave a shard to evict for nobody
+      }
       // Not unref'd: an operation waiting here is work the process has to finish.
       const timer = setTimeout(() => {
-        this.queue = this.queue.filter((w) => w !== waiter)
+        withdraw()
         reject(errors.shardsBusy(index, this.maxOpen, this.waitTimeout))
       }, Math.max(0, deadline - Date.now()))
-      const waiter = {
-        index,
-        resolve: (promised) => {
-          clearTimeout(timer)
-          resolve(promised)
-        },
-        reject: (err) => {
-          clearTimeout(timer)
-          reject(err)
-        }
+      waiter.resolve = (promised) => {
+        clearTimeout(timer)
+        resolve(promised)
       }
       if (front) this.queue.unshift(waiter)
       else this.queue.push(waiter)
       this.#pump()
+      return withdraw
     })
   }
 
-  // From now on acquires, and those waiting for a slot, fail with ECLOSED.
+  // From now on acquires fail with ECLOSED, and so do those waiting for a slot.
   shutdown () {
-    this.closing = true
-    for (const waiter of this.queue.splice(0)) waiter.reject(errors.closed())
+    this.#shut.abort(errors.closed())
   }
 
-  // Closes every shard, even one still held.
-  async closeAll () {
+  // Closes every shard, even one still held. Every caller's promise settles once all
+  // are closed.
+  closeAll () {
     this.shutdown()
-    await Promise.allSettled([...this.entries.values()].map((entry) => entry.ready))
-    const results = await Promise.allSettled([...this.entries.keys()].map((index) => this.#close(index, true)))
-    const failed = results.find((r) => r.status === 'rejected')
-    if (failed) throw failed.reason
+    return this.#life.close(async () => {
+      await Promise.allSettled([...this.entries.values()].map((entry) => entry.ready))
+      const results = await Promise.allSettled([...this.entries.keys()].map((index) => this.#close(index, true)))
+      const failed = results.find((r) => r.status === 'rejected')
+      if (failed) throw failed.reason
+    })
   }
 }
 

@@ -9,6 +9,7 @@ const { Reservation } = require('./reservation')
 const { Fingerprints } = require('./fingerprints')
 const { planReclaim } = require('./reclaim-plan')
 const errors = require('../api/errors')
+const { Lifecycle } = require('../api/lifecycle')
 
 // Removed versions of at least this size are noted for the Reclaimer.
 const DEAD_NOTED = 64 * 1024
@@ -281,12 +282,21 @@ class Shard {
     await this.#forget([...dead.map(({ id }) => ({ type: 'del', key: id })), { type: 'del', key: records.ACCOUNT + '~probe' }])
   }
 
+  #life = new Lifecycle('open')
+
+  get status () {
+    return this.#life.status
+  }
+
   // Flushes the memtable first, so reopening replays no log: a closed shard then
   // reopens quickly, and on a full disk with a few kilobytes. A shard only read from
-  // has nothing to flush (and flushing would still write a manifest).
-  async close () {
-    if (this.db.written && !this.db.failed) await this.db.flush().catch(() => {})
-    await this.db.close()
+  // has nothing to flush (and flushing would still write a manifest). Every caller's
+  // promise settles once the database is closed.
+  close () {
+    return this.#life.close(async () => {
+      if (this.db.written && !this.db.failed) await this.db.flush().catch(() => {})
+      await this.db.close()
+    })
   }
 }
 

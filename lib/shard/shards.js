@@ -85,15 +85,17 @@ class Shards {
   // The shard `index`, held for one operation: { shard, release, mayWrite }. Until
   // release() (idempotent) the operation is one that close() waits for. Once the store
   // closes, a lease is refused (ECLOSED) unless `admitted`: part of a call or stream the
-  // store let in before (a write, a read, a lookup, reclaim()), which is refused only
-  // once the pool shuts down; work that visits shard after shard (list, verify,
-  // compact, background reclaiming) stops at the next one instead. A write lease counts
+  // store let in before (a write, a read, a lookup, reclaim()), which still gets a
+  // shard that is open (the pool closes them only once such work is done) but neither
+  // waits for nor opens one once the pool shuts down; work that visits shard after
+  // shard (list, verify, compact, background reclaiming) stops at the next one instead.
+  // `signal`: aborting it ends a wait for a slot (a stream destroyed). A write lease counts
   // as a write in progress, and is refused once the disk reserve was given up; its
   // mayWrite() throws from then on, so that writes in flight stop before their next
   // batch. The reserve is for reading and freeing space: only leases that do that pass
   // `useReserve` (reads, list, stat, verify, unlink, compact); writes and background
   // work (reclaiming) never give it up.
-  async lease (index, { write = false, useReserve = false, admitted = false } = {}) {
+  async lease (index, { write = false, useReserve = false, admitted = false, signal } = {}) {
     const leave = this.#operations.enter({ admitted })
     if (write && this.#writers++ === 0) this.#busyPeriod++
     let shard
@@ -111,7 +113,7 @@ class Shards {
     try {
       // Only once the reserve was given up: refused before a shard is created or opened.
       if (write && this.reserve.low && !(await this.reserve.roomForWrites())) throw this.#noRoomForWrites()
-      shard = this.#pool.useOpen(index) || (await this.#pool.acquire(index, { useReserve }))
+      shard = this.#pool.useOpen(index, { whileClosing: admitted }) || (await this.#pool.acquire(index, { useReserve }, signal))
       if (write) mayWrite()
       return { shard, release, mayWrite }
     } catch (err) {

@@ -1,0 +1,242 @@
+'use strict'
+
+const { expect } = require('chai')
+const { Readable } = require('node:stream')
+const { useTmp, rejects, bytes, collect, keysForShards, REF } = require('./helpers')
+const { ShardPool } = require('../lib/shard/pool')
+const { LevelDb } = require('../lib/leveldb/leveldb')
+const { abortable } = require('../lib/api/abortable')
+
+const C = 4096
+const nextTurn = () => new Promise((resolve) => setImmediate(resolve))
+const within = (promise, ms, what) => Promise.race([promise, new Promise((resolve, reject) => setTimeout(() => reject(new Error(`${what} took over ${ms} ms`)), ms))])
+
+describe('waits that can be left, and closes that every caller awaits', function () {
+  this.timeout(30000)
+  const t = useTmp()
+
+  describe('abortable()', () => {
+    it('rejects with the reason of the signal that aborts, after withdrawing the wait, and stops listening once settled', async () => {
+      const a = new AbortController()
+      const b = new AbortController()
+      let withdrawn = 0
+      const waiting = abortable([a.signal, undefined, b.signal], () => () => withdrawn++)
+      b.abort(new Error('gone'))
+      a.abort(new Error('too late'))
+      const err = await waiting.catch((e) => e)
+      expect(err.message).to.equal('gone')
+      expect(withdrawn).to.equal(1)
+      const c = new AbortController()
+      const done = abortable([c.signal], (resolve) => { resolve('yes') })
+      expect(await done).to.equal('yes')
+      c.abort()
+      expect(withdrawn).to.equal(1)
+    })
+  })
+
+  describe('a stream destroyed while it waits for a shard slot', () => {
+    // One slot, held by a paused reader; the second stream's shard needs that slot.
+    async function holdTheOnlySlot (store) {
+      const [a, b] = keysForShards(REF, 2)
+      await store.writeFile(a.key, bytes(8 * C, 'a'))
+      await store.writeFile(b.key, bytes(8 * C, 'b'))
+      const holder = store.createReadStream(a.key)
+      await new Promise((resolve, reject) => holder.once('readable', resolve).once('error', reject))
+      return { holder, a, b }
+    }
+
+    for (const kind of ['read', 'write']) {
+      it(`a ${kind} stream closes at once, emits no error and leaves the queue, the slot going to the next in line`, async () => {
+        const store = t.open({ chunkSize: C, referenceId: REF, maxOpenShards: 1, shardWaitTimeout: 20000 })
+        const { holder, a, b } = await holdTheOnlySlot(store)
+        const stream = kind === 'read' ? store.createReadStream(b.key) : store.createWriteStream(b.key)
+        const errors = []
+        stream.on('error', (err) => errors.push(err)) // without the fix: EBUSY 20 s later
+        await new Promise((resolve) => setTimeout(resolve, 100)) // it now waits in the queue
+        const started = Date.now()
+        stream.destroy()
+        await within(new Promise((resolve) => stream.once('close', resolve)), 2000, "the destroyed stream's 'close'")
+        expect(Date.now() - started).to.be.below(2000)
+        holder.destroy()
+        // The slot goes to the next caller: none waits behind a stream that left.
+        expect(await within(store.readFile(b.key), 2000, 'a read of the other shard')).to.deep.equal(bytes(8 * C, 'b'))
+        expect(await store.readFile(a.key)).to.deep.equal(bytes(8 * C, 'a'))
+        expect(errors).to.deep.equal([])
+      })
+    }
+
+    it('destroyed with an error, it emits that error and nothing else', async () => {
+      const store = t.open({ chunkSize: C, referenceId: REF, maxOpenShards: 1, shardWaitTimeout: 20000 })
+      const { holder, b } = await holdTheOnlySlot(store)
+      const stream = store.createReadStream(b.key)
+      const errors = []
+      stream.on('error', (err) => errors.push(err))
+      await new Promise((resolve) => setTimeout(resolve, 100))
+      stream.destroy(new Error('the caller gave up'))
+      await within(new Promise((resolve) => stream.once('close', resolve)), 2000, "'close'")
+      holder.destroy()
+      expect(errors.map((e) => e.message)).to.deep.equal(['the caller gave up'])
+    })
+
+    it('one not destroyed still gets its slot when the holder lets go', async () => {
+      const store = t.open({ chunkSize: C, referenceId: REF, maxOpenShards: 1, shardWaitTimeout: 20000 })
+      const { holder, b } = await holdTheOnlySlot(store)
+      const reading = collect(store.createReadStream(b.key))
+      await new Promise((resolve) => setTimeout(resolve, 100))
+      holder.destroy()
+      expect(Buffer.concat(await reading)).to.deep.equal(bytes(8 * C, 'b'))
+    })
+  })
+
+  describe('the shard pool', () => {
+    function fakePool ({ maxOpen = 1, idleTimeout = 60000, closeFails = () => false, closeMs = 0 } = {}) {
+      const closed = []
+      const pool = new ShardPool({
+        maxOpen,
+        idleTimeout,
+        waitTimeout: 2000,
+        open: async (index) => ({ index, db: {} }),
+        close: async (shard) => {
+          await (closeMs ? new Promise((resolve) => setTimeout(resolve, closeMs)) : nextTurn())
+          closed.push(shard.index)
+          if (closeFails(shard.index)) throw new Error(`close of ${shard.index} failed`)
+        }
+      })
+      return { pool, closed }
+    }
+
+    // Suspected: a slot is never given back when a shard's close fails while a caller's
+    // turn holds it. It does not hold: the failed close frees the slot.
+    it('a shard whose close fails frees its slot: the callers waiting for it, and for that shard, go on', async () => {
+      let fails = 1
+      const { pool, closed } = fakePool({ closeFails: (index) => index === 0 && fails-- > 0 })
+      const zero = await pool.acquire(0)
+      const one = pool.acquire(1) // waits for the only slot
+      const zeroAgain = pool.acquire(0) // shard 0 is open: a use of it, not a wait
+      pool.release(zero)
+      pool.release(await zeroAgain) // idle now: evicted for shard 1, and its close fails
+      const got = await within(one, 1000, 'acquire(1)')
+      expect(got.index).to.equal(1)
+      expect(closed).to.deep.equal([0])
+      // Asked for while its failed close was in progress, shard 0 opens again.
+      const reopening = pool.acquire(0)
+      pool.release(got)
+      expect((await within(reopening, 1000, 'acquire(0) after a failed close')).index).to.equal(0)
+    })
+
+    it('an acquire that meets a close in progress that fails reopens the shard instead of failing with that error', async () => {
+      const { pool, closed } = fakePool({ idleTimeout: 1, closeMs: 50, closeFails: () => true })
+      pool.release(await pool.acquire(0)) // closes 1 ms later, and that close fails 50 ms after
+      await new Promise((resolve) => setTimeout(resolve, 20))
+      const again = await within(pool.acquire(0), 1000, 'acquire(0)')
+      expect(again.index).to.equal(0)
+      expect(closed).to.deep.equal([0])
+    })
+
+    it('a wait for a slot ends with the reason of its signal, holding no slot', async () => {
+      const { pool } = fakePool()
+      const zero = await pool.acquire(0)
+      const controller = new AbortController()
+      const waiting = pool.acquire(1, undefined, controller.signal)
+      await nextTurn()
+      controller.abort(new Error('left'))
+      expect((await waiting.catch((e) => e)).message).to.equal('left')
+      expect(pool.queue).to.have.length(0)
+      pool.release(zero)
+      expect((await within(pool.acquire(2), 1000, 'acquire(2)')).index).to.equal(2)
+    })
+
+    it('closeAll() called twice: both resolve only once every shard is closed', async () => {
+      const { pool, closed } = fakePool({ maxOpen: 2 })
+      pool.release(await pool.acquire(0))
+      pool.release(await pool.acquire(1))
+      const first = pool.closeAll()
+      const second = pool.closeAll()
+      expect(pool.status).to.equal('closing')
+      await second
+      expect(closed.sort()).to.deep.equal([0, 1])
+      await first
+      expect(pool.status).to.equal('closed')
+    })
+  })
+
+  describe('a LevelDB closed twice', () => {
+    it('the second close() resolves only once the lock is released: the database reopens at once', async () => {
+      const location = `${t.dir}/db`
+      const db = await LevelDb.open(location, { createIfMissing: true })
+      await db.put('k', 'v')
+      db.close()
+      expect(db.status).to.equal('closing')
+      await db.close()
+      expect(db.status).to.equal('closed')
+      const again = await LevelDb.open(location) // without the fix: 'locked'
+      expect(String(await again.get('k'))).to.equal('v')
+      await again.close()
+    })
+  })
+
+  describe('a store closed twice', () => {
+    it('goes opening, open, closing, closed, and every close() settles once a new instance can open it', async () => {
+      const store = t.open({ chunkSize: C, referenceId: REF })
+      expect(store.status).to.equal('opening')
+      await store.writeFile('aa', bytes(3 * C))
+      expect(store.status).to.equal('open')
+      const first = store.close()
+      expect(store.status).to.equal('closing')
+      await store.close()
+      expect(store.status).to.equal('closed')
+      await first
+      const again = t.open({ chunkSize: C })
+      expect(await again.readFile('aa')).to.deep.equal(bytes(3 * C))
+    })
+  })
+
+  describe('work admitted before close()', () => {
+    it('20 identical put(buffer)s queued at close() all resolve to the key: the content is stored', async () => {
+      const store = t.open({ chunkSize: C, referenceId: REF })
+      await store.open()
+      const data = bytes(3 * C, 'same')
+      const puts = Array.from({ length: 20 }, () => store.put(data))
+      await nextTurn()
+      const closing = store.close()
+      const keys = await Promise.allSettled(puts)
+      await closing
+      expect(keys.map((r) => r.status === 'fulfilled' ? 'key' : r.reason.code)).to.deep.equal(Array(20).fill('key'))
+      expect(new Set(keys.map((r) => r.value)).size).to.equal(1)
+    })
+  })
+
+  describe('put(readable) whose Readable fails before the store is open', () => {
+    const failing = () => new Readable({
+      read () {
+        setImmediate(() => this.destroy(Object.assign(new Error('source failed'), { code: 'ESOURCE' })))
+      }
+    })
+    const failingAtOnce = () => {
+      const r = new Readable({ read () {} })
+      process.nextTick(() => r.destroy(Object.assign(new Error('source failed'), { code: 'ESOURCE' })))
+      return r
+    }
+
+    it('rejects with the Readable\'s error on a store not yet open; the process lives on', async () => {
+      const store = t.open({ chunkSize: C, referenceId: REF })
+      await rejects(store.put(failingAtOnce()), 'ESOURCE')
+      await rejects(store.put(failing()), 'ESOURCE')
+      expect(await store.exists('00'.repeat(32))).to.equal(false)
+    })
+
+    it('on a closed or read-only store rejects with ECLOSED or EROFS and destroys the Readable', async () => {
+      const store = t.open({ chunkSize: C, referenceId: REF })
+      await store.writeFile('aa', 'x')
+      await store.close()
+      const r = failingAtOnce()
+      await rejects(store.put(r), 'ECLOSED')
+      expect(r.destroyed).to.equal(true)
+      const ro = t.open({ chunkSize: C, readOnly: true })
+      const r2 = failingAtOnce()
+      await rejects(ro.put(r2), 'EROFS')
+      expect(r2.destroyed).to.equal(true)
+      await nextTurn()
+    })
+  })
+})
