@@ -1,5 +1,7 @@
 'use strict'
 
+const { abortable } = require('../api/abortable')
+
 // Bytes of file data that all writers of a store may hold between taking them from
 // the caller and LevelDB having written them: bounds memory when hundreds of streams
 // write at once, while one writer (3 MiB at most, chunk-writer.js) never waits.
@@ -7,9 +9,9 @@ const WRITE_BUDGET = 64 * 1024 * 1024
 
 class WriteBudget {
   #free
-  #waiting = [] // { bytes, resolve, reject, signal, onAbort }, first come first served
+  #waiting = [] // { bytes, resolve }, first come first served
   #holders = new Set() // callbacks of writers holding bytes they have not sent yet
-  #shutdown // the error every wait fails with once the store closes
+  #shut = new AbortController() // aborted once the store closes: every wait fails
 
   constructor (bytes = WRITE_BUDGET) {
     this.total = bytes
@@ -34,16 +36,14 @@ class WriteBudget {
   // with the shutdown error once the store closes: nothing waits here forever.
   take (bytes, signal) {
     if (this.tryTake(bytes)) return Promise.resolve()
-    if (this.#shutdown) return Promise.reject(this.#shutdown)
-    if (signal && signal.aborted) return Promise.reject(signal.reason)
-    const waited = new Promise((resolve, reject) => {
-      const waiter = { bytes, resolve, reject, signal }
-      if (signal) {
-        waiter.onAbort = () => this.#drop(waiter, signal.reason)
-        signal.addEventListener('abort', waiter.onAbort, { once: true })
-      }
+    let waits = false
+    const waited = abortable([this.#shut.signal, signal], (resolve) => {
+      const waiter = { bytes, resolve }
       this.#waiting.push(waiter)
+      waits = true
+      return () => this.#drop(waiter)
     })
+    if (!waits) return waited
     const holders = [...this.#holders]
     this.#holders.clear()
     for (const send of holders) send()
@@ -66,31 +66,23 @@ class WriteBudget {
 
   // Waits fail with `err` from now on (the store is closing), so writers drain.
   shutdown (err) {
-    this.#shutdown = err
-    for (const waiter of [...this.#waiting]) this.#drop(waiter, err)
+    this.#shut.abort(err)
   }
 
   #grant () {
     while (this.#waiting.length > 0 && this.#fits(this.#waiting[0].bytes)) {
       const waiter = this.#waiting.shift()
       this.#free -= waiter.bytes
-      this.#unlisten(waiter)
       waiter.resolve()
     }
   }
 
   // A waiter that leaves may have blocked smaller ones behind it.
-  #drop (waiter, err) {
+  #drop (waiter) {
     const at = this.#waiting.indexOf(waiter)
     if (at === -1) return
     this.#waiting.splice(at, 1)
-    this.#unlisten(waiter)
-    waiter.reject(err)
     this.#grant()
-  }
-
-  #unlisten ({ signal, onAbort }) {
-    if (signal) signal.removeEventListener('abort', onAbort)
   }
 
   // More than the whole budget is granted when nothing else is taken.
