@@ -2,7 +2,7 @@
 
 const crypto = require('node:crypto')
 const zlib = require('node:zlib')
-const { shardName } = require('./routing')
+const { shardName } = require('../base/shard-names')
 const errors = require('../api/errors')
 
 // The records inside one shard (doc/format.md). System records start with '!', which

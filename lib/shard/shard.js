@@ -2,7 +2,7 @@
 
 const { LevelDb } = require('../leveldb/leveldb')
 const { openFailure } = require('../leveldb/classify')
-const { shardName } = require('./routing')
+const { shardName } = require('../base/shard-names')
 const records = require('./records')
 const scans = require('./scans')
 const { Reservation } = require('./reservation')
