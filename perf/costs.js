@@ -64,6 +64,7 @@ const { drain, inFlight, runScript, fmt, quickMark, UsageError, optionValue, par
 const { median } = require('./stats')
 const { call, randomKey, chunkKeys, shardOptions, writeRecords, openRaw, rawShards, openStore, REF } = require('./kfs-work')
 const records = require('../lib/shard/records')
+const chunkRecord = require('../lib/shard/chunk-record')
 const { shardFor } = require('../lib/shard/routing')
 const { DEFAULTS: STORE } = require('../lib/api/options')
 
@@ -231,7 +232,7 @@ const CASES = {
   // An iterator over the file's chunk records, as kfs opens its iterator
   // (lib/leveldb/leveldb.js, lib/data/read-ahead.js with the most a reader takes), each
   // entry asked for once the last is handled: without and with the chunks' CRC32
-  // checked as kfs checks them (chunkIntact), in `order`, figure 2a's floor. Then the
+  // checked as kfs checks them (lib/shard/chunk-record.js), in `order`, figure 2a's floor. Then the
   // same iterator read ahead as kfs's stream reads it (lib/leveldb/iterator.js: the
   // next trip fetched while the last is checked), checked: what the raw binding reads a
   // whole file at, 3a's floor's denominator. Then the ranges of rawRanges.
@@ -244,7 +245,7 @@ const CASES = {
     const { highWaterMark, prefetch } = readAheadShape(MAX_EACH, STORE.chunkSize)
     const open = () => db.iterator({ gte: keys.key(key, meta.version, 0), lte: keys.key(key, meta.version, meta.chunks - 1), keyAsBuffer: false, valueAsBuffer: true, fillCache: false, highWaterMark })
     const intact = (k, value) => {
-      if (!records.chunkIntact(k, value)) throw new Error(`chunk ${k} does not match its CRC32`)
+      if (!chunkRecord.intact(k, value)) throw new Error(`chunk ${k} does not match its CRC32`)
     }
     const pass = (checked) => new Promise((resolve, reject) => {
       const it = open()
@@ -257,7 +258,7 @@ const CASES = {
         } catch (e) {
           return it.end(() => reject(e))
         }
-        bytes += value.length - records.CHUNK_HEADER
+        bytes += value.length - chunkRecord.HEADER
         next()
       })
       next()
@@ -268,7 +269,7 @@ const CASES = {
       try {
         for (let entry = await it.next(); entry; entry = await it.next()) {
           intact(entry.key, entry.value)
-          bytes += entry.value.length - records.CHUNK_HEADER
+          bytes += entry.value.length - chunkRecord.HEADER
         }
       } finally {
         await it.end()
@@ -311,8 +312,8 @@ async function rawRanges (db, keys, key, meta, mib, getsFirst) {
   const per = MiB / STORE.chunkSize
   const keysOf = (offset) => Array.from({ length: per }, (_, i) => keys.key(key, meta.version, offset / STORE.chunkSize + i))
   const check = (k, value) => {
-    if (!records.chunkIntact(k, value)) throw new Error(`chunk ${k} does not match its CRC32`)
-    return value.length - records.CHUNK_HEADER
+    if (!chunkRecord.intact(k, value)) throw new Error(`chunk ${k} does not match its CRC32`)
+    return value.length - chunkRecord.HEADER
   }
   // At most GETS_IN_FLIGHT gets at once, however many ranges are in flight: kfs's own
   // limit (ReadAhead#get), over the raw binding's get.

@@ -9,6 +9,7 @@ const fs = require('node:fs')
 const path = require('node:path')
 const crypto = require('node:crypto')
 const records = require('../lib/shard/records')
+const chunkRecord = require('../lib/shard/chunk-record')
 const { shardFor } = require('../lib/shard/routing')
 const { DEFAULTS: STORE } = require('../lib/api/options')
 const { BATCH_BYTES, MAX_IN_FLIGHT } = require('../lib/data/chunk-writer')
@@ -37,10 +38,10 @@ function fileRecords (key, data, account, { keys = chunkKeys(), perBatch = 1 } =
   const puts = []
   for (let i = 0; i < chunks; i++) {
     const piece = data.subarray(i * STORE.chunkSize, (i + 1) * STORE.chunkSize)
-    const record = records.newChunkRecord(piece.length)
-    piece.copy(record, records.CHUNK_HEADER)
+    const record = chunkRecord.newRecord(piece.length, true)
+    chunkRecord.copyIn(record, 0, piece)
     const chunkKey = keys.key(key, version, i)
-    puts.push({ type: 'put', key: chunkKey, value: records.sealChunk(chunkKey, record) })
+    puts.push({ type: 'put', key: chunkKey, value: chunkRecord.seal(chunkKey, record) })
   }
   const commit = [
     { type: 'put', key: records.metaKey(key), value: records.encodeMeta(meta) },
@@ -48,7 +49,7 @@ function fileRecords (key, data, account, { keys = chunkKeys(), perBatch = 1 } =
   ]
   account.used += data.length
   account.files++
-  const held = Math.ceil(BATCH_BYTES / (STORE.chunkSize + records.CHUNK_HEADER))
+  const held = Math.ceil(BATCH_BYTES / chunkRecord.recordLength(STORE.chunkSize))
   if (Math.floor(data.length / STORE.chunkSize) < held) return { batches: [], commit: [...puts, ...commit] }
   const batches = []
   for (let i = 0; i < puts.length; i += perBatch) batches.push(puts.slice(i, i + perBatch))

@@ -5,6 +5,7 @@
 const { expect } = require('chai')
 const fs = require('node:fs')
 const path = require('node:path')
+const zlib = require('node:zlib')
 const { spawnSync } = require('node:child_process')
 const { LevelDb } = require('../lib/leveldb/leveldb')
 const { coerceKey } = require('../lib/api/keys')
@@ -39,6 +40,23 @@ async function rawMeta (dir, key) {
   }
 }
 
+// The chunk records of `key` in the closed store at dir, in order, as stored.
+async function rawChunks (dir, key) {
+  for (const shard of fs.readdirSync(dir).filter((d) => /^\d{3}\.s$/.test(d))) {
+    const db = await LevelDb.open(path.join(dir, shard))
+    try {
+      const it = db.iterator({ gt: `${key} `, lt: `${key} ~` })
+      const entries = []
+      for (let e = await it.next(); e; e = await it.next()) entries.push({ key: e.key, value: Buffer.from(e.value) })
+      await it.end()
+      if (entries.length) return entries
+    } finally {
+      await db.close()
+    }
+  }
+  return []
+}
+
 // Flips one byte of chunk `index` of `key` in the closed store at dir, as stored.
 async function flipChunkByte (dir, key, index, at = 5) {
   for (const shard of fs.readdirSync(dir).filter((d) => /^\d{3}\.s$/.test(d))) {
@@ -69,6 +87,26 @@ describe('on-disk format', () => {
     fs.cpSync(FIXTURE, dir, { recursive: true })
     return dir
   }
+
+  it('a chunk record is the big-endian CRC32 of its key then its data, then the data (doc/format.md)', async () => {
+    const C = 64 * 1024
+    const store = t.open({ chunkSize: C })
+    const large = bytes(24 * C + 7) // past 1 MiB: chunks written before the commit
+    const small = bytes(700) // one record, in the commit batch
+    await store.writeFile('large', large)
+    const smallKey = await store.put(small)
+    await store.close()
+    for (const [key, data] of [[coerceKey('large').key, large], [smallKey, small]]) {
+      const records = await rawChunks(store.location, key)
+      expect(records.length).to.equal(Math.ceil(data.length / C))
+      records.forEach((record, i) => {
+        const piece = data.subarray(i * C, (i + 1) * C)
+        const digest = Buffer.alloc(4)
+        digest.writeUInt32BE(zlib.crc32(piece, zlib.crc32(record.key)))
+        expect(record.value.equals(Buffer.concat([digest, piece])), `chunk ${i} of ${key}`).to.equal(true)
+      })
+    }
+  })
 
   it('new stores are format 2 and every file written has chunk digests', async () => {
     const store = t.open()

@@ -85,11 +85,11 @@ describe('integrity', () => {
 
   it('the whole-file SHA-256 is still checked by verify(): a chunk rewritten with a matching digest is found', async () => {
     const dir = await storeWithFile()
-    const { sealChunk } = require('../lib/shard/records')
+    const { seal } = require('../lib/shard/chunk-record')
     await tamper(dir, async (db, keys) => {
       const value = Buffer.from(await db.get(keys[4]))
       value[40] ^= 1
-      await db.put(keys[4], sealChunk(keys[4], value)) // damage that kept a right digest
+      await db.put(keys[4], seal(keys[4], value)) // damage that kept a right digest
     })
     const store = t.open()
     const report = await store.verify()

@@ -399,7 +399,7 @@ describe('the log guard', function () {
   describe('syncing the directory after each change, before its next step', () => {
     // Runs guardedOpen(dir) with `open` standing for LevelDB's open, recording what the
     // guard does to the directory, in order: links, renames, removals, syncs of the
-    // directory itself (lib/dir/sync-dir.js opens it and syncs the handle), open and close.
+    // directory itself (lib/base/sync-dir.js opens it and syncs the handle), open and close.
     // Resolves to { events, err } (err: what guardedOpen rejected with).
     async function record (dir, open) {
       const events = []

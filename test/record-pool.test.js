@@ -2,11 +2,11 @@
 
 const { expect } = require('chai')
 const { RecordPool } = require('../lib/data/record-pool')
-const { CHUNK_HEADER } = require('../lib/shard/records')
+const { recordLength } = require('../lib/shard/chunk-record')
 const { useTmp, bytes, keyInShard, REF } = require('./helpers')
 
 const C = 1024
-const WHOLE = CHUNK_HEADER + C
+const WHOLE = recordLength(C)
 
 describe('chunk records are reused once their batch was sent', function () {
   const t = useTmp()

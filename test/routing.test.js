@@ -2,7 +2,8 @@
 
 const { expect } = require('chai')
 const crypto = require('node:crypto')
-const { shardFor, SHARD_COUNT } = require('../lib/shard/routing')
+const { shardFor } = require('../lib/shard/routing')
+const { SHARD_COUNT } = require('../lib/base/shard-names')
 
 // Pearson's chi-square statistic of counts against a uniform spread.
 function chiSquare (counts) {

@@ -1,7 +1,7 @@
 'use strict'
 
 const { checkOptionNames } = require('./options')
-const { SHARD_COUNT } = require('../shard/routing')
+const { SHARD_COUNT } = require('../base/shard-names')
 const errors = require('./errors')
 
 // Checks of the arguments of the store's methods. Each returns the normalised value

@@ -1,6 +1,6 @@
 'use strict'
 
-const { shardName } = require('../shard/routing')
+const { shardName } = require('../base/shard-names')
 
 // Every error kfs raises on purpose carries a stable, fs-style `code`. Messages may
 // change between versions; codes do not.

@@ -2,7 +2,7 @@
 
 const { contentHash } = require('../api/keys')
 const { readAheadShape, MAX_EACH } = require('./read-ahead')
-const { CHUNK_HEADER, chunkIntact } = require('../shard/records')
+const { headerOf, payload, intact } = require('../shard/chunk-record')
 const errors = require('../api/errors')
 
 // Only for perf/throughput.js, to measure what checking costs: a read stream or
@@ -32,7 +32,7 @@ class ChunkReader {
     Object.assign(this, { lease, share, shard: lease.shard, meta, chunkSize, last, start, end, iterator, unchecked })
     this.index = first
     this.entries = entries // chunks read by open(): the first, or all of a short range
-    this.header = meta.chunkDigest ? CHUNK_HEADER : 0
+    this.header = headerOf(meta)
     this.hash = this.checksSha256(sha256) ? contentHash() : undefined
     this.length = Math.max(0, end - start + 1)
   }
@@ -84,7 +84,7 @@ class ChunkReader {
         // Each chunk is checked as it arrives, while LevelDB still reads the others.
         const check = meta.chunkDigest && !unchecked
         const keys = Array.from({ length: last - first + 1 }, (_, i) => chunkKeys.key(key, meta.version, first + i))
-        const entries = await Promise.all(keys.map((k) => share.get(shard.db, k).then((value) => ({ key: k, value, intact: check && value ? chunkIntact(k, value) : undefined }))))
+        const entries = await Promise.all(keys.map((k) => share.get(shard.db, k).then((value) => ({ key: k, value, intact: check && value ? intact(k, value) : undefined }))))
         const missing = entries.findIndex((e) => e.value === undefined)
         if (missing === -1) return new ChunkReader({ ...base, first, last, entries })
         const now = await shard.getMeta(key)
@@ -126,8 +126,8 @@ class ChunkReader {
     if (entry.value.length !== header + expectedLength) {
       throw errors.integrity(meta.key, `chunk ${index} holds ${entry.value.length - header} bytes, ${expectedLength} expected`, { chunk: index })
     }
-    if (header && !this.unchecked && !(entry.intact ?? chunkIntact(entry.key, entry.value))) throw damagedChunk(meta.key, index)
-    const data = header ? entry.value.subarray(header) : entry.value
+    if (header && !this.unchecked && !(entry.intact ?? intact(entry.key, entry.value))) throw damagedChunk(meta.key, index)
+    const data = header ? payload(entry.value) : entry.value
     if (this.hash) {
       this.hash.update(data)
       if (index === this.last) this.#verify()

@@ -1,7 +1,8 @@
 'use strict'
 
 const { contentHash } = require('../api/keys')
-const { newVersion, newMeta, CHUNK_HEADER } = require('../shard/records')
+const { newVersion, newMeta } = require('../shard/records')
+const { recordLength, copyIn, payload } = require('../shard/chunk-record')
 const { RecordPool } = require('./record-pool')
 const { WriteBudget } = require('./write-budget')
 const errors = require('../api/errors')
@@ -133,7 +134,7 @@ class ChunkWriter {
         this.partial = this.records.take(length, length === this.chunkSize)
       }
       const take = Math.min(this.chunkSize - this.partialBytes, data.length - offset)
-      data.copy(this.partial, CHUNK_HEADER + this.partialBytes, offset, offset + take)
+      copyIn(this.partial, this.partialBytes, data, offset, offset + take)
       this.partialBytes += take
       offset += take
       if (this.partialBytes === this.chunkSize) await this.#addChunk(this.#takePartial())
@@ -147,7 +148,7 @@ class ChunkWriter {
   }
 
   #takePartial () {
-    const chunk = this.partial.subarray(0, CHUNK_HEADER + this.partialBytes)
+    const chunk = this.partial.subarray(0, recordLength(this.partialBytes))
     this.partial = undefined
     this.partialBytes = 0
     return chunk
@@ -210,11 +211,11 @@ class ChunkWriter {
   // Records nobody needs any more: sent in a batch (the binding copied them), or of a
   // commit that was sent or never will be, or of a write aborted.
   #giveBack (chunks) {
-    this.records.give(chunks, CHUNK_HEADER + this.chunkSize)
+    this.records.give(chunks, recordLength(this.chunkSize))
   }
 
   #hashChunks (chunks) {
-    if (this.hash) for (const chunk of chunks) this.hash.update(chunk.subarray(CHUNK_HEADER))
+    if (this.hash) for (const chunk of chunks) this.hash.update(payload(chunk))
   }
 
   async #commit () {

@@ -4,14 +4,14 @@
 // records against their digests.
 const { parentPort } = require('node:worker_threads')
 const { contentHash } = require('../api/keys')
-const { chunkIntact } = require('../shard/records')
+const { intact } = require('../shard/chunk-record')
 
 const jobs = new Map()
 
 parentPort.on('message', ({ id, data, ack, done, cancel, keys, records }) => {
   if (cancel) return jobs.delete(id)
   if (keys) {
-    const bad = keys.findIndex((key, i) => !chunkIntact(key, Buffer.from(records[i].buffer, records[i].byteOffset, records[i].byteLength)))
+    const bad = keys.findIndex((key, i) => !intact(key, records[i]))
     return parentPort.postMessage({ id, bad })
   }
   let hash = jobs.get(id)

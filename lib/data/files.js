@@ -4,7 +4,8 @@ const { shardFor } = require('../shard/routing')
 const { ChunkWriter } = require('./chunk-writer')
 const { ChunkReader } = require('./chunk-reader')
 const { RecordPool } = require('./record-pool')
-const { newVersion, newMeta, CHUNK_HEADER } = require('../shard/records')
+const { newVersion, newMeta } = require('../shard/records')
+const { copyIn } = require('../shard/chunk-record')
 const errors = require('../api/errors')
 
 // The data path of an open store: routes a key to its shard, and opens writers and
@@ -65,7 +66,7 @@ class Files {
       const inline = []
       if (data.length > 0) {
         const record = this.records.take(data.length, false)
-        data.copy(record, CHUNK_HEADER)
+        copyIn(record, 0, data)
         inline.push(record)
         lease.mayWrite()
       }

@@ -2,7 +2,7 @@
 
 const { constants: { MAX_LENGTH } } = require('node:buffer')
 const { contentHash } = require('../api/keys')
-const { CHUNK_HEADER, chunkIntact } = require('../shard/records')
+const { recordOf, intact } = require('../shard/chunk-record')
 const { checkDigest, damagedChunk } = require('./chunk-reader')
 const { OFFLOAD_DIGEST_BYTES } = require('./digester')
 const errors = require('../api/errors')
@@ -49,10 +49,10 @@ async function readChecked (reader, digester, check) {
   }
   let offset = 0
   for (let index = 0, piece = await reader.read(); piece; index++, piece = await reader.read()) {
-    // A whole chunk: its record is the data and the header before it.
+    // A whole chunk: the reader handed out its record's payload.
     const chunkKey = shard.chunkKeys.key(meta.key, meta.version, index)
-    const record = Buffer.from(piece.buffer, piece.byteOffset - CHUNK_HEADER, piece.length + CHUNK_HEADER)
-    if (check === 'here' && !chunkIntact(chunkKey, record)) throw damagedChunk(meta.key, index)
+    const record = recordOf(piece)
+    if (check === 'here' && !intact(chunkKey, record)) throw damagedChunk(meta.key, index)
     offset += piece.copy(out, offset)
     if (check !== 'thread') continue
     batch.keys.push(chunkKey)

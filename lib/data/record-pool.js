@@ -1,6 +1,6 @@
 'use strict'
 
-const { newChunkRecord, CHUNK_HEADER } = require('../shard/records')
+const { newRecord, recordLength } = require('../shard/chunk-record')
 
 // Whole chunk records kept for reuse across writes, at most this many bytes of them.
 // A write copies the caller's bytes into chunk records, and the binding copies those
@@ -15,16 +15,16 @@ class RecordPool {
   #bytes = 0
   #mine = new WeakSet() // the memory of whole records this pool made: only those come back
 
-  // A record for `length` bytes of data (records.newChunkRecord): a kept one of that
-  // size, or a new one. Only whole chunks are kept: `whole` says this is one.
+  // A record for `length` bytes of data (chunk-record.js): a kept one of that size, or
+  // a new one. Only whole chunks are kept: `whole` says this is one.
   take (length, whole) {
-    const kept = whole && this.#free.get(CHUNK_HEADER + length)
+    const kept = whole && this.#free.get(recordLength(length))
     if (kept && kept.length) {
-      this.#bytes -= CHUNK_HEADER + length
+      this.#bytes -= recordLength(length)
       return kept.pop()
     }
-    if (!whole) return Buffer.allocUnsafe(CHUNK_HEADER + length) // from Node's shared slab when small
-    const record = newChunkRecord(length)
+    if (!whole) return newRecord(length, false)
+    const record = newRecord(length, true)
     this.#mine.add(record.buffer)
     return record
   }

@@ -3,7 +3,7 @@
 const fs = require('node:fs/promises')
 const path = require('node:path')
 const crypto = require('node:crypto')
-const { syncDir } = require('./sync-dir')
+const { syncDir } = require('../base/sync-dir')
 const { retryOnce } = require('./retry')
 const errors = require('../api/errors')
 

@@ -3,8 +3,8 @@
 const fs = require('node:fs/promises')
 const path = require('node:path')
 const crypto = require('node:crypto')
-const { syncDir } = require('./sync-dir')
-const { SHARD_COUNT } = require('../shard/routing')
+const { syncDir } = require('../base/sync-dir')
+const { SHARD_COUNT } = require('../base/shard-names')
 const errors = require('../api/errors')
 
 // format.json: the options a store was created with, which it keeps for its lifetime.

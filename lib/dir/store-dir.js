@@ -5,7 +5,6 @@ const path = require('node:path')
 const crypto = require('node:crypto')
 const { LevelDb } = require('../leveldb/leveldb')
 const { openFailure } = require('../leveldb/classify')
-const { shardName } = require('../shard/routing')
 const { DiskReserve } = require('./disk-reserve')
 const { FORMAT_VERSION, FORMAT_FILE, readFormat, writeFormat, checkOptions } = require('./format')
 const errors = require('../api/errors')
@@ -15,8 +14,6 @@ const errors = require('../api/errors')
 const STATE_DB = 'state'
 const TMP_DIR = 'tmp'
 const SHARD_DIR = /^(\d{3})\.s$/
-
-const shardDirName = (index) => `${shardName(index)}.s`
 
 // Opens (or, with `create`, creates) the store directory. Everything that can refuse
 // the open (a foreign directory, a format.json that is damaged, newer, or contradicts
@@ -123,4 +120,4 @@ async function listDir (dir, create) {
   return fs.readdir(dir)
 }
 
-module.exports = { openStoreDir, shardDirName }
+module.exports = { openStoreDir }

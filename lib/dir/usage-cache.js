@@ -1,6 +1,6 @@
 'use strict'
 
-const { shardName } = require('../shard/routing')
+const { shardName } = require('../base/shard-names')
 const { retryOnce } = require('./retry')
 
 // Each shard's figures { used, files, diskBytes }, kept in the store's `state` LevelDB

@@ -3,7 +3,7 @@
 // Every error the binding reports leaves lib/leveldb/ through classify(), with a code
 // from the README's table, naming the shard when the database is one; a failed open
 // through openFailure().
-const { shardName } = require('../shard/routing')
+const { shardName } = require('../base/shard-names')
 const errors = require('../api/errors')
 
 // LevelDB reports OS errors by their strerror text only.

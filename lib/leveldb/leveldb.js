@@ -9,7 +9,7 @@ const { guardedOpen, settleForRepair } = require('./log-guard')
 const { makeShadow, blockCompactions, isShadowed } = require('./read-only')
 const { Iterator } = require('./iterator')
 const { classify, classifyOpenError } = require('./classify')
-const { shardName } = require('../shard/routing')
+const { shardName } = require('../base/shard-names')
 const errors = require('../api/errors')
 const { Lifecycle } = require('../api/lifecycle')
 

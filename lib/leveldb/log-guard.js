@@ -10,7 +10,7 @@
 // again, numbered to be replayed at the next open, and this open fails with the cause.
 const fs = require('node:fs/promises')
 const path = require('node:path')
-const { syncDir } = require('../dir/sync-dir')
+const { syncDir } = require('../base/sync-dir')
 const { parseManifest } = require('./manifest')
 const { lockListed, OVERLAYFS_MAGIC } = require('./proc-locks')
 

@@ -1,8 +1,8 @@
 'use strict'
 
 const crypto = require('node:crypto')
-const zlib = require('node:zlib')
-const { shardName } = require('./routing')
+const { shardName } = require('../base/shard-names')
+const { CHUNK_DIGEST } = require('./chunk-record')
 const errors = require('../api/errors')
 
 // The records inside one shard (doc/format.md). System records start with '!', which
@@ -56,32 +56,8 @@ class ChunkKeys {
   }
 }
 
-// A chunk record (format 2): the CRC32 of its key and data, 4 bytes big-endian, then
-// the data. Every read checks it before returning any byte of the chunk; covering the
-// key too catches a chunk stored under another chunk's key. CRC32 guards against
-// damage, not tampering: the file's SHA-256 stays its content address (doc/format.md).
-// Files written by format 1 have bare chunks; their metadata lacks `chunkDigest`.
-const CHUNK_DIGEST = 'crc32'
-const CHUNK_HEADER = 4
-
-// A record for `length` bytes of data, its header left for sealChunk().
-const newChunkRecord = (length) => Buffer.allocUnsafeSlow(CHUNK_HEADER + length)
-
-function chunkDigest (chunkKey, record) {
-  return zlib.crc32(record.subarray(CHUNK_HEADER), zlib.crc32(chunkKey))
-}
-
-function sealChunk (chunkKey, record) {
-  record.writeUInt32BE(chunkDigest(chunkKey, record), 0)
-  return record
-}
-
-function chunkIntact (chunkKey, record) {
-  return record.length >= CHUNK_HEADER && record.readUInt32BE(0) === chunkDigest(chunkKey, record)
-}
-
 // The metadata of a version of `key` about to be committed, its chunks digested as
-// kfs digests them now, dated now.
+// kfs digests them now (chunk-record.js), dated now.
 function newMeta ({ key, name, version, size, chunks, sha256 }) {
   return { key, version, size, chunks, sha256, chunkDigest: CHUNK_DIGEST, mtime: Date.now(), name }
 }
@@ -140,11 +116,6 @@ module.exports = {
   deadRange,
   newVersion,
   ChunkKeys,
-  CHUNK_DIGEST,
-  CHUNK_HEADER,
-  newChunkRecord,
-  sealChunk,
-  chunkIntact,
   newMeta,
   encodeMeta,
   decodeMeta,

@@ -1,8 +1,7 @@
 'use strict'
 
 const crypto = require('node:crypto')
-
-const SHARD_COUNT = 256 // B, the design's number of shards
+const { SHARD_COUNT } = require('../base/shard-names')
 
 // shard = referenceId[0] XOR first byte of the key's routing hash. No index, no table:
 // the same key always lands in the same shard of a given store. A store with fewer
@@ -18,14 +17,4 @@ function routingByte (key) {
   return crypto.hash('sha256', Buffer.from(key, 'hex'), 'latin1').charCodeAt(0)
 }
 
-// "042": how a shard is named in messages and on disk.
-function shardName (index) {
-  return String(index).padStart(3, '0')
-}
-
-// "042.s": the shard's directory in the store.
-function shardDirName (index) {
-  return `${shardName(index)}.s`
-}
-
-module.exports = { shardFor, routingByte, shardName, shardDirName, SHARD_COUNT }
+module.exports = { shardFor, routingByte }

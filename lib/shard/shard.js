@@ -2,8 +2,9 @@
 
 const { LevelDb } = require('../leveldb/leveldb')
 const { openFailure } = require('../leveldb/classify')
-const { shardName } = require('./routing')
+const { shardName } = require('../base/shard-names')
 const records = require('./records')
+const chunkRecord = require('./chunk-record')
 const scans = require('./scans')
 const { Reservation } = require('./reservation')
 const { Fingerprints } = require('./fingerprints')
@@ -114,7 +115,7 @@ class Shard {
   // does not sync a log when it moves on to a new one, so chunks written to an earlier
   // log would not be durable. The writer syncs each batch, or flushes before the
   // commit (ChunkWriter).
-  // `chunks` are records (records.newChunkRecord) whose header is sealed here.
+  // `chunks` are records (chunk-record.js) whose header is sealed here.
   writeChunks (key, version, firstIndex, chunks, { sync }) {
     const ops = []
     if (firstIndex === 0) ops.push({ type: 'put', key: records.pendingKey(version), value: key })
@@ -125,7 +126,7 @@ class Shard {
   #putChunks (ops, key, version, firstIndex, chunks) {
     chunks.forEach((record, i) => {
       const chunkKey = this.chunkKeys.key(key, version, firstIndex + i)
-      ops.push({ type: 'put', key: chunkKey, value: records.sealChunk(chunkKey, record) })
+      ops.push({ type: 'put', key: chunkKey, value: chunkRecord.seal(chunkKey, record) })
     })
   }
 

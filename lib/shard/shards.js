@@ -7,7 +7,7 @@ const { createShard, syncPlaced, makeTemplate } = require('./create')
 const { ShardPool } = require('./pool')
 const { Spares } = require('./spares')
 const { defaultOpenShards } = require('../dir/descriptors')
-const { shardName, shardDirName } = require('./routing')
+const { shardName, shardDirName } = require('../base/shard-names')
 const errors = require('../api/errors')
 
 // Metadata records read per shard visit by list() and verify().

@@ -3,7 +3,7 @@
 const fs = require('node:fs/promises')
 const path = require('node:path')
 const crypto = require('node:crypto')
-const { syncDir } = require('../dir/sync-dir')
+const { syncDir } = require('../base/sync-dir')
 
 // A new shard is always the same bytes: LevelDB 1.20 makes a fresh database as
 // MANIFEST-000002 and CURRENT, the accounting record's log 000003 flushed into table
