@@ -56,4 +56,23 @@ describe('read-ahead shared among readers', () => {
     expect(await results).to.deep.equal(keys)
     expect(most).to.equal(GETS_IN_FLIGHT)
   })
+
+  it('a get waiting for a place leaves the queue when its signal aborts; the place passes to the next', async () => {
+    const readAhead = new ReadAhead()
+    const pending = []
+    const asked = []
+    const db = { get: (key) => new Promise((resolve) => { asked.push(key); pending.push(() => resolve(key)) }) }
+    const share = readAhead.take()
+    const first = Array.from({ length: GETS_IN_FLIGHT }, (_, i) => share.get(db, `k${i}`))
+    const controller = new AbortController()
+    const left = share.get(db, 'left', controller.signal)
+    const next = share.get(db, 'next')
+    controller.abort(new Error('the reader was destroyed'))
+    expect((await left.catch((err) => err)).message).to.equal('the reader was destroyed')
+    pending.shift()()
+    await new Promise((resolve) => setImmediate(resolve))
+    pending.splice(0).forEach((settle) => settle())
+    expect(await Promise.all([...first, next])).to.deep.equal([...Array.from({ length: GETS_IN_FLIGHT }, (_, i) => `k${i}`), 'next'])
+    expect(asked).to.not.include('left')
+  })
 })

@@ -48,7 +48,8 @@ class ChunkReader {
   // takes its share from (what it may fetch ahead of its consumer) and gives it back to
   // in the same places; without it, the most a reader takes. The binding fetches a few
   // chunks per trip and the rest waits queued (read-ahead.js), so it fetches the next
-  // trip on its thread while these are checked and handed out.
+  // trip on its thread while these are checked and handed out. `signal` ends a wait for
+  // a place among the store's gets in flight.
   static async open ({ lease, readAhead, ...options }) {
     const share = readAhead ? readAhead.take() : { bytes: MAX_EACH, give () {}, get: (db, key) => db.get(key) }
     try {
@@ -60,7 +61,7 @@ class ChunkReader {
     }
   }
 
-  static async #open ({ lease, share, key, chunkSize, range = {}, sha256, unchecked }) {
+  static async #open ({ lease, share, key, chunkSize, range = {}, sha256, unchecked, signal }) {
     const { shard } = lease
     const aheadBytes = share.bytes
     const { chunkKeys } = shard
@@ -84,7 +85,7 @@ class ChunkReader {
         // Each chunk is checked as it arrives, while LevelDB still reads the others.
         const check = meta.chunkDigest && !unchecked
         const keys = Array.from({ length: last - first + 1 }, (_, i) => chunkKeys.key(key, meta.version, first + i))
-        const entries = await Promise.all(keys.map((k) => share.get(shard.db, k).then((value) => ({ key: k, value, intact: check && value ? intact(k, value) : undefined }))))
+        const entries = await Promise.all(keys.map((k) => share.get(shard.db, k, signal).then((value) => ({ key: k, value, intact: check && value ? intact(k, value) : undefined }))))
         const missing = entries.findIndex((e) => e.value === undefined)
         if (missing === -1) return new ChunkReader({ ...base, first, last, entries })
         const now = await shard.getMeta(key)

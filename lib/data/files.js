@@ -81,13 +81,13 @@ class Files {
 
   // A ChunkReader of bytes `range` of `key`; sha256 and unchecked as ChunkReader takes them.
   // Only opening the shard writes (on a full disk, the lease's useReserve gives the
-  // reserve up for that); the reader's own work is reads. `signal` ends a wait for the
-  // shard.
+  // reserve up for that); the reader's own work is reads. `signal` ends its waits (for
+  // the shard, for a place among the store's gets in flight).
   async openReader (key, range, { sha256, unchecked, signal } = {}) {
     const index = this.route(key)
     if (!this.shards.has(index)) throw errors.notFound(key)
     const lease = await this.shards.lease(index, { useReserve: true, admitted: true, signal })
-    return ChunkReader.open({ lease, readAhead: this.readAhead, key, chunkSize: this.chunkSize, range, sha256, unchecked })
+    return ChunkReader.open({ lease, readAhead: this.readAhead, key, chunkSize: this.chunkSize, range, sha256, unchecked, signal })
   }
 }
 

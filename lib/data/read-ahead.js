@@ -1,5 +1,7 @@
 'use strict'
 
+const { abortable } = require('../api/abortable')
+
 // Bytes that all readers of a store may fetch ahead of their consumers. A reader gets
 // a quarter of what is left when it opens, between MIN_EACH and MAX_EACH, and gives it
 // back when it closes: one reader reads ahead as far as it benefits from, and hundreds
@@ -23,10 +25,19 @@ class ReadAhead {
     this.#left = bytes
   }
 
-  // db.get(key) once fewer than GETS_IN_FLIGHT of this store's are in flight.
-  async get (db, key) {
+  // db.get(key) once fewer than GETS_IN_FLIGHT of this store's are in flight; the wait
+  // ends with signal.reason if `signal` aborts.
+  async get (db, key, signal) {
     if (this.#gets < GETS_IN_FLIGHT) this.#gets++
-    else await new Promise((resolve) => this.#queued.push(resolve))
+    else {
+      await abortable([signal], (resolve) => {
+        this.#queued.push(resolve)
+        return () => {
+          const at = this.#queued.indexOf(resolve)
+          if (at !== -1) this.#queued.splice(at, 1)
+        }
+      })
+    }
     try {
       return await db.get(key)
     } finally {
@@ -48,7 +59,7 @@ class ReadAhead {
         if (!given) this.#left += bytes
         given = true
       },
-      get: (db, key) => this.get(db, key)
+      get: (db, key, signal) => this.get(db, key, signal)
     }
   }
 }
