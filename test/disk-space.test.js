@@ -77,6 +77,24 @@ describe('disk reserve', () => {
     expect(tries).to.equal(2) // the inner withRoom's two tries, none more
   })
 
+  it('gives up a reserve being made when asked meanwhile, and the operation that met the full disk tries again', async () => {
+    const r = await reserve()
+    await r.release()
+    const making = r.roomForWrites() // this disk has room: it is being made again
+    let tries = 0
+    const result = await r.withRoom(async () => {
+      if (++tries === 1) throw full()
+      return 'done'
+    })
+    expect(result).to.equal('done')
+    expect(tries).to.equal(2)
+    expect(await making).to.equal(false) // no room for writes: the reserve was given up
+    expect(r.low).to.equal(true)
+    expect(fs.existsSync(path.join(t.dir, 'reserve'))).to.equal(false)
+    expect(fs.readdirSync(path.join(t.dir, 'tmp'))).to.deep.equal([])
+    expect(await r.roomForWrites()).to.equal(true) // and put back at the next chance
+  })
+
   it('is put back once when several writes find it missing at the same time', async () => {
     const r = await reserve()
     await r.release()

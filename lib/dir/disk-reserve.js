@@ -49,12 +49,14 @@ class DiskReserve {
   }
 
   // Resolves to true if there was a reserve to give up; callers while it is being
-  // removed share the removal.
+  // removed share the removal. A reserve being made (roomForWrites) is removed once it
+  // is made, so that what met the full disk meanwhile finds its room.
   release () {
     if (this.#size === 0) return Promise.resolve(false)
     this.#low = true
     if (!this.#removing) {
-      this.#removing = fs.rm(this.#file).then(() => {
+      const made = this.#ensuring ? this.#ensuring.catch(() => {}) : Promise.resolve()
+      this.#removing = made.then(() => fs.rm(this.#file)).then(() => {
         this.#removals++
         return true
       }, () => false).finally(() => { this.#removing = undefined })
@@ -89,8 +91,7 @@ class DiskReserve {
   // Whether new data may be written: after a release, only once the reserve is back.
   async roomForWrites () {
     if (!this.#low || this.#size === 0) return true
-    const { bavail, bsize } = await fs.statfs(this.#tmpDir)
-    if (bavail * bsize >= this.#size + HEADROOM) await this.#ensure()
+    await this.#ensure()
     return !this.#low
   }
 
@@ -100,8 +101,11 @@ class DiskReserve {
     return this.#ensuring
   }
 
+  // Made only if the disk has room for it and HEADROOM more.
   async #make () {
     if (this.#size === 0) return
+    const { bavail, bsize } = await fs.statfs(this.#tmpDir)
+    if (bavail * bsize < this.#size + HEADROOM) return
     // Written in tmp/ and renamed: a reserve is either whole or absent.
     const tmp = path.join(this.#tmpDir, `${RESERVE_FILE}-${crypto.randomBytes(4).toString('hex')}`)
     const zeros = Buffer.alloc(Math.min(PIECE, this.#size))
@@ -120,7 +124,8 @@ class DiskReserve {
         await handle.close()
       }
       await fs.rename(tmp, this.#file)
-      this.#low = false
+      // A release asked meanwhile removes this reserve once made: the disk stays low.
+      if (!this.#removing) this.#low = false
       await syncDir(path.dirname(this.#file))
     } catch (err) {
       await fs.rm(tmp, { force: true })
