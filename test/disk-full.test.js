@@ -200,6 +200,47 @@ describe('a full disk', function () {
     }
   })
 
+  it('an unlink or compact() that meets the error a compaction kept from the full disk is tried again on the shard reopened, the reserve given up before', async () => {
+    const { Shard } = require('../lib/shard/shard')
+    const dir = path.join(fsys.mnt, 'store9')
+    const options = { shardCount: 1, idleTimeout: 60000, reclaim: false } // the shard stays open
+    let store = kfs(dir, options)
+    const real = Shard.open
+    let shard // the one shard, as last opened
+    Shard.open = async (args) => (shard = await real.call(Shard, args))
+    const filler = path.join(fsys.mnt, 'filler')
+    // A compaction of the whole shard on a full disk: LevelDB 1.20 reports nothing, and
+    // keeps the error until the database is reopened. Then the disk has room again.
+    const compactionMeetsFullDisk = async () => {
+      fs.writeFileSync(path.join(fsys.mnt, 'slack'), Buffer.alloc(256 * 1024))
+      fillToTheLastBlock(filler)
+      fs.rmSync(path.join(fsys.mnt, 'slack'))
+      await shard.db.compactRange('!', '\xff')
+      fs.rmSync(filler)
+    }
+    try {
+      for (let i = 0; i < 6; i++) await store.writeFile(`f${i}`, bytes(2 * MiB, `f${i}`))
+      await store.close()
+      // A new store on the full disk gives up the reserve to open the shard.
+      fillToTheLastBlock(filler)
+      store = kfs(dir, options)
+      expect(sha256(await store.readFile('f5'))).to.equal(sha256(bytes(2 * MiB, 'f5')))
+      expect(fs.existsSync(path.join(dir, 'reserve')), 'the reserve was given up').to.equal(false)
+      fs.rmSync(filler)
+      await compactionMeetsFullDisk()
+      await store.unlink('f0')
+      await compactionMeetsFullDisk()
+      await store.compact()
+      expect(await store.exists('f0')).to.equal(false)
+      expect(sha256(await store.readFile('f1'))).to.equal(sha256(bytes(2 * MiB, 'f1')))
+    } finally {
+      Shard.open = real
+      await store.close().catch(() => {})
+      fs.rmSync(dir, { recursive: true, force: true })
+      fs.rmSync(filler, { force: true })
+    }
+  })
+
   it('reopening the state database after a failed write never gives up the reserve', async () => {
     const { openStoreDir } = require('../lib/dir/store-dir')
     const { parseOptions } = require('../lib/api/options')

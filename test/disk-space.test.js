@@ -69,6 +69,33 @@ describe('disk reserve', () => {
     expect(tries).to.equal(1) // nothing freed for it: the disk is still full
   })
 
+  it('retries once a failure that left a database to reopen, even with the reserve given up before', async () => {
+    const r = await reserve()
+    await r.release()
+    const failures = []
+    const mustReopen = (err) => failures.includes(err)
+    let tries = 0
+    const result = await r.withRoom(async () => {
+      if (++tries > 1) return 'done'
+      failures.push(full())
+      throw failures[0]
+    }, mustReopen)
+    expect(result).to.equal('done')
+    expect(tries).to.equal(2)
+    // Every failure leaves a database to reopen: two tries, nested or not.
+    for (const nested of [false, true]) {
+      tries = 0
+      const always = async () => {
+        tries++
+        failures.push(full())
+        throw failures[failures.length - 1]
+      }
+      const run = nested ? () => r.withRoom(() => r.withRoom(always, mustReopen), mustReopen) : () => r.withRoom(always, mustReopen)
+      expect((await run().then(() => undefined, (e) => e)).code).to.equal('ENOSPC')
+      expect(tries).to.equal(2)
+    }
+  })
+
   it('does not retry a failure that a withRoom inside it already retried', async () => {
     const r = await reserve()
     let tries = 0

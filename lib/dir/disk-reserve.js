@@ -69,8 +69,11 @@ class DiskReserve {
   // that met the full disk at the same time (list() opens shards at once) all try
   // again if the reserve was given up since they began, not only the one that removed
   // it; one that begins later, on a disk still full, is not retried, and a failure
-  // already retried by a withRoom inside fn is not retried again.
-  withRoom (fn) {
+  // already retried by a withRoom inside fn is not retried again. `reopened(err)`: the
+  // failure left a database refusing writes until reopened (LevelDB keeps the error of
+  // a compaction that met the full disk, and reports it at the next write), which the
+  // next try reopens: that try is made even if the reserve was given up before.
+  withRoom (fn, reopened = () => false) {
     const removals = this.#removals
     let tries = 0
     const attempt = async () => {
@@ -84,7 +87,7 @@ class DiskReserve {
     }
     return retryOnce(attempt, async (err) => {
       if (!errors.isDiskFull(err) || err[RETRIED]) return false
-      return (await this.release()) || this.#removals !== removals
+      return (await this.release()) || this.#removals !== removals || reopened(err)
     })
   }
 
