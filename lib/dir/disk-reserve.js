@@ -91,6 +91,13 @@ class DiskReserve {
     })
   }
 
+  // Whether the disk has room for `bytes` and HEADROOM more besides the reserve's, given
+  // up or not: for work that can wait (reclaiming), which must leave the reserve's room.
+  async hasRoom (bytes) {
+    const { bavail, bsize } = await fs.statfs(this.#tmpDir)
+    return bavail * bsize >= bytes + HEADROOM + (this.#low ? this.#size : 0)
+  }
+
   // Whether new data may be written: after a release, only once the reserve is back.
   async roomForWrites () {
     if (!this.#low || this.#size === 0) return true

@@ -177,6 +177,15 @@ class Shards {
     return this.#pool.openShards()
   }
 
+  // Whether the disk has room to compact `piece` of `shard` (Reclaimer) without the
+  // reserve's room: its tables, and the memtables LevelDB writes out first. A compaction
+  // that meets the full disk leaves the shard's LevelDB refusing writes, so the shard is
+  // closed with its memtable unwritten, and reopening it (replaying its log) would take
+  // the reserve's room.
+  async roomToCompact (shard, piece) {
+    return this.reserve.hasRoom((await shard.pieceBytes(piece)) + 2 * this.writeBufferSize)
+  }
+
   hold (index, why) {
     return this.#pool.hold(index, why)
   }
