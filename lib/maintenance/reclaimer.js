@@ -28,7 +28,6 @@ const RECLAIM_NOW = 1024 * 1024 * 1024
 // notes and are reclaimed once opened again. Failures (a full disk) are left for the
 // next try; so is a piece the disk has no room for besides the disk reserve's: it
 // fails with ENOSPC before it starts.
-
 class Reclaimer {
   #openShards
   #inShard
