@@ -121,10 +121,22 @@ describe('capacity', () => {
   })
 
   it('other shards are not affected by a full one', async () => {
-    const store = t.open(options)
-    await store.writeFile(key('full'), bytes(CAP))
+    // One shard open at a time, and a short wait for it: a full shard's refused write
+    // that kept its slot (or its lease) would make the other shard's write fail EBUSY.
+    const store = t.open({ ...options, maxOpenShards: 1, shardWaitTimeout: 500 })
     const other = keyInShard(REF, shard + 1, 'other')
-    await store.writeFile(other, bytes(CAP))
-    expect((await store.usage()).used).to.equal(2 * CAP)
+    await store.writeFile(key('full'), bytes(CAP, 'full'))
+    for (const data of ['x', bytes(2 * C)]) { // committed alone, and through a ChunkWriter
+      const refused = await rejects(store.writeFile(key('more'), data), 'ENOSPC')
+      expect(refused.shard).to.equal(shard)
+      expect(refused.disk).to.equal(undefined) // the shard's cap, not the disk: the reserve is kept
+      await store.writeFile(other, bytes(CAP, 'other'))
+      expect((await store.readFile(other)).equals(bytes(CAP, 'other'))).to.equal(true)
+      expect((await store.readFile(key('full'))).equals(bytes(CAP, 'full'))).to.equal(true)
+      await store.unlink(other)
+    }
+    await store.writeFile(other, 'after')
+    expect((await store.usage()).shards.map((s) => [s.index, s.used])).to.deep.equal([[shard, CAP], [shard + 1, 5]])
+    expect(await store.exists(key('more'))).to.equal(false)
   })
 })

@@ -159,7 +159,7 @@ describe('a full disk', function () {
     }
   })
 
-  it('reclaiming in the background never gives up the reserve; unlink, list, verify and compact still can', async () => {
+  it('reclaiming in the background never gives up the reserve, even when the disk fills as a piece starts; unlink, list, verify and compact still can', async () => {
     const { Shard } = require('../lib/shard/shard')
     const dir = path.join(fsys.mnt, 'store8')
     const store = kfs(dir, { shardCount: 1 })
@@ -168,6 +168,13 @@ describe('a full disk', function () {
     const real = { compactPiece: Shard.prototype.compactPiece, forgetDead: Shard.prototype.forgetDead }
     for (const name of Object.keys(real)) {
       Shard.prototype[name] = function (...args) {
+        // Past the reclaimer's check for room: room for a few deletions in LevelDB's
+        // log, none for a compaction's tables.
+        if (name === 'compactPiece' && !fs.existsSync(path.join(fsys.mnt, 'filler'))) {
+          fs.writeFileSync(path.join(fsys.mnt, 'slack'), Buffer.alloc(256 * 1024))
+          fillToTheLastBlock(path.join(fsys.mnt, 'filler'))
+          fs.rmSync(path.join(fsys.mnt, 'slack'))
+        }
         const done = real[name].apply(this, args)
         done.then(() => met.push(`${name} ok`), (err) => met.push(`${name} ${err.code}`))
         return done
@@ -175,10 +182,6 @@ describe('a full disk', function () {
     }
     try {
       for (let i = 0; i < 6; i++) await store.writeFile(`f${i}`, bytes(2 * MiB, `f${i}`))
-      // Room for a few deletions in LevelDB's log, none for a compaction's tables.
-      fs.writeFileSync(path.join(fsys.mnt, 'slack'), Buffer.alloc(256 * 1024))
-      fillToTheLastBlock(path.join(fsys.mnt, 'filler'))
-      fs.rmSync(path.join(fsys.mnt, 'slack'))
       for (let i = 0; i < 3; i++) await store.unlink(`f${i}`)
       // The reclaimer starts 2 s after the last removal; wait until it met the full disk.
       const deadline = Date.now() + 30000
@@ -197,6 +200,96 @@ describe('a full disk', function () {
       await store.close().catch(() => {})
       fs.rmSync(dir, { recursive: true, force: true })
       fs.rmSync(path.join(fsys.mnt, 'filler'), { force: true })
+    }
+  })
+
+  it('an unlink or compact() that meets the error a compaction kept from the full disk is tried again on the shard reopened, the reserve given up before', async () => {
+    const { Shard } = require('../lib/shard/shard')
+    const dir = path.join(fsys.mnt, 'store9')
+    const options = { shardCount: 1, idleTimeout: 60000, reclaim: false } // the shard stays open
+    let store = kfs(dir, options)
+    const real = Shard.open
+    let shard // the one shard, as last opened
+    Shard.open = async (args) => (shard = await real.call(Shard, args))
+    const filler = path.join(fsys.mnt, 'filler')
+    // A compaction of the whole shard on a full disk: LevelDB 1.20 reports nothing, and
+    // keeps the error until the database is reopened. Then the disk has room again.
+    const compactionMeetsFullDisk = async () => {
+      fs.writeFileSync(path.join(fsys.mnt, 'slack'), Buffer.alloc(256 * 1024))
+      fillToTheLastBlock(filler)
+      fs.rmSync(path.join(fsys.mnt, 'slack'))
+      await shard.db.compactRange('!', '\xff')
+      fs.rmSync(filler)
+    }
+    try {
+      for (let i = 0; i < 6; i++) await store.writeFile(`f${i}`, bytes(2 * MiB, `f${i}`))
+      await store.close()
+      // A new store on the full disk gives up the reserve to open the shard.
+      fillToTheLastBlock(filler)
+      store = kfs(dir, options)
+      expect(sha256(await store.readFile('f5'))).to.equal(sha256(bytes(2 * MiB, 'f5')))
+      expect(fs.existsSync(path.join(dir, 'reserve')), 'the reserve was given up').to.equal(false)
+      fs.rmSync(filler)
+      await compactionMeetsFullDisk()
+      await store.unlink('f0')
+      await compactionMeetsFullDisk()
+      await store.compact()
+      expect(await store.exists('f0')).to.equal(false)
+      expect(sha256(await store.readFile('f1'))).to.equal(sha256(bytes(2 * MiB, 'f1')))
+    } finally {
+      Shard.open = real
+      await store.close().catch(() => {})
+      fs.rmSync(dir, { recursive: true, force: true })
+      fs.rmSync(filler, { force: true })
+    }
+  })
+
+  it('reclaiming as the disk fills spends no reserve: then, the disk full again, the store reads, lists, verifies, unlinks and compacts, and a new process opens every shard', async () => {
+    const { Shard } = require('../lib/shard/shard')
+    const dir = path.join(fsys.mnt, 'store10')
+    const store = kfs(dir, { shardCount: 4 })
+    const reserve = path.join(dir, 'reserve')
+    const filler = path.join(fsys.mnt, 'filler')
+    const real = Shard.prototype.reclaimPlan
+    let planned = 0 // the reclaimer began its work
+    Shard.prototype.reclaimPlan = function () {
+      planned++
+      return real.call(this)
+    }
+    const key = (name) => require('../lib/api/keys').coerceKey(name).key
+    try {
+      // The last writes are still in the shards' memtables.
+      for (let i = 0; i < 12; i++) await store.writeFile(`f${i}`, bytes(2 * MiB, `f${i}`))
+      fs.writeFileSync(path.join(fsys.mnt, 'slack'), Buffer.alloc(256 * 1024))
+      fillToTheLastBlock(filler)
+      fs.rmSync(path.join(fsys.mnt, 'slack'))
+      for (let i = 0; i < 6; i++) await store.unlink(`f${i}`)
+      // The reclaimer starts 2 s after the last removal.
+      const deadline = Date.now() + 30000
+      while (!planned && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50))
+      expect(planned, 'the reclaimer began').to.be.above(0)
+      await new Promise((resolve) => setTimeout(resolve, 1000)) // its work, and any retry, is done
+      expect(sha256(await store.readFile('f11'))).to.equal(sha256(bytes(2 * MiB, 'f11')))
+      expect((await collect(store.list())).length).to.equal(6)
+      expect((await store.verify()).problems).to.deep.equal([])
+      expect(fs.existsSync(reserve), 'the reserve is still in place').to.equal(true)
+      // Whatever room is left is taken again: the reserve is what there is.
+      fillToTheLastBlock(filler + '2')
+      for (let i = 6; i < 12; i++) expect(sha256(await store.readFile(`f${i}`)), `f${i}`).to.equal(sha256(bytes(2 * MiB, `f${i}`)))
+      expect((await collect(store.list())).length).to.equal(6)
+      expect((await store.verify()).problems).to.deep.equal([])
+      await store.unlink('f6')
+      await store.compact()
+      await store.close()
+      const verified = cli(dir, 'verify')
+      expect(verified.code, verified.stderr).to.equal(0)
+      expect(cli(dir, 'list').stdout.toString().trim().split('\n').map((line) => line.split('\t')[0]).sort()).to.deep.equal([7, 8, 9, 10, 11].map((i) => key(`f${i}`)).sort())
+    } finally {
+      Shard.prototype.reclaimPlan = real
+      await store.close().catch(() => {})
+      fs.rmSync(dir, { recursive: true, force: true })
+      fs.rmSync(filler, { force: true })
+      fs.rmSync(filler + '2', { force: true })
     }
   })
 

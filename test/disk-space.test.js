@@ -69,12 +69,57 @@ describe('disk reserve', () => {
     expect(tries).to.equal(1) // nothing freed for it: the disk is still full
   })
 
+  it('retries once a failure that left a database to reopen, even with the reserve given up before', async () => {
+    const r = await reserve()
+    await r.release()
+    const failures = []
+    const mustReopen = (err) => failures.includes(err)
+    let tries = 0
+    const result = await r.withRoom(async () => {
+      if (++tries > 1) return 'done'
+      failures.push(full())
+      throw failures[0]
+    }, mustReopen)
+    expect(result).to.equal('done')
+    expect(tries).to.equal(2)
+    // Every failure leaves a database to reopen: two tries, nested or not.
+    for (const nested of [false, true]) {
+      tries = 0
+      const always = async () => {
+        tries++
+        failures.push(full())
+        throw failures[failures.length - 1]
+      }
+      const run = nested ? () => r.withRoom(() => r.withRoom(always, mustReopen), mustReopen) : () => r.withRoom(always, mustReopen)
+      expect((await run().then(() => undefined, (e) => e)).code).to.equal('ENOSPC')
+      expect(tries).to.equal(2)
+    }
+  })
+
   it('does not retry a failure that a withRoom inside it already retried', async () => {
     const r = await reserve()
     let tries = 0
     const nested = await r.withRoom(() => r.withRoom(async () => { tries++; throw full() })).then(() => undefined, (e) => e)
     expect(nested.code).to.equal('ENOSPC')
     expect(tries).to.equal(2) // the inner withRoom's two tries, none more
+  })
+
+  it('gives up a reserve being made when asked meanwhile, and the operation that met the full disk tries again', async () => {
+    const r = await reserve()
+    await r.release()
+    const making = r.roomForWrites() // this disk has room: it is being made again
+    let tries = 0
+    const result = await r.withRoom(async () => {
+      if (++tries === 1) throw full()
+      return 'done'
+    })
+    expect(result).to.equal('done')
+    expect(tries).to.equal(2)
+    expect(await making).to.equal(false) // no room for writes: the reserve was given up
+    expect(r.low).to.equal(true)
+    expect(fs.existsSync(path.join(t.dir, 'reserve'))).to.equal(false)
+    expect(fs.readdirSync(path.join(t.dir, 'tmp'))).to.deep.equal([])
+    expect(await r.roomForWrites()).to.equal(true) // and put back at the next chance
   })
 
   it('is put back once when several writes find it missing at the same time', async () => {

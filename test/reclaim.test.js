@@ -159,6 +159,42 @@ describe('space comes back by itself', function () {
     }
   })
 
+  it('a piece the disk has no room for is not compacted: its notes stay, and reclaim() fails with ENOSPC', async () => {
+    const calls = []
+    const shard = {
+      index: 7,
+      name: '007',
+      dead: 3,
+      reclaimPlan: async () => ({ pieces: [1, 2], ids: ['x'], bytes: 3 }),
+      compactPiece: async (piece) => calls.push(`compact ${piece}`),
+      forgetDead: async () => calls.push('forget')
+    }
+    let room = false
+    const reclaimer = new Reclaimer({
+      openShards: () => [shard],
+      inShard: (index, fn) => fn(shard),
+      room: async (s, piece) => {
+        calls.push(`room ${piece}`)
+        return room
+      },
+      idleMs: 0
+    })
+    const err = await reclaimer.reclaimNow().then(() => undefined, (e) => e)
+    expect(err.code).to.equal('ENOSPC')
+    expect(err.disk).to.equal(true)
+    expect(err.shard).to.equal(7)
+    expect(calls).to.deep.equal(['room 1'])
+    room = true
+    calls.length = 0
+    shard.forgetDead = async () => {
+      calls.push('forget')
+      shard.dead = 0
+    }
+    await reclaimer.reclaimNow()
+    expect(calls).to.deep.equal(['room 1', 'compact 1', 'room 2', 'compact 2', 'forget'])
+    await reclaimer.stop()
+  })
+
   it('writes go first: a piece waits for writes in progress, but not for long ones', async () => {
     // Driven by its own clock and by `writing`, never by real-time windows: what is
     // asserted is the order of pieces and writes.

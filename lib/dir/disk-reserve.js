@@ -49,12 +49,14 @@ class DiskReserve {
   }
 
   // Resolves to true if there was a reserve to give up; callers while it is being
-  // removed share the removal.
+  // removed share the removal. A reserve being made (roomForWrites) is removed once it
+  // is made, so that what met the full disk meanwhile finds its room.
   release () {
     if (this.#size === 0) return Promise.resolve(false)
     this.#low = true
     if (!this.#removing) {
-      this.#removing = fs.rm(this.#file).then(() => {
+      const made = this.#ensuring ? this.#ensuring.catch(() => {}) : Promise.resolve()
+      this.#removing = made.then(() => fs.rm(this.#file)).then(() => {
         this.#removals++
         return true
       }, () => false).finally(() => { this.#removing = undefined })
@@ -67,8 +69,11 @@ class DiskReserve {
   // that met the full disk at the same time (list() opens shards at once) all try
   // again if the reserve was given up since they began, not only the one that removed
   // it; one that begins later, on a disk still full, is not retried, and a failure
-  // already retried by a withRoom inside fn is not retried again.
-  withRoom (fn) {
+  // already retried by a withRoom inside fn is not retried again. `reopened(err)`: the
+  // failure left a database refusing writes until reopened (LevelDB keeps the error of
+  // a compaction that met the full disk, and reports it at the next write), which the
+  // next try reopens: that try is made even if the reserve was given up before.
+  withRoom (fn, reopened = () => false) {
     const removals = this.#removals
     let tries = 0
     const attempt = async () => {
@@ -82,15 +87,21 @@ class DiskReserve {
     }
     return retryOnce(attempt, async (err) => {
       if (!errors.isDiskFull(err) || err[RETRIED]) return false
-      return (await this.release()) || this.#removals !== removals
+      return (await this.release()) || this.#removals !== removals || reopened(err)
     })
+  }
+
+  // Whether the disk has room for `bytes` and HEADROOM more besides the reserve's, given
+  // up or not: for work that can wait (reclaiming), which must leave the reserve's room.
+  async hasRoom (bytes) {
+    const { bavail, bsize } = await fs.statfs(this.#tmpDir)
+    return bavail * bsize >= bytes + HEADROOM + (this.#low ? this.#size : 0)
   }
 
   // Whether new data may be written: after a release, only once the reserve is back.
   async roomForWrites () {
     if (!this.#low || this.#size === 0) return true
-    const { bavail, bsize } = await fs.statfs(this.#tmpDir)
-    if (bavail * bsize >= this.#size + HEADROOM) await this.#ensure()
+    await this.#ensure()
     return !this.#low
   }
 
@@ -100,8 +111,11 @@ class DiskReserve {
     return this.#ensuring
   }
 
+  // Made only if the disk has room for it and HEADROOM more.
   async #make () {
     if (this.#size === 0) return
+    const { bavail, bsize } = await fs.statfs(this.#tmpDir)
+    if (bavail * bsize < this.#size + HEADROOM) return
     // Written in tmp/ and renamed: a reserve is either whole or absent.
     const tmp = path.join(this.#tmpDir, `${RESERVE_FILE}-${crypto.randomBytes(4).toString('hex')}`)
     const zeros = Buffer.alloc(Math.min(PIECE, this.#size))
@@ -120,7 +134,8 @@ class DiskReserve {
         await handle.close()
       }
       await fs.rename(tmp, this.#file)
-      this.#low = false
+      // A release asked meanwhile removes this reserve once made: the disk stays low.
+      if (!this.#removing) this.#low = false
       await syncDir(path.dirname(this.#file))
     } catch (err) {
       await fs.rm(tmp, { force: true })

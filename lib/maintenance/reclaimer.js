@@ -1,5 +1,7 @@
 'use strict'
 
+const errors = require('../api/errors')
+
 // Dead bytes (removed versions not yet compacted away) in the open shards of a store
 // that start reclaiming at once: the store's directory never holds much more than its
 // live data plus this.
@@ -24,11 +26,13 @@ const RECLAIM_NOW = 1024 * 1024 * 1024
 // shard's memtable flushes, so a write into another shard would stall behind it. The
 // shard is held only while a piece is compacted. Shards that are closed keep their
 // notes and are reclaimed once opened again. Failures (a full disk) are left for the
-// next try.
+// next try; so is a piece the disk has no room for besides the disk reserve's: it
+// fails with ENOSPC before it starts.
 class Reclaimer {
   #openShards
   #inShard
   #writing
+  #room
   #enabled
   #idleMs
   #yieldMs
@@ -40,11 +44,13 @@ class Reclaimer {
 
   // openShards(): the open Shard objects; inShard(index, fn, { admitted }): runs
   // fn(shard) holding it (Shards#inShard); writing(): falsy when the store has no write in progress, else a value that stays
-  // the same until it has none again. idleMs, yieldMs, now (the clock): for tests.
-  constructor ({ openShards, inShard, writing = () => false, enabled = true, idleMs = IDLE_MS, yieldMs = YIELD_MS, now = Date.now }) {
+  // the same until it has none again; room(shard, piece): whether the disk has room to
+  // compact the piece (Shards#roomToCompact). idleMs, yieldMs, now (the clock): for tests.
+  constructor ({ openShards, inShard, writing = () => false, room = async () => true, enabled = true, idleMs = IDLE_MS, yieldMs = YIELD_MS, now = Date.now }) {
     this.#openShards = openShards
     this.#inShard = inShard
     this.#writing = writing
+    this.#room = room
     this.#enabled = enabled
     this.#idleMs = idleMs
     this.#yieldMs = yieldMs
@@ -85,7 +91,10 @@ class Reclaimer {
       for (const piece of plan.pieces) {
         await this.#writesFirst()
         if (this.#stopped) return
-        await this.#inShard(most.index, (shard) => shard.compactPiece(piece), lease)
+        await this.#inShard(most.index, async (shard) => {
+          if (!(await this.#room(shard, piece))) throw noRoom(shard)
+          await shard.compactPiece(piece)
+        }, lease)
       }
       await this.#inShard(most.index, (shard) => shard.forgetDead(plan), lease)
     }
@@ -123,6 +132,10 @@ class Reclaimer {
     clearTimeout(this.#timer)
     return this.#running || Promise.resolve()
   }
+}
+
+function noRoom (shard) {
+  return errors.diskFull(`shard ${shard.name}`, 'no room to reclaim removed files\' space besides the disk reserve; compact() may use the reserve', { shard: shard.index })
 }
 
 module.exports = { Reclaimer }

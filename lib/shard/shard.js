@@ -210,6 +210,11 @@ class Shard {
     return this.db.compactRange(from, to)
   }
 
+  // About what compacting the piece writes: the table bytes in its range.
+  pieceBytes ({ from, to }) {
+    return this.db.approximateSize(from, to)
+  }
+
   forgetDead ({ ids }) {
     return this.#forget(ids.map((id) => ({ type: 'del', key: id })))
   }

@@ -125,17 +125,22 @@ class Shards {
   // Calls fn(shard) with the shard leased (`admitted`: see lease). On a full disk,
   // LevelDB needs room to reopen a shard or to delete: with `useReserve`, the reserve
   // is given up once and fn tried again, on a shard reopened if the failure left its
-  // LevelDB refusing writes.
+  // LevelDB refusing writes (the pool closes it once released); such a failure is
+  // tried again even if the reserve was given up before.
   inShard (index, fn, { useReserve = false, admitted = false } = {}) {
+    let refused // the failure that left the shard's LevelDB refusing writes
     const held = async () => {
       const { shard, release } = await this.lease(index, { useReserve, admitted })
       try {
         return await fn(shard)
+      } catch (err) {
+        if (err === shard.db.failed) refused = err
+        throw err
       } finally {
         release()
       }
     }
-    return useReserve ? this.reserve.withRoom(held) : held()
+    return useReserve ? this.reserve.withRoom(held, (err) => err === refused) : held()
   }
 
   #noRoomForWrites () {
@@ -172,6 +177,15 @@ class Shards {
 
   openShards () {
     return this.#pool.openShards()
+  }
+
+  // Whether the disk has room to compact `piece` of `shard` (Reclaimer) without the
+  // reserve's room: its tables, and the memtables LevelDB writes out first. A compaction
+  // that meets the full disk leaves the shard's LevelDB refusing writes, so the shard is
+  // closed with its memtable unwritten, and reopening it (replaying its log) would take
+  // the reserve's room.
+  async roomToCompact (shard, piece) {
+    return this.reserve.hasRoom((await shard.pieceBytes(piece)) + 2 * this.writeBufferSize)
   }
 
   hold (index, why) {
