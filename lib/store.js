@@ -47,6 +47,7 @@ class Store {
   #files
   #puts
   #usage
+  #reserve
   #reclaimer
 
   constructor (dir, options) {
@@ -106,6 +107,7 @@ class Store {
     const { format } = opened
     this.#format = format
     this.#usage = usage
+    this.#reserve = opened.reserve
     this.#shards = new Shards({
       location: this.location,
       tmpDir: opened.tmpDir,
@@ -319,7 +321,7 @@ class Store {
     const streamsClosed = [...this.#streams].map((s) => new Promise((resolve) => s.once('close', resolve)))
     await Promise.all([this.#operations.drained(), ...streamsClosed])
     const results = await Promise.allSettled([this.#shards.closeAll(), this.#digester.close()])
-    results.push(...(await Promise.allSettled([this.#usage.close()])))
+    results.push(...(await Promise.allSettled([this.#usage.close(), this.#reserve.close()])))
     const failed = results.find((r) => r.status === 'rejected')
     if (failed) throw failed.reason
   }

@@ -32,6 +32,22 @@ describe('disk reserve', () => {
     expect(await r.release()).to.equal(false)
   })
 
+  it('close() settles once a reserve being made is in place, and none is made after', async () => {
+    const r = await reserve(8 * 1024 * 1024)
+    await r.release()
+    const making = r.roomForWrites()
+    const closed = [r.close(), r.close()]
+    expect(r.status).to.equal('closing')
+    await Promise.race(closed)
+    expect(fs.readdirSync(path.join(t.dir, 'tmp'))).to.deep.equal([]) // nothing half-written left
+    expect(fs.statSync(path.join(t.dir, 'reserve')).size).to.equal(8 * 1024 * 1024)
+    expect(r.status).to.equal('closed')
+    expect(await making).to.equal(true)
+    await r.release()
+    expect(await r.roomForWrites()).to.equal(false)
+    expect(fs.existsSync(path.join(t.dir, 'reserve'))).to.equal(false)
+  })
+
   it('gives no room if an earlier process gave it up', async () => {
     const r = await reserve()
     fs.rmSync(path.join(t.dir, 'reserve'))

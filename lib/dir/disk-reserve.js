@@ -6,6 +6,7 @@ const crypto = require('node:crypto')
 const { syncDir } = require('../base/sync-dir')
 const { retryOnce } = require('./retry')
 const errors = require('../api/errors')
+const { Lifecycle } = require('../api/lifecycle')
 
 const RESERVE_FILE = 'reserve'
 // Marks a full-disk error that a withRoom already tried again after.
@@ -27,6 +28,7 @@ class DiskReserve {
   #ensuring
   #removing // the removal of the reserve in flight
   #removals = 0 // reserves this process gave up
+  #life = new Lifecycle('open')
 
   constructor (dir, tmpDir, size) {
     this.#file = path.join(dir, RESERVE_FILE)
@@ -98,11 +100,23 @@ class DiskReserve {
     return bavail * bsize >= bytes + HEADROOM + (this.#low ? this.#size : 0)
   }
 
-  // Whether new data may be written: after a release, only once the reserve is back.
+  // Whether new data may be written: after a release, only once the reserve is back
+  // (never made again once closed).
   async roomForWrites () {
     if (!this.#low || this.#size === 0) return true
+    if (this.#life.closing) return false
     await this.#ensure()
     return !this.#low
+  }
+
+  get status () {
+    return this.#life.status
+  }
+
+  // Every caller's promise settles once the reserve being made or given up, if any, is
+  // in place or gone; none is made after.
+  close () {
+    return this.#life.close(() => Promise.allSettled([this.#ensuring, this.#removing]))
   }
 
   // One at a time: concurrent writes that find the reserve missing share one attempt.
