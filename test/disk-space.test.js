@@ -48,6 +48,18 @@ describe('disk reserve', () => {
     expect(fs.existsSync(path.join(t.dir, 'reserve'))).to.equal(false)
   })
 
+  it('a write waiting for the reserve to be made leaves when its signal aborts; the reserve is still made', async () => {
+    const r = await reserve(8 * 1024 * 1024)
+    await r.release()
+    const controller = new AbortController()
+    const waiting = r.roomForWrites(controller.signal)
+    const other = r.roomForWrites()
+    controller.abort(new Error('destroyed'))
+    expect((await waiting.catch((err) => err)).message).to.equal('destroyed')
+    expect(await other).to.equal(true)
+    expect(fs.statSync(path.join(t.dir, 'reserve')).size).to.equal(8 * 1024 * 1024)
+  })
+
   it('gives no room if an earlier process gave it up', async () => {
     const r = await reserve()
     fs.rmSync(path.join(t.dir, 'reserve'))

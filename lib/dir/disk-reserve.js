@@ -7,6 +7,7 @@ const { syncDir } = require('../base/sync-dir')
 const { retryOnce } = require('./retry')
 const errors = require('../api/errors')
 const { Lifecycle } = require('../api/lifecycle')
+const { abortable } = require('../api/abortable')
 
 const RESERVE_FILE = 'reserve'
 // Marks a full-disk error that a withRoom already tried again after.
@@ -101,11 +102,12 @@ class DiskReserve {
   }
 
   // Whether new data may be written: after a release, only once the reserve is back
-  // (never made again once closed).
-  async roomForWrites () {
+  // (never made again once closed). The wait for it to be made ends with signal.reason
+  // if `signal` aborts; the making goes on for the others.
+  async roomForWrites (signal) {
     if (!this.#low || this.#size === 0) return true
     if (this.#life.closing) return false
-    await this.#ensure()
+    await abortable([signal], (resolve, reject) => { this.#ensure().then(resolve, reject) })
     return !this.#low
   }
 

@@ -89,7 +89,8 @@ class Shards {
   // shard that is open (the pool closes them only once such work is done) but neither
   // waits for nor opens one once the pool shuts down; work that visits shard after
   // shard (list, verify, compact, background reclaiming) stops at the next one instead.
-  // `signal`: aborting it ends a wait for a slot (a stream destroyed). A write lease counts
+  // `signal`: aborting it ends a wait for a slot, or for the disk reserve to be made
+  // again (a stream destroyed). A write lease counts
   // as a write in progress, and is refused once the disk reserve was given up; its
   // mayWrite() throws from then on, so that writes in flight stop before their next
   // batch. The reserve is for reading and freeing space: only leases that do that pass
@@ -112,7 +113,7 @@ class Shards {
     }
     try {
       // Only once the reserve was given up: refused before a shard is created or opened.
-      if (write && this.reserve.low && !(await this.reserve.roomForWrites())) throw this.#noRoomForWrites()
+      if (write && this.reserve.low && !(await this.reserve.roomForWrites(signal))) throw this.#noRoomForWrites()
       shard = this.#pool.useOpen(index, { whileClosing: admitted }) || (await this.#pool.acquire(index, { useReserve }, signal))
       if (write) mayWrite()
       return { shard, release, mayWrite }
