@@ -1,11 +1,14 @@
 'use strict'
 
 const { expect } = require('chai')
+const fs = require('node:fs')
+const path = require('node:path')
 const { Readable } = require('node:stream')
 const { useTmp, rejects, bytes, collect, keysForShards, REF } = require('./helpers')
 const { ShardPool } = require('../lib/shard/pool')
 const { LevelDb } = require('../lib/leveldb/leveldb')
 const { abortable } = require('../lib/api/abortable')
+const { UsageCache } = require('../lib/dir/usage-cache')
 
 const C = 4096
 const nextTurn = () => new Promise((resolve) => setImmediate(resolve))
@@ -51,7 +54,7 @@ describe('waits that can be left, and closes that every caller awaits', function
         const { holder, a, b } = await holdTheOnlySlot(store)
         const stream = kind === 'read' ? store.createReadStream(b.key) : store.createWriteStream(b.key)
         const errors = []
-        stream.on('error', (err) => errors.push(err)) // without the fix: EBUSY 20 s later
+        stream.on('error', (err) => errors.push(err))
         await new Promise((resolve) => setTimeout(resolve, 100)) // it now waits in the queue
         const started = Date.now()
         stream.destroy()
@@ -146,7 +149,7 @@ describe('waits that can be left, and closes that every caller awaits', function
       expect((await within(pool.acquire(2), 1000, 'acquire(2)')).index).to.equal(2)
     })
 
-    it('closeAll() called twice: both resolve only once every shard is closed', async () => {
+    it('closeAll() called twice: one promise, settled once every shard is closed; status closing, then closed', async () => {
       const { pool, closed } = fakePool({ maxOpen: 2 })
       pool.release(await pool.acquire(0))
       pool.release(await pool.acquire(1))
@@ -169,7 +172,7 @@ describe('waits that can be left, and closes that every caller awaits', function
       expect(db.status).to.equal('closing')
       await db.close()
       expect(db.status).to.equal('closed')
-      const again = await LevelDb.open(location) // without the fix: 'locked'
+      const again = await LevelDb.open(location) // refused as 'locked' while the first close runs
       expect(String(await again.get('k'))).to.equal('v')
       await again.close()
     })
@@ -188,6 +191,71 @@ describe('waits that can be left, and closes that every caller awaits', function
       await first
       const again = t.open({ chunkSize: C })
       expect(await again.readFile('aa')).to.deep.equal(bytes(3 * C))
+    })
+  })
+
+  describe('calls made right after close()', () => {
+    it('reject with ECLOSED on an open store', async () => {
+      const store = t.open({ chunkSize: C, referenceId: REF })
+      await store.writeFile('aa', 'x')
+      const closing = store.close()
+      const calls = [store.readFile('aa'), store.writeFile('bb', 'y'), store.unlink('aa'), store.open(), store.put('z')]
+      for (const call of calls) await rejects(call, 'ECLOSED')
+      await closing
+    })
+
+    it('reject with ECLOSED on a store never opened, which makes nothing on disk', async () => {
+      const store = t.open({ chunkSize: C, referenceId: REF })
+      const closing = store.close()
+      await rejects(store.writeFile('cc', 'y'), 'ECLOSED')
+      await closing
+      expect(fs.existsSync(store.location)).to.equal(false)
+    })
+  })
+
+  describe('a good guest', () => {
+    it('prints no MaxListenersExceededWarning: a reader with many gets queued, 12 writes waiting for one slot', async () => {
+      const warnings = []
+      const onWarning = (w) => warnings.push(w.name)
+      process.on('warning', onWarning)
+      try {
+        const store = t.open({ referenceId: REF, maxOpenShards: 1, shardWaitTimeout: 20000 })
+        await store.writeFile('aa', bytes(3 * 1024 * 1024))
+        expect(Buffer.concat(await collect(store.createReadStream('aa'))).length).to.equal(3 * 1024 * 1024)
+        const [a, ...others] = keysForShards(REF, 13)
+        await store.writeFile(a.key, bytes(C))
+        const holder = store.createReadStream(a.key)
+        await new Promise((resolve, reject) => holder.once('readable', resolve).once('error', reject))
+        const writes = others.map(({ key }) => store.writeFile(key, bytes(C, key)))
+        await new Promise((resolve) => setTimeout(resolve, 100))
+        holder.destroy()
+        await Promise.all(writes)
+        await new Promise((resolve) => setImmediate(resolve))
+      } finally {
+        process.off('warning', onWarning)
+      }
+      expect(warnings).to.deep.equal([])
+    })
+  })
+
+  describe('the state database reopened after a failed write', () => {
+    it('two writes that failed together reopen it once, and both are written to it', async () => {
+      const location = path.join(t.dir, 'state')
+      const first = await LevelDb.open(location, { createIfMissing: true })
+      const opens = []
+      const reopen = () => {
+        const opening = LevelDb.open(location)
+        opens.push(opening.then(() => 'ok', (err) => err.message))
+        return opening
+      }
+      const cache = await UsageCache.load(first, reopen)
+      const full = Object.assign(new Error('IO error: No space left on device'), { code: 'ENOSPC' })
+      first.put = async () => { first.failed = full; throw full }
+      await Promise.all([cache.closed(1, { used: 1, files: 1, diskBytes: 0 }), cache.closed(2, { used: 2, files: 1, diskBytes: 0 })])
+      expect(await Promise.all(opens)).to.deep.equal(['ok'])
+      expect(cache.get(1)).to.deep.include({ used: 1 })
+      expect(cache.get(2)).to.deep.include({ used: 2 })
+      await cache.close()
     })
   })
 

@@ -1,5 +1,7 @@
 'use strict'
 
+const { setMaxListeners } = require('node:events')
+
 // A wait that can be left. start(resolve, reject) begins the wait (joins a queue, say)
 // and returns withdraw(), which takes it back out. The wait rejects with the reason of
 // the first of `signals` to abort (the caller gave up, or the store closes), after
@@ -12,20 +14,28 @@ function abortable (signals, start) {
   if (given.length === 0) return new Promise((resolve, reject) => { start(resolve, reject) })
   return new Promise((resolve, reject) => {
     let settled = false
+    const listeners = given.map((signal) => () => {
+      if (settled) return
+      withdraw()
+      settle(reject, signal.reason)
+    })
     const settle = (fn, value) => {
       if (settled) return
       settled = true
-      for (const signal of given) signal.removeEventListener('abort', onAbort)
+      given.forEach((signal, i) => signal.removeEventListener('abort', listeners[i]))
       fn(value)
     }
-    function onAbort () {
-      if (settled) return
-      withdraw()
-      settle(reject, this.reason)
-    }
     const withdraw = start((value) => settle(resolve, value), (err) => settle(reject, err)) || (() => {})
-    if (!settled) for (const signal of given) signal.addEventListener('abort', onAbort, { once: true })
+    if (!settled) given.forEach((signal, i) => signal.addEventListener('abort', listeners[i], { once: true }))
   })
 }
 
-module.exports = { abortable }
+// An AbortController whose signal any number of waits may listen to at once (a pool's
+// queue, a reader's gets): Node would warn on stderr past 10 listeners.
+function controller () {
+  const made = new AbortController()
+  setMaxListeners(0, made.signal)
+  return made
+}
+
+module.exports = { abortable, controller }

@@ -20,12 +20,20 @@ class Lifecycle {
     return this.#closed !== undefined
   }
 
+  // `work` starts before close() returns, so what it shuts (a store refusing new
+  // calls) is shut at once; a close() it makes itself gets the same promise.
   close (work) {
     if (!this.#closed) {
       this.status = 'closing'
-      this.#closed = Promise.resolve().then(work).finally(() => {
+      let settle
+      this.#closed = new Promise((resolve) => { settle = resolve }).finally(() => {
         this.status = 'closed'
       })
+      try {
+        settle(work())
+      } catch (err) {
+        settle(Promise.reject(err))
+      }
     }
     return this.#closed
   }

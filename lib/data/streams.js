@@ -1,6 +1,7 @@
 'use strict'
 
 const { Readable, Writable } = require('node:stream')
+const { controller } = require('../api/abortable')
 
 // Core streams whose hooks hand off to ChunkWriter / ChunkReader. Async setup happens
 // in _construct, the commit in _final, cleanup in _destroy.
@@ -15,7 +16,7 @@ function opening (signal, open, callback) {
 class WriteStream extends Writable {
   #open
   #writer
-  #aborter = new AbortController()
+  #aborter = controller()
 
   // open: async (signal) => ChunkWriter
   constructor (open, options) {
@@ -58,7 +59,7 @@ class WriteStream extends Writable {
 class ReadStream extends Readable {
   #open
   #reader
-  #aborter = new AbortController()
+  #aborter = controller()
 
   // open: async (signal) => ChunkReader
   constructor (open, options) {

@@ -1,6 +1,6 @@
 'use strict'
 
-const { abortable } = require('../api/abortable')
+const { abortable, controller } = require('../api/abortable')
 
 // Bytes of file data that all writers of a store may hold between taking them from
 // the caller and LevelDB having written them: bounds memory when hundreds of streams
@@ -11,7 +11,7 @@ class WriteBudget {
   #free
   #waiting = [] // { bytes, resolve }, first come first served
   #holders = new Set() // callbacks of writers holding bytes they have not sent yet
-  #shut = new AbortController() // aborted once the store closes: every wait fails
+  #shut = controller() // aborted once the store closes: every wait fails
 
   constructor (bytes = WRITE_BUDGET) {
     this.total = bytes

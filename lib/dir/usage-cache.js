@@ -20,6 +20,7 @@ class UsageCache {
   #marks = new Map() // index -> open mark waiting for the next batch
   #nextBatch // the batch that will write the waiting marks
   #lastBatch = Promise.resolve()
+  #reopening // the reopen of a failed state, shared by the writes that met the failure
 
   // reopen: resolves to the state LevelDB opened again (see #write).
   constructor (state, reopen, trusted, known, repairing) {
@@ -72,12 +73,21 @@ class UsageCache {
   }
 
   // LevelDB refuses every write after a background flush failed (a full disk) until the
-  // database is reopened; every shard open writes here, so the state is reopened once.
+  // database is reopened; every shard open writes here, so the state is reopened once,
+  // and writes that failed on the database it replaced try again on the new one.
   #write (fn) {
-    return retryOnce(() => fn(this.#state), async () => {
-      if (!this.#state.failed) return false
-      await this.#state.close().catch(() => {})
-      this.#state = await this.#reopen()
+    let state = this.#state
+    return retryOnce(() => fn(state), async () => {
+      if (this.#state === state) {
+        if (!state.failed) return false
+        if (!this.#reopening) {
+          this.#reopening = state.close().catch(() => {}).then(() => this.#reopen()).then((reopened) => {
+            this.#state = reopened
+          }).finally(() => { this.#reopening = undefined })
+        }
+        await this.#reopening
+      }
+      state = this.#state
       return true
     })
   }

@@ -1,14 +1,14 @@
 'use strict'
 
 const errors = require('../api/errors')
-const { abortable } = require('../api/abortable')
+const { abortable, controller } = require('../api/abortable')
 const { Lifecycle } = require('../api/lifecycle')
 
 // Keeps at most `maxOpen` shards open. Shards open on first use and close after
 // `idleTimeout` ms without users, or sooner when another shard needs the slot. When
 // every slot is in use, callers queue and get slots in the order they asked.
 class ShardPool {
-  #shut = new AbortController() // aborted by shutdown(): every wait for a slot ends
+  #shut = controller() // aborted by shutdown(): every wait for a slot ends
   #life = new Lifecycle('open')
 
   constructor ({ maxOpen, idleTimeout, waitTimeout, open, close }) {
@@ -35,8 +35,9 @@ class ShardPool {
     return entry && entry.shard && !entry.closing ? entry.shard : undefined
   }
 
+  // 'closing' from shutdown() on.
   get status () {
-    return this.#life.status
+    return this.#life.status === 'open' && this.closing ? 'closing' : this.#life.status
   }
 
   // Refusing acquires: shutdown() or closeAll() was called.

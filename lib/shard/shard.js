@@ -39,6 +39,7 @@ class Shard {
   // Fingerprints of the shard's keys: a commit of a key the shard is known not to hold
   // skips reading its metadata (fingerprints.js).
   #prints = new Fingerprints()
+  #life = new Lifecycle('open')
 
   // Opens the existing shard at `location`. A shard that LevelDB cannot open is
   // reported as damaged, never recreated. Records that LevelDB dropped from a damaged
@@ -287,8 +288,6 @@ class Shard {
     // Also the probe: a delete of a key that never exists.
     await this.#forget([...dead.map(({ id }) => ({ type: 'del', key: id })), { type: 'del', key: records.ACCOUNT + '~probe' }])
   }
-
-  #life = new Lifecycle('open')
 
   get status () {
     return this.#life.status
