@@ -165,7 +165,7 @@ declare namespace kfs {
   interface VerifyOptions {
     /** Only this shard. */
     shard?: number
-    /** Called after each file checked. */
+    /** Called after each file checked; what it throws ends the check and verify rejects with it. */
     onProgress?: (progress: VerifyProgress) => void
   }
 
