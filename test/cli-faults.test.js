@@ -144,13 +144,23 @@ describe('kfs command line under faults', function () {
       expect(sha256((await cli(['get', sha256(data)])).stdout)).to.equal(sha256(data))
     })
 
-    for (const [signal, args] of [['SIGINT', ['put']], ['SIGTERM', ['put']], ['SIGHUP', ['put', '--key', 'k']]]) {
-      it(`${signal} ends a ${args.join(' ')} waiting to open a FIFO nobody writes, at once`, async () => {
+    // What kfs's handler adds to the signal's default action: the read-only store's
+    // shadows are removed (and the files being written beside their target, and a
+    // progress bar cleared: tests above and in cli-progress). It raises the signal again
+    // rather than calling process.exit(), which would wait for the thread blocked in
+    // open(2) for ever: each command here waits there, for a writer or a reader.
+    for (const [signal, args] of [['SIGINT', ['put']], ['SIGINT', ['get', 'x']], ['SIGTERM', ['get', 'x']], ['SIGHUP', ['get', 'x']]]) {
+      const readOnly = args[0] === 'get' ? ['--read-only'] : []
+      const what = readOnly.length ? 'a --read-only get waiting to open a FIFO nobody reads' : 'a put waiting to open a FIFO nobody writes'
+      it(`${signal} ends ${what} at once, by that signal${readOnly.length ? ', leaving no shadow' : ''}`, async () => {
         await cli(['put', '--key', 'x'], { input: 'x' }) // the store exists
-        const child = spawn(process.execPath, [BIN, '-d', db, ...args, fifo], { stdio: 'ignore' })
+        const tmp = path.join(t.dir, 'tmp')
+        fs.mkdirSync(tmp)
+        const child = spawn(process.execPath, [BIN, '-d', db, ...readOnly, ...args, fifo], { stdio: 'ignore', env: { ...process.env, TMPDIR: tmp } })
         const exited = new Promise((resolve) => child.on('exit', (code, sig) => resolve({ code, signal: sig })))
         // It blocks in open(2) on one of libuv's threads once it stats the FIFO.
         await new Promise((resolve) => setTimeout(resolve, 1000))
+        if (readOnly.length) expect(fs.readdirSync(tmp), 'the store is open, through shadows').to.not.deep.equal([])
         const sent = Date.now()
         child.kill(signal)
         let timer
@@ -159,6 +169,7 @@ describe('kfs command line under faults', function () {
         if (outcome === 'still running') child.kill('SIGKILL')
         expect(outcome).to.deep.equal({ code: null, signal })
         expect(Date.now() - sent).to.be.below(5000)
+        expect(fs.readdirSync(tmp)).to.deep.equal([])
       })
     }
   })
