@@ -16,6 +16,12 @@ declare namespace kfs {
   /** The same function as the module itself: `const { kfs } = require('kfs')`. */
   const kfs: (dir: string, options?: StoreOptions) => Store
 
+  /**
+   * For a process about to be ended by a signal it handles: removes at once the shadows
+   * of the stores it has open read-only, which then fail.
+   */
+  function removeShadowsSync (): void
+
   /** Every code kfs raises on purpose. Codes are stable; messages may change. */
   type ErrorCode =
     | 'EINVAL'
@@ -240,6 +246,8 @@ declare namespace kfs {
     unlink (key: string): Promise<void>
     list (shard?: number): AsyncGenerator<ListEntry, void, undefined>
     usage (): Promise<Usage>
+    /** Bytes of the store's files on disk, leaving out the disk reserve. */
+    diskUsage (): Promise<number>
     /** Gives back now the space of removed and replaced files noted in the open shards. */
     reclaim (): Promise<void>
     compact (): Promise<void>

@@ -5,17 +5,15 @@ const { Progress } = require('./progress')
 const { Output, write, println } = require('./output')
 const { put } = require('./put')
 const { writeFile } = require('./write-file')
-const { humanSize, table, escapeField, describeError } = require('./text')
-const { diskUsage } = require('../dir/disk-usage')
-const { shardName } = require('../shard/routing')
-const args = require('../api/args')
+const { humanSize, table, escapeField, describeError, shardName } = require('./text')
 
 // Each command gets the store, its arguments and `io` ({ stdin, stdout, stderr, and
 // `temps`, a Set of files to remove if the process is interrupted }) and resolves to
 // the process exit code.
 
 async function get (store, io, key, file, { start, end }) {
-  args.range({ start, end }) // a reversed range is a usage error, whatever is stored
+  // A reversed range is a usage error, whatever is stored.
+  if (end < start) throw Object.assign(new RangeError(`end (${end}) must not be less than start (${start})`), { code: 'EINVAL' })
   const stat = await store.stat(key) // ENOENT before anything is created
   if (start !== undefined && start > stat.size) {
     throw Object.assign(new RangeError(`--start (${start}) is beyond the end of the file (${stat.size} bytes)`), { code: 'EINVAL' })
@@ -104,10 +102,9 @@ async function list (store, io, shard, { json }) {
 }
 
 async function compact (store, io) {
-  await store.open()
-  const before = await diskUsage(store.location)
+  const before = await store.diskUsage()
   await store.compact()
-  const after = await diskUsage(store.location)
+  const after = await store.diskUsage()
   await println(io.stdout, `disk space used by ${store.location}: ${humanSize(before)} before, ${humanSize(after)} after`)
   return 0
 }

@@ -170,15 +170,16 @@ async function sweep (tmp) {
   }
 }
 
-// Whether the process that made a shadow has ended: no process has its pid (ESRCH; EPERM
-// is one of another user), or the one that has it started at another time.
+// Whether the process that made a shadow has ended: no process has its pid (signal 0
+// fails with anything but EPERM, which means one of another user), or the one that has
+// it started at another time.
 async function gone (pid, start) {
   if (!(pid > 0)) return false
   if (pid !== process.pid) {
     try {
       process.kill(pid, 0)
     } catch (err) {
-      if (err.code === 'ESRCH') return true
+      if (err.code !== 'EPERM') return true
     }
   }
   const now = await startOf(pid)
