@@ -278,6 +278,14 @@ describe('kfs command line under faults', function () {
       expect(fs.readdirSync(t.dir).filter((f) => f.includes('.kfs-'))).to.deep.equal([])
     })
 
+    it('a link to a pipe, as /dev/stdout may be, is written through', async () => {
+      const link = path.join(t.dir, 'stdout')
+      fs.symlinkSync('/proc/self/fd/1', link) // of the process that opens it: kfs
+      const r = shell(`$KFS get k ${link} | sha256sum`) // a pipe: node's own stdio would be a socket
+      expect(r).to.deep.equal({ code: 0, stdout: `${sha256(data)}  -\n`, stderr: '' })
+      expect(fs.lstatSync(link).isSymbolicLink()).to.equal(true)
+    })
+
     it('a regular file is still replaced by a rename: a hard link to it keeps the old bytes', async () => {
       const out = path.join(t.dir, 'out')
       fs.writeFileSync(out, 'previous', { mode: 0o640 })

@@ -25,17 +25,20 @@ async function writeFile (file, temps, fill) {
   return writeThrough(target, stats, fill)
 }
 
-// The final path `file` names, with its stats (none when nothing is there).
+// What `file` names, with its stats (none when nothing is there): through a symbolic
+// link, its stats, and the final path of a regular file, to rename over. Anything else
+// is opened through the link: /dev/stdout's target (/proc/self/fd/1) may be a pipe,
+// which has no path.
 async function resolve (file) {
   const link = await fs.promises.lstat(file).catch(absent)
   if (!link) return { target: file }
   if (!link.isSymbolicLink()) return { target: file, stats: link }
-  const target = await fs.promises.realpath(file).catch(absent)
-  if (!target) {
+  const stats = await fs.promises.stat(file).catch(absent)
+  if (!stats) {
     const to = await fs.promises.readlink(file)
     throw Object.assign(new Error(`${file} is a symbolic link to ${to}, which does not exist: not writing through it`), { code: 'ENOENT', path: file })
   }
-  return { target, stats: await fs.promises.stat(target) }
+  return { target: stats.isFile() ? await fs.promises.realpath(file) : file, stats }
 }
 
 function absent (err) {
