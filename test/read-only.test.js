@@ -143,21 +143,23 @@ describe('a store opened read-only', function () {
     try {
       const ofLive = fs.readdirSync(shadows).sort()
       expect(ofLive.length).to.be.above(1) // the state and the shards read
-      for (const name of ofLive) expect(name).to.match(new RegExp(`^kfs-readonly-${live.child.pid}-\\d+-`))
+      for (const name of ofLive) expect(name).to.match(new RegExp(`^kfs-readonly-${live.child.pid}-\\d+-\\d+-`))
       const killed = await reader()
       killed.child.kill('SIGTERM')
       expect(await killed.exited).to.equal('SIGTERM')
       expect(fs.readdirSync(shadows).length).to.be.above(ofLive.length) // left behind
-      // Not shadows of a process gone: one of another process with this pid, started at
-      // another time (a pid used again), and a name of another form.
-      const samePid = path.join(shadows, `kfs-readonly-${process.pid}-1-AbCdEf`)
-      fs.mkdirSync(samePid)
-      fs.mkdirSync(path.join(shadows, 'kfs-readonly-AbCdEf'))
+      // One of another process with this pid, started at another time (a pid used
+      // again): gone. One of another pid namespace (a container's), whose pids cannot
+      // be checked, and a name of another form: kept.
+      const ns = /\[(\d+)\]/.exec(fs.readlinkSync('/proc/self/ns/pid'))[1]
+      fs.mkdirSync(path.join(shadows, `kfs-readonly-${process.pid}-1-${ns}-AbCdEf`))
+      const kept = [`kfs-readonly-${killed.child.pid}-1-${Number(ns) + 1}-AbCdEf`, 'kfs-readonly-AbCdEf']
+      for (const name of kept) fs.mkdirSync(path.join(shadows, name))
 
       const store = open(dir, { readOnly: true })
       expect(sha256(await store.readFile(FILES[0][0]))).to.equal(sha256(FILES[0][1]))
       await store.close()
-      expect(fs.readdirSync(shadows).sort()).to.deep.equal([...ofLive, 'kfs-readonly-AbCdEf'].sort())
+      expect(fs.readdirSync(shadows).sort()).to.deep.equal([...ofLive, ...kept].sort())
     } finally {
       live.child.kill('SIGKILL')
       await live.exited

@@ -19,11 +19,13 @@
 // replays those past the manifest and numbers its new files past them. LOCK, LOG and
 // LOG.old are not linked either: LevelDB makes its own in the shadow.
 //
-// A shadow is named for its process: kfs-readonly-PID-START-XXXXXX, START the process's
-// start time (Linux; 0 elsewhere), so that a pid used again is told apart. close()
-// removes it, and so does the process's exit; a process killed (by any signal a
-// library must not handle) leaves it, and the next process to make a shadow in the same
-// directory removes those whose process is gone, before making its own.
+// A shadow is named for its process: kfs-readonly-PID-START-NS-XXXXXX, START the
+// process's start time, so that a pid used again is told apart, and NS its pid
+// namespace, whose pids are the only ones it can check (a container sharing the
+// directory has others); both 0 without /proc. close() removes it, and so does the
+// process's exit; a process killed (by any signal a library must not handle) leaves it,
+// and the next process of the namespace to make a shadow in the same directory removes
+// those whose process is gone, before making its own.
 const fs = require('node:fs/promises')
 const { rmSync } = require('node:fs')
 const os = require('node:os')
@@ -67,7 +69,8 @@ async function makeShadow (location) {
   await removeStale(tmp)
   let root
   try {
-    root = await fs.mkdtemp(path.join(tmp, `kfs-readonly-${process.pid}-${await ownStart()}-`))
+    const { start, ns } = await whoAmI()
+    root = await fs.mkdtemp(path.join(tmp, `kfs-readonly-${process.pid}-${start}-${ns}-`))
     roots.add(root)
     // A process that ends without closing its stores (process.exit(), an uncaught
     // error) leaves no shadow behind either; a crash or a signal leaves it to removeStale().
@@ -150,7 +153,7 @@ function removeShadowsSync () {
   roots.clear()
 }
 
-const SHADOW = /^kfs-readonly-(\d+)-(\d+)-/
+const SHADOW = /^kfs-readonly-(\d+)-(\d+)-(\d+)-/
 const SWEEP_MS = 60000 // how often a process looks for stale shadows, at most
 let swept // { tmp, at, done }: the last look
 
@@ -164,9 +167,10 @@ function removeStale (tmp) {
 }
 
 async function sweep (tmp) {
+  const { ns } = await whoAmI()
   for (const name of await fs.readdir(tmp)) {
     const owner = SHADOW.exec(name)
-    if (owner && await gone(Number(owner[1]), owner[2])) await fs.rm(path.join(tmp, name), { recursive: true, force: true }).catch(() => {})
+    if (owner && owner[3] === ns && await gone(Number(owner[1]), owner[2])) await fs.rm(path.join(tmp, name), { recursive: true, force: true }).catch(() => {})
   }
 }
 
@@ -193,8 +197,12 @@ async function startOf (pid) {
   return stat && stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19]
 }
 
-let started
-const ownStart = () => (started = started || startOf(process.pid).then((start) => start ?? '0'))
+// This process's { start, ns }: its start time and its pid namespace's inode number.
+let self
+const whoAmI = () => (self = self || Promise.all([
+  startOf(process.pid),
+  fs.readlink('/proc/self/ns/pid').then((link) => /\[(\d+)\]/.exec(link)?.[1], () => undefined)
+]).then(([start, ns]) => ({ start: start ?? '0', ns: ns ?? '0' })))
 
 function once (fn) {
   let done
