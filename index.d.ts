@@ -16,6 +16,12 @@ declare namespace kfs {
   /** The same function as the module itself: `const { kfs } = require('kfs')`. */
   const kfs: (dir: string, options?: StoreOptions) => Store
 
+  /**
+   * For a process about to be ended by a signal it handles: removes at once the shadows
+   * of the stores it has open read-only, which then fail.
+   */
+  function removeShadowsSync (): void
+
   /** Every code kfs raises on purpose. Codes are stable; messages may change. */
   type ErrorCode =
     | 'EINVAL'
@@ -165,7 +171,7 @@ declare namespace kfs {
   interface VerifyOptions {
     /** Only this shard. */
     shard?: number
-    /** Called after each file checked. */
+    /** Called after each file checked; what it throws ends the check and verify rejects with it. */
     onProgress?: (progress: VerifyProgress) => void
   }
 
@@ -242,6 +248,8 @@ declare namespace kfs {
     unlink (key: string): Promise<void>
     list (shard?: number): AsyncGenerator<ListEntry, void, undefined>
     usage (): Promise<Usage>
+    /** Bytes of the store's files on disk, leaving out the disk reserve. */
+    diskUsage (): Promise<number>
     /** Gives back now the space of removed and replaced files noted in the open shards. */
     reclaim (): Promise<void>
     compact (): Promise<void>

@@ -9,7 +9,7 @@ process.env.UV_THREADPOOL_SIZE = process.env.UV_THREADPOOL_SIZE || '16'
 const fs = require('node:fs')
 const { main } = require('../lib/cli/program')
 const { clearProgress } = require('../lib/cli/progress')
-const { removeShadowsSync } = require('../lib/leveldb/read-only')
+const { removeShadowsSync } = require('..')
 
 // Errors writing standard output are reported by the command that wrote (one `kfs:`
 // line, exit 1); a reader closing the pipe early (`kfs get KEY | head`) is not an error.

@@ -20,6 +20,7 @@ const { WriteStream, ReadStream } = require('./data/streams')
 const { WriteBudget } = require('./data/write-budget')
 const { UsageCache } = require('./dir/usage-cache')
 const storeDir = require('./dir/store-dir')
+const { diskUsage } = require('./dir/disk-usage')
 const { verify } = require('./maintenance/verify')
 const { repair } = require('./maintenance/repair')
 const { compact } = require('./maintenance/compact')
@@ -269,6 +270,11 @@ class Store {
       const capacity = this.shardCapacity * this.shardCount
       return { used, free: capacity - used, capacity, files: shards.reduce((sum, s) => sum + s.files, 0), shards }
     })
+  }
+
+  // Bytes of the store's files on disk, leaving out its disk reserve.
+  async diskUsage () {
+    return this.#op(() => diskUsage(this.location))
   }
 
   // Gives back now the disk space of files removed or replaced that the store would

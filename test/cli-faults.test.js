@@ -144,13 +144,23 @@ describe('kfs command line under faults', function () {
       expect(sha256((await cli(['get', sha256(data)])).stdout)).to.equal(sha256(data))
     })
 
-    for (const [signal, args] of [['SIGINT', ['put']], ['SIGTERM', ['put']], ['SIGHUP', ['put', '--key', 'k']]]) {
-      it(`${signal} ends a ${args.join(' ')} waiting to open a FIFO nobody writes, at once`, async () => {
+    // What kfs's handler adds to the signal's default action: the read-only store's
+    // shadows are removed (and the files being written beside their target, and a
+    // progress bar cleared: tests above and in cli-progress). It raises the signal again
+    // rather than calling process.exit(), which would wait for the thread blocked in
+    // open(2) for ever: each command here waits there, for a writer or a reader.
+    for (const [signal, args] of [['SIGINT', ['put']], ['SIGINT', ['get', 'x']], ['SIGTERM', ['get', 'x']], ['SIGHUP', ['get', 'x']]]) {
+      const readOnly = args[0] === 'get' ? ['--read-only'] : []
+      const what = readOnly.length ? 'a --read-only get waiting to open a FIFO nobody reads' : 'a put waiting to open a FIFO nobody writes'
+      it(`${signal} ends ${what} at once, by that signal${readOnly.length ? ', leaving no shadow' : ''}`, async () => {
         await cli(['put', '--key', 'x'], { input: 'x' }) // the store exists
-        const child = spawn(process.execPath, [BIN, '-d', db, ...args, fifo], { stdio: 'ignore' })
+        const tmp = path.join(t.dir, 'tmp')
+        fs.mkdirSync(tmp)
+        const child = spawn(process.execPath, [BIN, '-d', db, ...readOnly, ...args, fifo], { stdio: 'ignore', env: { ...process.env, TMPDIR: tmp } })
         const exited = new Promise((resolve) => child.on('exit', (code, sig) => resolve({ code, signal: sig })))
         // It blocks in open(2) on one of libuv's threads once it stats the FIFO.
         await new Promise((resolve) => setTimeout(resolve, 1000))
+        if (readOnly.length) expect(fs.readdirSync(tmp), 'the store is open, through shadows').to.not.deep.equal([])
         const sent = Date.now()
         child.kill(signal)
         let timer
@@ -159,6 +169,7 @@ describe('kfs command line under faults', function () {
         if (outcome === 'still running') child.kill('SIGKILL')
         expect(outcome).to.deep.equal({ code: null, signal })
         expect(Date.now() - sent).to.be.below(5000)
+        expect(fs.readdirSync(tmp)).to.deep.equal([])
       })
     }
   })
@@ -207,6 +218,101 @@ describe('kfs command line under faults', function () {
     expect(lines).to.have.length(1)
     expect(lines[0].split('\t')).to.have.length(3)
     expect(lines[0].split('\t')[2]).to.equal('a\\tb\\nc\\\\d\\re\\x01f')
+  })
+
+  describe('get FILE where FILE is not a plain file', () => {
+    const data = bytes(300 * 1024, 'target')
+    beforeEach(async () => {
+      await cli(['put', '--key', 'k'], { input: data })
+    })
+
+    // A device node of its own rather than the system's /dev/null, which a failure
+    // would replace for every process on the machine.
+    it('a character device (/dev/null) is written through and stays a device', async function () {
+      const nul = path.join(t.dir, 'null')
+      const made = spawnSync('mknod', [nul, 'c', '1', '3']) // what /dev/null is
+      if (made.status !== 0) {
+        console.log('      skipped: mknod needs root')
+        return this.skip()
+      }
+      const r = await cli(['get', 'k', nul])
+      expect(r).to.deep.include({ code: 0, stderr: '' })
+      const after = fs.lstatSync(nul)
+      expect(after.isCharacterDevice()).to.equal(true)
+      expect(after.rdev).to.equal(fs.statSync('/dev/null').rdev)
+      expect(fs.readdirSync(t.dir).filter((f) => f.includes('.kfs-'))).to.deep.equal([])
+    })
+
+    it('a FIFO is written through to the process reading it, and stays a FIFO', async function () {
+      const fifo = path.join(t.dir, 'fifo')
+      if (spawnSync('mkfifo', [fifo]).status !== 0) return this.skip()
+      const reader = spawn('cat', [fifo], { stdio: ['ignore', 'pipe', 'inherit'] })
+      const got = []
+      reader.stdout.on('data', (d) => got.push(d))
+      const read = new Promise((resolve) => reader.on('close', resolve))
+      try {
+        const r = await cli(['get', 'k', fifo])
+        expect(r).to.deep.include({ code: 0, stderr: '' })
+        expect(fs.lstatSync(fifo).isFIFO()).to.equal(true)
+        await read
+        expect(Buffer.concat(got).equals(data)).to.equal(true)
+      } finally {
+        reader.kill() // a FIFO renamed over leaves cat waiting for a writer for ever
+      }
+    })
+
+    it('a symbolic link is followed: the link stays, the file it points to is replaced whole, with its mode', async () => {
+      const real = path.join(t.dir, 'real')
+      fs.writeFileSync(real, 'previous', { mode: 0o600 })
+      const before = fs.statSync(real)
+      const link = path.join(t.dir, 'link')
+      fs.symlinkSync('real', link)
+      const r = await cli(['get', 'k', link])
+      expect(r).to.deep.include({ code: 0, stderr: '' })
+      expect(fs.lstatSync(link).isSymbolicLink()).to.equal(true)
+      expect(fs.readlinkSync(link)).to.equal('real')
+      expect(fs.readFileSync(real).equals(data)).to.equal(true)
+      const after = fs.statSync(real)
+      expect(after.ino, 'replaced by a rename, not rewritten in place').to.not.equal(before.ino)
+      expect(after.mode & 0o777).to.equal(0o600)
+      expect(fs.readdirSync(t.dir).filter((f) => f.includes('.kfs-'))).to.deep.equal([])
+    })
+
+    it('a link to a pipe, as /dev/stdout may be, is written through', async () => {
+      const link = path.join(t.dir, 'stdout')
+      fs.symlinkSync('/proc/self/fd/1', link) // of the process that opens it: kfs
+      const r = shell(`$KFS get k ${link} | sha256sum`) // a pipe: node's own stdio would be a socket
+      expect(r).to.deep.equal({ code: 0, stdout: `${sha256(data)}  -\n`, stderr: '' })
+      expect(fs.lstatSync(link).isSymbolicLink()).to.equal(true)
+    })
+
+    it('a regular file is still replaced by a rename: a hard link to it keeps the old bytes', async () => {
+      const out = path.join(t.dir, 'out')
+      fs.writeFileSync(out, 'previous', { mode: 0o640 })
+      fs.linkSync(out, path.join(t.dir, 'old'))
+      expect((await cli(['get', 'k', out])).code).to.equal(0)
+      expect(fs.readFileSync(out).equals(data)).to.equal(true)
+      expect(fs.statSync(out).mode & 0o777).to.equal(0o640)
+      expect(fs.readFileSync(path.join(t.dir, 'old'), 'utf8')).to.equal('previous')
+    })
+
+    it('a link to nothing is refused, as cp refuses it, and creates nothing', async () => {
+      const link = path.join(t.dir, 'dangling')
+      fs.symlinkSync('nowhere/file', link)
+      const r = await cli(['get', 'k', link])
+      expect(r.code).to.equal(1)
+      expect(r.stderr).to.equal(`kfs: ${link} is a symbolic link to nowhere/file, which does not exist: not writing through it\n`)
+      expect(fs.readdirSync(t.dir).sort()).to.deep.equal(['dangling', 'db'])
+    })
+
+    it('a directory is refused before anything is read', async () => {
+      const dir = path.join(t.dir, 'somedir')
+      fs.mkdirSync(dir)
+      const r = await cli(['get', 'k', dir])
+      expect(r.code).to.equal(1)
+      expect(r.stderr).to.equal(`kfs: ${dir} is a directory: name the file to write\n`)
+      expect(fs.readdirSync(t.dir).sort()).to.deep.equal(['db', 'somedir'])
+    })
   })
 
   it('an error writing to a bad target names the target, not the temporary file', async () => {

@@ -410,6 +410,23 @@ describe('kfs command line', function () {
     })
   })
 
+  it('uses the library through its public face only: lib/cli/ and bin/ require nothing else under lib/', () => {
+    const root = path.join(__dirname, '..')
+    const sources = ['lib/cli', 'bin'].flatMap((dir) => fs.readdirSync(path.join(root, dir)).filter((f) => f.endsWith('.js')).map((f) => path.join(root, dir, f)))
+    expect(sources.length).to.be.above(6)
+    const allowed = (file) => file === path.join(root, 'index.js') || file === path.join(root, 'package.json') || path.dirname(file) === path.join(root, 'lib', 'cli')
+    const used = []
+    for (const source of sources) {
+      for (const [, name] of fs.readFileSync(source, 'utf8').matchAll(/require\(\s*['"`]([^'"`]+)['"`]\s*\)/g)) {
+        if (!name.startsWith('.')) continue // node: and packages
+        const file = require.resolve(path.resolve(path.dirname(source), name))
+        used.push(file)
+        expect(allowed(file), `${path.relative(root, source)} requires ${name}`).to.equal(true)
+      }
+    }
+    expect(used).to.include(path.join(root, 'index.js'))
+  })
+
   it('shows no progress bar when stderr is not a terminal', async () => {
     const r = await cli(['put', file('big', bytes(8 * 1024 * 1024))])
     expect(r).to.include({ code: 0, stderr: '' })

@@ -171,4 +171,20 @@ describe('disk reserve', () => {
     fs.writeFileSync(path.join(t.dir, 'tmp', 'data'), Buffer.alloc(10))
     expect(await diskUsage(t.dir)).to.equal(10)
   })
+
+  it('store.diskUsage() is the bytes of the store\'s files but the reserve (read-only: exact, nothing written)', async () => {
+    const store = t.open()
+    await store.writeFile('a'.repeat(40), Buffer.alloc(300 * 1024))
+    await store.close()
+    const sizes = (dir) => fs.readdirSync(dir, { withFileTypes: true }).reduce((sum, e) => {
+      const full = path.join(dir, e.name)
+      return sum + (e.isDirectory() ? sizes(full) : fs.statSync(full).size)
+    }, 0)
+    const reserve = fs.statSync(path.join(store.location, 'reserve')).size
+    expect(reserve).to.be.above(0)
+    const expected = sizes(store.location) - reserve
+    expect(expected).to.be.above(300 * 1024)
+    const readOnly = t.open({ readOnly: true })
+    expect(await readOnly.diskUsage()).to.equal(expected)
+  })
 })

@@ -10,7 +10,7 @@ const crypto = require('node:crypto')
 const { Readable } = require('node:stream')
 const { pipeline } = require('node:stream/promises')
 const { classifyOpenError, openFailure } = require('../lib/leveldb/classify')
-const { spawnSync, execFileSync } = require('node:child_process')
+const { spawn, spawnSync, execFileSync } = require('node:child_process')
 const kfs = require('..')
 const { useTmp, rejects, bytes, sha256, collect, toFormat1 } = require('./helpers')
 const { FILES, OPTIONS, writeAll } = require('./fixtures/read-only-files')
@@ -121,6 +121,75 @@ describe('a store opened read-only', function () {
     const made = execFileSync(process.execPath, ['-e', script, dir], { env: { ...process.env, TMPDIR: shadows }, encoding: 'utf8' })
     expect(Number(made)).to.be.above(0)
     expect(fs.readdirSync(shadows)).to.deep.equal([])
+  })
+
+  it('the shadows of a process ended by SIGTERM are removed by the next read-only open; a live process\'s stay', async () => {
+    const dir = path.join(t.dir, 'store')
+    await writeStore(dir)
+    // Reads every file, says so, and waits: a library installs no signal handler.
+    const script = `
+      const store = require(${JSON.stringify(path.join(__dirname, '..'))})(process.argv[1], { readOnly: true })
+      Promise.all(${JSON.stringify(FILES.map(([key]) => key))}.map((key) => store.readFile(key))).then(() => {
+        process.stdout.write('read\\n')
+        setInterval(() => {}, 1000)
+      })`
+    const reader = async () => {
+      const child = spawn(process.execPath, ['-e', script, dir], { env: { ...process.env, TMPDIR: shadows }, stdio: ['ignore', 'pipe', 'inherit'] })
+      const exited = new Promise((resolve) => child.on('exit', (code, signal) => resolve(signal)))
+      await new Promise((resolve) => child.stdout.once('data', resolve))
+      return { child, exited }
+    }
+    const live = await reader()
+    try {
+      const ofLive = fs.readdirSync(shadows).sort()
+      expect(ofLive.length).to.be.above(1) // the state and the shards read
+      for (const name of ofLive) expect(name).to.match(new RegExp(`^kfs-readonly-${live.child.pid}-\\d+-\\d+-`))
+      const killed = await reader()
+      killed.child.kill('SIGTERM')
+      expect(await killed.exited).to.equal('SIGTERM')
+      expect(fs.readdirSync(shadows).length).to.be.above(ofLive.length) // left behind
+      // One of another process with this pid, started at another time (a pid used
+      // again): gone. One of another pid namespace (a container's), whose pids cannot
+      // be checked, and a name of another form: kept.
+      const ns = /\[(\d+)\]/.exec(fs.readlinkSync('/proc/self/ns/pid'))[1]
+      fs.mkdirSync(path.join(shadows, `kfs-readonly-${process.pid}-1-${ns}-AbCdEf`))
+      const kept = [`kfs-readonly-${killed.child.pid}-1-${Number(ns) + 1}-AbCdEf`, 'kfs-readonly-AbCdEf']
+      for (const name of kept) fs.mkdirSync(path.join(shadows, name))
+
+      const store = open(dir, { readOnly: true })
+      expect(sha256(await store.readFile(FILES[0][0]))).to.equal(sha256(FILES[0][1]))
+      await store.close()
+      expect(fs.readdirSync(shadows).sort()).to.deep.equal([...ofLive, ...kept].sort())
+    } finally {
+      live.child.kill('SIGKILL')
+      await live.exited
+    }
+  })
+
+  it('a full or read-only temporary directory fails the open with ENOSPC or EROFS naming it, and leaves nothing there', async function () {
+    const dir = path.join(t.dir, 'store')
+    await writeStore(dir)
+    const tmp = path.join(t.dir, 'tmp')
+    fs.mkdirSync(tmp)
+    const mounted = spawnSync('mount', ['-t', 'tmpfs', '-o', 'size=4k', 'tmpfs', tmp], { encoding: 'utf8' })
+    if (mounted.status !== 0) {
+      console.log(`      skipped: cannot mount a tmpfs here (root needed): ${mounted.stderr.trim()}`)
+      return this.skip()
+    }
+    try {
+      process.env.TMPDIR = tmp
+      fs.writeFileSync(path.join(tmp, 'fill'), Buffer.alloc(4096))
+      const full = await open(dir, { readOnly: true }).readFile(FILES[0][0]).catch((err) => err)
+      expect(full.code).to.equal('ENOSPC')
+      expect(full.message).to.contain(`(the temporary directory ${tmp}, where a database opened read-only is shadowed, is full)`)
+      expect(fs.readdirSync(tmp)).to.deep.equal(['fill'])
+      execFileSync('mount', ['-o', 'remount,ro', tmp])
+      const readOnly = await open(dir, { readOnly: true }).readFile(FILES[0][0]).catch((err) => err)
+      expect(readOnly.code).to.equal('EROFS')
+      expect(readOnly.message).to.contain(`the shadow of ${path.join(dir, 'state')} in ${tmp} could not be made: EROFS: read-only file system`)
+    } finally {
+      spawnSync('umount', ['-l', tmp])
+    }
   })
 
   it('kfs --read-only reads a store it could write, changing nothing; put, unlink and compact fail with EROFS, exit 1', async () => {

@@ -49,6 +49,27 @@ describe('verify and repair', function () {
     await rejects(store.repair(-1), 'EINVAL')
   })
 
+  it('an exception from onProgress is the caller\'s, not damage: verify rejects with it and checks no more', async () => {
+    const store = t.open({ referenceId: REF })
+    for (const { key } of keysForShards(REF, 20)) {
+      for (let i = 0; i < 3; i++) await store.writeFile(key.slice(0, 62) + String(i).padStart(2, '0'), `file ${i}`)
+    }
+    const mistake = new TypeError('the caller\'s own bug')
+    let calls = 0
+    const verified = store.verify({
+      onProgress: () => {
+        calls++
+        throw mistake
+      }
+    })
+    let thrown
+    await verified.catch((err) => (thrown = err))
+    expect(thrown).to.equal(mistake)
+    expect(thrown.code).to.equal(undefined)
+    expect(calls).to.equal(1)
+    expect(await store.verify()).to.deep.include({ files: 60, problems: [] })
+  })
+
   const damages = {
     'flipped bytes in a table file': (dir) => {
       for (const file of tables(dir)) {

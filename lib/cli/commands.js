@@ -1,24 +1,19 @@
 'use strict'
 
-const fs = require('node:fs')
-const path = require('node:path')
-const crypto = require('node:crypto')
 const { pipeline } = require('node:stream/promises')
 const { Progress } = require('./progress')
 const { Output, write, println } = require('./output')
 const { put } = require('./put')
-const { humanSize, table, escapeField, describeError } = require('./text')
-const { diskUsage } = require('../dir/disk-usage')
-const { syncDir } = require('../dir/sync-dir')
-const { shardName } = require('../shard/routing')
-const args = require('../api/args')
+const { writeFile } = require('./write-file')
+const { humanSize, table, escapeField, describeError, shardName } = require('./text')
 
 // Each command gets the store, its arguments and `io` ({ stdin, stdout, stderr, and
 // `temps`, a Set of files to remove if the process is interrupted }) and resolves to
 // the process exit code.
 
 async function get (store, io, key, file, { start, end }) {
-  args.range({ start, end }) // a reversed range is a usage error, whatever is stored
+  // A reversed range is a usage error, whatever is stored.
+  if (end < start) throw Object.assign(new RangeError(`end (${end}) must not be less than start (${start})`), { code: 'EINVAL' })
   const stat = await store.stat(key) // ENOENT before anything is created
   if (start !== undefined && start > stat.size) {
     throw Object.assign(new RangeError(`--start (${start}) is beyond the end of the file (${stat.size} bytes)`), { code: 'EINVAL' })
@@ -27,47 +22,18 @@ async function get (store, io, key, file, { start, end }) {
   const total = Math.max(0, last - (start ?? 0) + 1)
   const progress = Progress.create({ stream: io.stderr, total, label: 'get' })
   const meter = progress ? [progress.meter()] : []
-  // Created here, consumed by pipeline() at once: its errors have a listener.
-  const rs = store.createReadStream(key, { start, end })
+  // Each stream is made where pipeline() takes it, which listens to its errors.
+  const copy = (...out) => pipeline(store.createReadStream(key, { start, end }), ...meter, ...out)
   try {
     if (!file || file === '-') {
-      await pipeline(rs, ...meter, io.stdout, { end: false })
+      await copy(io.stdout, { end: false })
       await write(io.stdout, '') // an error writing the output is reported, not lost
       return 0
     }
-    await writeFileAtomically(file, io.temps, (out) => pipeline(rs, ...meter, out))
+    await writeFile(file, io.temps, copy)
     return 0
   } finally {
     if (progress) progress.finish()
-  }
-}
-
-// Writes beside the target, syncs and renames into place: an error or a crash never
-// leaves a truncated file, and an existing file is replaced only by a complete one. An
-// interruption (Ctrl-C) removes the temporary file: it is in `temps` meanwhile.
-async function writeFileAtomically (file, temps, fill) {
-  const tmp = path.join(path.dirname(file), `.${path.basename(file)}.kfs-${crypto.randomBytes(4).toString('hex')}`)
-  if (temps) temps.add(tmp)
-  try {
-    await fill(fs.createWriteStream(tmp, { flags: 'wx' }))
-    const handle = await fs.promises.open(tmp, 'r+')
-    try {
-      await handle.sync()
-    } finally {
-      await handle.close()
-    }
-    await fs.promises.rename(tmp, file)
-    await syncDir(path.dirname(path.resolve(file)))
-  } catch (err) {
-    await fs.promises.rm(tmp, { force: true })
-    // The temporary file is ours: the user named the target.
-    if (err.path === tmp) {
-      err.path = file
-      err.message = err.message.split(tmp).join(file)
-    }
-    throw err
-  } finally {
-    if (temps) temps.delete(tmp)
   }
 }
 
@@ -136,10 +102,9 @@ async function list (store, io, shard, { json }) {
 }
 
 async function compact (store, io) {
-  await store.open()
-  const before = await diskUsage(store.location)
+  const before = await store.diskUsage()
   await store.compact()
-  const after = await diskUsage(store.location)
+  const after = await store.diskUsage()
   await println(io.stdout, `disk space used by ${store.location}: ${humanSize(before)} before, ${humanSize(after)} after`)
   return 0
 }

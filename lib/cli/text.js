@@ -44,6 +44,9 @@ function systemReason (err) {
   return String(err.message).replace(/^E[A-Z]+: /, '').split(', ')[0]
 }
 
+// "042": a shard as kfs's messages name it.
+const shardName = (index) => String(index).padStart(3, '0')
+
 // A name as one field of a tab-separated line: backslash, tab, newline, carriage return
 // and other control characters are escaped (\\, \t, \n, \r, \xHH), so a name can
 // neither end its line nor add a field.
@@ -53,4 +56,4 @@ function escapeField (text) {
   return text.replace(/[\\\x00-\x1f\x7f]/g, (c) => ESCAPES[c] || `\\x${c.charCodeAt(0).toString(16).padStart(2, '0')}`)
 }
 
-module.exports = { humanSize, duration, table, describeError, systemReason, escapeField }
+module.exports = { humanSize, duration, table, describeError, systemReason, escapeField, shardName }

@@ -13,6 +13,9 @@ const { shardName } = require('../base/shard-names')
 const errors = require('../api/errors')
 const { Lifecycle } = require('../api/lifecycle')
 
+// A full disk or quota.
+const FULL = new Set(['ENOSPC', 'EDQUOT'])
+
 // Tuned for 128 KiB values (perf/throughput.js): no compression (stored files are
 // mostly compressed or encrypted already); LevelDB's default 4 MiB write buffer, as
 // larger ones bought no measurable write speed for more memory per open shard; table
@@ -64,6 +67,8 @@ class LevelDb {
     } catch (err) {
       if (db) await db.close().catch(() => {}) // and removes the shadow
       else if (shadow) await shadow.remove().catch(() => {})
+      // Only the shadow is written: a full disk is the temporary directory's.
+      if (shadow && FULL.has(err.code)) err.message += ` (the temporary directory ${shadow.tmp}, where a database opened read-only is shadowed, is full)`
       throw Object.assign(err, { readOnly: true })
     }
   }

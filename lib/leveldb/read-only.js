@@ -18,6 +18,14 @@
 // their names, so they are not linked. Logs are linked whatever their number: LevelDB
 // replays those past the manifest and numbers its new files past them. LOCK, LOG and
 // LOG.old are not linked either: LevelDB makes its own in the shadow.
+//
+// A shadow is named for its process: kfs-readonly-PID-START-NS-XXXXXX, START the
+// process's start time, so that a pid used again is told apart, and NS its pid
+// namespace, whose pids are the only ones it can check (a container sharing the
+// directory has others); both 0 without /proc. close() removes it, and so does the
+// process's exit; a process killed (by any signal a library must not handle) leaves it,
+// and the next process of the namespace to make a shadow in the same directory removes
+// those whose process is gone, before making its own.
 const fs = require('node:fs/promises')
 const { rmSync } = require('node:fs')
 const os = require('node:os')
@@ -35,10 +43,10 @@ let exitHooked = false
 
 const failure = (reason, message, props) => Object.assign(new Error(message), { reason, ...props })
 
-// Makes the shadow of the database at `location`. Resolves to { dir, remove() }, or
-// rejects with an error carrying a `reason` as LevelDb.open's do: 'missing', 'locked'
-// (a process holds the database, and would change its files under the shadow),
-// 'damaged' (its manifest cannot be read) or 'system'.
+// Makes the shadow of the database at `location`. Resolves to { dir, tmp (the temporary
+// directory it is in), remove() }, or rejects with an error carrying a `reason` as
+// LevelDb.open's do: 'missing', 'locked' (a process holds the database, and would change
+// its files under the shadow), 'damaged' (its manifest cannot be read) or 'system'.
 async function makeShadow (location) {
   location = path.resolve(location)
   let names
@@ -57,12 +65,15 @@ async function makeShadow (location) {
     throw failure('system', `${location}: ${err.message}`, { code: err.code, cause: err })
   }
   if (!manifest) throw failure('damaged', `${location}: its CURRENT file or the manifest it names cannot be read`)
+  const tmp = os.tmpdir()
+  await removeStale(tmp)
   let root
   try {
-    root = await fs.mkdtemp(path.join(os.tmpdir(), 'kfs-readonly-'))
+    const { start, ns } = await whoAmI()
+    root = await fs.mkdtemp(path.join(tmp, `kfs-readonly-${process.pid}-${start}-${ns}-`))
     roots.add(root)
     // A process that ends without closing its stores (process.exit(), an uncaught
-    // error) leaves no shadow behind either; a crash or SIGKILL still does.
+    // error) leaves no shadow behind either; a crash or a signal leaves it to removeStale().
     if (!exitHooked) process.once('exit', removeShadowsSync)
     exitHooked = true
     const dir = path.join(root, path.basename(location))
@@ -74,10 +85,10 @@ async function makeShadow (location) {
     }
     if (!replays) await blockCompactions(dir, manifest.nextFile + 1)
     shadowed.set(location, (shadowed.get(location) || 0) + 1)
-    return { dir, remove: once(() => unshadow(location, root)) }
+    return { dir, tmp, remove: once(() => unshadow(location, root)) }
   } catch (err) {
     if (root) await removeRoot(root).catch(() => {})
-    throw failure('system', `the shadow of ${location} in ${os.tmpdir()} could not be made: ${err.message}`, { code: err.code, cause: err })
+    throw failure('system', `the shadow of ${location} in ${tmp} could not be made: ${err.message}`, { code: err.code, cause: err })
   }
 }
 
@@ -141,6 +152,57 @@ function removeShadowsSync () {
   }
   roots.clear()
 }
+
+const SHADOW = /^kfs-readonly-(\d+)-(\d+)-(\d+)-/
+const SWEEP_MS = 60000 // how often a process looks for stale shadows, at most
+let swept // { tmp, at, done }: the last look
+
+// Removes the shadows in `tmp` of processes that are gone. Never rejects: what cannot be
+// removed (another user's, in a sticky /tmp) is not this process's to remove.
+function removeStale (tmp) {
+  if (!swept || swept.tmp !== tmp || Date.now() - swept.at > SWEEP_MS) {
+    swept = { tmp, at: Date.now(), done: sweep(tmp).catch(() => {}) }
+  }
+  return swept.done
+}
+
+async function sweep (tmp) {
+  const { ns } = await whoAmI()
+  for (const name of await fs.readdir(tmp)) {
+    const owner = SHADOW.exec(name)
+    if (owner && owner[3] === ns && await gone(Number(owner[1]), owner[2])) await fs.rm(path.join(tmp, name), { recursive: true, force: true }).catch(() => {})
+  }
+}
+
+// Whether the process that made a shadow has ended: no process has its pid (signal 0
+// fails with anything but EPERM, which means one of another user), or the one that has
+// it started at another time.
+async function gone (pid, start) {
+  if (!(pid > 0)) return false
+  if (pid !== process.pid) {
+    try {
+      process.kill(pid, 0)
+    } catch (err) {
+      if (err.code !== 'EPERM') return true
+    }
+  }
+  const now = await startOf(pid)
+  return now !== undefined && start !== '0' && now !== start
+}
+
+// A process's start time (clock ticks since boot, /proc/PID/stat's 22nd field), or
+// undefined where there is no /proc or no such process.
+async function startOf (pid) {
+  const stat = await fs.readFile(`/proc/${pid}/stat`, 'utf8').catch(() => undefined)
+  return stat && stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19]
+}
+
+// This process's { start, ns }: its start time and its pid namespace's inode number.
+let self
+const whoAmI = () => (self = self || Promise.all([
+  startOf(process.pid),
+  fs.readlink('/proc/self/ns/pid').then((link) => /\[(\d+)\]/.exec(link)?.[1], () => undefined)
+]).then(([start, ns]) => ({ start: start ?? '0', ns: ns ?? '0' })))
 
 function once (fn) {
   let done

@@ -22,6 +22,17 @@ async function verify (ctx, { shard, onProgress }) {
   if (shard !== undefined) args.shardIndex(shard, ctx.shardCount)
   const report = { files: 0, bytes: 0, problems: [] }
   const problem = (index, key, kind, text) => report.problems.push({ shard: index, key, kind, problem: text })
+  // What the caller's onProgress threw is no damage: it ends the check. The files being
+  // checked finish, none starts, and verify rejects with it as it was thrown.
+  let stopped
+  const progress = (figures) => {
+    if (!onProgress || stopped) return
+    try {
+      onProgress(figures)
+    } catch (err) {
+      stopped = { err }
+    }
+  }
   for (const index of shards.indices().filter((i) => shard === undefined || i === shard)) {
     try {
       for (const note of await shards.inShard(index, (s) => s.damageNotes(), MAY_SPEND_RESERVE)) {
@@ -31,21 +42,23 @@ async function verify (ctx, { shard, onProgress }) {
       }
       for await (const page of shards.metaPages(index)) {
         const damages = await mapLimit(page, VERIFY_CONCURRENCY, async (meta) => {
-          if (meta.error) return undefined
+          if (meta.error || stopped) return undefined
           const damage = await shards.inShard(index, (s) => checkFile(s, meta.key, ctx.chunkSize), MAY_SPEND_RESERVE)
           report.files++
           report.bytes += meta.size
-          if (onProgress) onProgress({ shard: index, files: report.files, bytes: report.bytes })
+          progress({ shard: index, files: report.files, bytes: report.bytes })
           return damage
         })
         page.forEach((meta, i) => {
           if (meta.error) problem(index, meta.key, 'metadata', meta.error.message)
           else if (damages[i]) problem(index, meta.key, 'file', damages[i])
         })
+        if (stopped) throw stopped.err
       }
       const accounting = await shards.inShard(index, checkAccounting, MAY_SPEND_RESERVE)
       if (accounting) problem(index, null, 'accounting', accounting)
     } catch (err) {
+      if (stopped) throw stopped.err
       // Whatever keeps a shard from being checked (damage, EBUSY, EMFILE, EIO, ENOSPC,
       // EACCES) is a problem to report; the other shards are still checked.
       if (err.code === 'ECLOSED') throw err

@@ -29,6 +29,7 @@ async function main (): Promise<void> {
   const store = kfs('./store', options)
   assertType<typeof store, kfs.Store>(true)
   assertType<ReturnType<typeof kfs.kfs>, kfs.Store>(true)
+  assertType<ReturnType<typeof kfs.removeShadowsSync>, void>(true)
   const other: kfs.Store = new kfs.Store('./other')
   assertType<typeof other.location, string>(true)
 
@@ -108,6 +109,9 @@ async function main (): Promise<void> {
   if (shard) {
     assertType<typeof shard.index | typeof shard.used | typeof shard.free | typeof shard.files | typeof shard.diskBytes, number>(true)
   }
+
+  const disk = await store.diskUsage()
+  assertType<typeof disk, number>(true)
 
   const reclaimed = await store.reclaim()
   assertType<typeof reclaimed, void>(true)
