@@ -4,7 +4,7 @@ const { execFileSync } = require('node:child_process')
 const path = require('node:path')
 const { expect } = require('chai')
 const { diskUsage } = require('../lib/dir/disk-usage')
-const { useTmp, keyInShard, bytes, REF } = require('./helpers')
+const { useTmp, keyInShard, bytes, sha256, REF } = require('./helpers')
 const { Shard } = require('../lib/shard/shard')
 const { ChunkKeys } = require('../lib/shard/records')
 const { Reclaimer } = require('../lib/maintenance/reclaimer')
@@ -51,6 +51,17 @@ describe('space comes back by itself', function () {
       else expect((await store.readFile(key)).equals(bytes(SIZE / 4, key))).to.equal(true)
     }
     expect((await store.verify()).problems).to.deep.equal([])
+  })
+
+  it('every removed byte comes back, whatever the file\'s size: 400 files of 62,068 bytes removed leave under 10% of them', async () => {
+    const store = t.open({ referenceId: REF, shardCount: 4 })
+    const pieces = Array.from({ length: 400 }, (_, i) => sha256(`piece ${i}`))
+    for (const key of pieces) await store.writeFile(key, bytes(62068, key))
+    const live = 400 * 62068
+    await store.close()
+    const again = t.open({ referenceId: REF })
+    for (const key of pieces) await again.unlink(key)
+    expect(await usageFallsTo(again.location, live / 10)).to.be.at.most(live / 10)
   })
 
   it('reclaim: false leaves the space to compact()', async () => {
@@ -164,7 +175,7 @@ describe('space comes back by itself', function () {
     const shard = {
       index: 7,
       name: '007',
-      dead: 3,
+      reclaimable: 3,
       reclaimPlan: async () => ({ pieces: [1, 2], ids: ['x'], bytes: 3 }),
       compactPiece: async (piece) => calls.push(`compact ${piece}`),
       forgetDead: async () => calls.push('forget')
@@ -188,7 +199,7 @@ describe('space comes back by itself', function () {
     calls.length = 0
     shard.forgetDead = async () => {
       calls.push('forget')
-      shard.dead = 0
+      shard.reclaimable = 0
     }
     await reclaimer.reclaimNow()
     expect(calls).to.deep.equal(['room 1', 'compact 1', 'room 2', 'compact 2', 'forget'])
@@ -204,10 +215,10 @@ describe('space comes back by itself', function () {
     let clock = 0
     const shard = {
       index: 7,
-      dead: 3,
+      reclaimable: 3,
       reclaimPlan: async () => ({ pieces: [1, 2, 3], ids: ['x'], bytes: 3 }),
       compactPiece: async (piece) => compacted.push({ piece, writing, clock }),
-      forgetDead: async () => { shard.dead = 0 }
+      forgetDead: async () => { shard.reclaimable = 0 }
     }
     const YIELD = 100
     const reclaimer = new Reclaimer({
@@ -226,7 +237,7 @@ describe('space comes back by itself', function () {
     // Starts reclaiming the three pieces again; resolves once it asked about writes a few
     // times, or compacted a piece without waiting (which the caller's assertion catches).
     const start = async () => {
-      shard.dead = 3
+      shard.reclaimable = 3
       const from = { polls, compacted: compacted.length }
       reclaimer.noteDead()
       await until(() => polls >= from.polls + 3 || compacted.length > from.compacted, 'the reclaimer asked about writes')
@@ -257,7 +268,7 @@ describe('space comes back by itself', function () {
       expect(compacted.slice(3).map((c) => c.writing)).to.deep.equal([2, 2, 2])
 
       // The same writes still going on: not waited for again, though the clock stands still.
-      shard.dead = 3
+      shard.reclaimable = 3
       reclaimer.noteDead()
       await until(() => compacted.length === 9, 'the pieces beside the same long write')
       expect(compacted.slice(6).map((c) => c.clock)).to.deep.equal([clock, clock, clock])
@@ -276,6 +287,86 @@ describe('space comes back by itself', function () {
 // The Reclaimer and compact() both forget dead notes, on one shard at once: a store
 // holds a shard for each without excluding the other. `dead` must stay the sum of the
 // notes left, or removals still noted are never reclaimed (issue 18, item 7).
+describe('when reclaiming runs', function () {
+  this.timeout(30000)
+  const MiB = 1024 * 1024
+
+  // A fake shard whose plan reclaims `step` bytes at a time.
+  function fakeShard (reclaimable, step) {
+    const shard = {
+      index: 1,
+      name: '001',
+      reclaimable,
+      compacted: 0,
+      reclaimPlan: async () => ({ pieces: [1], ids: ['x'], bytes: Math.min(step, shard.reclaimable) }),
+      compactPiece: async () => { shard.compacted++ },
+      forgetDead: async () => { shard.reclaimable = Math.max(0, shard.reclaimable - step) }
+    }
+    return shard
+  }
+
+  it('past 256 MiB it starts at once, and what is left once removals pause is reclaimed too', async () => {
+    const shard = fakeShard(300 * MiB, 120 * MiB) // at once: 300, 180, then 60 is under 64 MiB
+    const reclaimer = new Reclaimer({ openShards: () => [shard], inShard: (index, fn) => fn(shard), idleMs: 50 })
+    reclaimer.noteDead() // the last removal of a burst, above 256 MiB
+    const until = Date.now() + 5000
+    while (shard.reclaimable > 0 && Date.now() < until) await new Promise((resolve) => setTimeout(resolve, 10))
+    await reclaimer.stop()
+    expect(shard.reclaimable).to.equal(0)
+  })
+
+  it('a pause in removals while a run is in progress is not lost: another run follows', async () => {
+    const shard = fakeShard(300 * MiB, 120 * MiB)
+    let release
+    const gate = new Promise((resolve) => { release = resolve })
+    const compactPiece = shard.compactPiece
+    shard.compactPiece = async () => { await gate; return compactPiece() }
+    const reclaimer = new Reclaimer({ openShards: () => [shard], inShard: (index, fn) => fn(shard), idleMs: 10 })
+    reclaimer.noteDead() // reclaiming at once, down to 64 MiB, held at its first piece
+    await new Promise((resolve) => setTimeout(resolve, 50)) // the pause's timer fired meanwhile
+    release()
+    const until = Date.now() + 5000
+    while (shard.reclaimable > 0 && Date.now() < until) await new Promise((resolve) => setTimeout(resolve, 10))
+    await reclaimer.stop()
+    expect(shard.reclaimable).to.equal(0)
+  })
+})
+
+describe('a range is compacted once removed versions are a quarter of its tables', function () {
+  this.timeout(30000)
+  const t = useTmp()
+  const SIZE = 62068
+
+  it('two files removed among 20 wait; six are compacted; the notes of what waits stay', async () => {
+    const store = t.open({ referenceId: REF, reclaim: false })
+    const keys = Array.from({ length: 20 }, (_, i) => keyInShard(REF, 3, `share ${i}`)).sort()
+    for (const key of keys) await store.writeFile(key, bytes(SIZE, key))
+    await store.close() // the files are in table files now
+    const shard = await Shard.open({ index: 3, location: path.join(store.location, '003.s'), cap: 1e12, chunkKeys: new ChunkKeys(1e12, 128 * 1024), sync: false })
+    try {
+      // The first and the last: one range spanning all 20 files, a tenth of it removed.
+      await shard.unlink(keys[0])
+      await shard.unlink(keys[19])
+      const waiting = await shard.reclaimPlan()
+      expect(waiting.pieces).to.deep.equal([])
+      expect(waiting.ids).to.deep.equal([])
+      expect(shard.dead).to.equal(2 * SIZE)
+      expect(shard.reclaimable).to.equal(0)
+      for (const key of keys.slice(5, 9)) await shard.unlink(key) // 6 of 20: 30%
+      expect(shard.reclaimable).to.equal(6 * SIZE)
+      const plan = await shard.reclaimPlan()
+      expect(plan.pieces).to.have.length(1)
+      expect(plan.ids).to.have.length(6)
+      for (const piece of plan.pieces) await shard.compactPiece(piece)
+      await shard.forgetDead(plan)
+      expect(shard.dead).to.equal(0)
+      expect(shard.reclaimable).to.equal(0)
+    } finally {
+      await shard.close()
+    }
+  })
+})
+
 describe('dead bytes stay the sum of the notes left', function () {
   this.timeout(30000)
   const t = useTmp()

@@ -41,6 +41,7 @@ class Reclaimer {
   #timer
   #outlasted // the writing() value whose writes outlasted a wait
   #stopped = false
+  #then // the lowest a start asked for during a run: the next run's target
 
   // openShards(): the open Shard objects; inShard(index, fn, { admitted }): runs
   // fn(shard) holding it (Shards#inShard); writing(): falsy when the store has no write in progress, else a value that stays
@@ -57,13 +58,11 @@ class Reclaimer {
     this.#now = now
   }
 
-  // Called whenever a shard's dead bytes grew.
+  // Called whenever a shard's dead bytes grew. Past RECLAIM_AT, reclaiming starts at
+  // once; whatever is left is reclaimed once removals pause.
   noteDead () {
     if (!this.#enabled || this.#stopped) return
-    if (this.#deadBytes() >= RECLAIM_AT) {
-      this.#start(RECLAIM_DOWN_TO)
-      return
-    }
+    if (this.#deadBytes() >= RECLAIM_AT) this.#start(RECLAIM_DOWN_TO)
     clearTimeout(this.#timer)
     this.#timer = setTimeout(() => this.#start(0), this.#idleMs)
     this.#timer.unref() // never keeps a process alive: notes left are reclaimed next time
@@ -71,21 +70,30 @@ class Reclaimer {
 
   #deadBytes () {
     let sum = 0
-    for (const shard of this.#openShards()) sum += shard.dead
+    for (const shard of this.#openShards()) sum += shard.reclaimable
     return sum
   }
 
+  // A start asked for while a run is in progress runs after it, down to the lower of
+  // what was asked meanwhile.
   #start (downTo) {
-    if (this.#running || this.#stopped) return
+    if (this.#stopped) return
+    if (this.#running) {
+      this.#then = Math.min(this.#then ?? Infinity, downTo)
+      return
+    }
     this.#running = this.#run(downTo).catch(() => {}).finally(() => {
       this.#running = undefined
+      const then = this.#then
+      this.#then = undefined
+      if (then !== undefined) this.#start(then)
     })
   }
 
   async #run (downTo, lease = {}) {
     while (!this.#stopped && this.#deadBytes() > downTo) {
       let most
-      for (const shard of this.#openShards()) if (shard.dead > 0 && (!most || shard.dead > most.dead)) most = shard
+      for (const shard of this.#openShards()) if (shard.reclaimable > 0 && (!most || shard.reclaimable > most.reclaimable)) most = shard
       if (!most) return
       const plan = await this.#inShard(most.index, (shard) => shard.reclaimPlan(), lease)
       for (const piece of plan.pieces) {

@@ -11,12 +11,13 @@ const RECLAIM_PIECE = 32 * 1024 * 1024
 // about RECLAIM_PIECE bytes of them (a large version in several pieces, small
 // neighbours together), so that no single compaction holds LevelDB's one background
 // thread for long. dead: [{ id, prefix: '<key> <version>', bytes }], the shard's dead
-// notes in key order; chunkKeys: its ChunkKeys. Resolves to { pieces: [{ from, to }],
-// ids (the notes), bytes }.
+// notes in key order; chunkKeys: its ChunkKeys. Returns pieces: [{ from, to, bytes,
+// ids }], the bytes of dead versions in the piece and the notes it reclaims (a large
+// version's note belongs to each of its pieces).
 function planReclaim (dead, chunkKeys) {
   const pieces = []
   let group
-  for (const { prefix, bytes } of dead) {
+  for (const { id, prefix, bytes } of dead) {
     if (bytes > RECLAIM_PIECE) {
       if (group) pieces.push(group)
       group = undefined
@@ -24,18 +25,21 @@ function planReclaim (dead, chunkKeys) {
       const chunks = Math.ceil(bytes / chunkKeys.chunkSize)
       const step = Math.max(1, Math.floor(RECLAIM_PIECE / chunkKeys.chunkSize))
       for (let i = 0; i < chunks; i += step) {
-        pieces.push({ from: chunkKeys.key(key, version, i), to: chunkKeys.key(key, version, Math.min(chunks, i + step) - 1) })
+        const last = Math.min(chunks, i + step) - 1
+        const held = Math.min(bytes, (last + 1) * chunkKeys.chunkSize) - i * chunkKeys.chunkSize
+        pieces.push({ from: chunkKeys.key(key, version, i), to: chunkKeys.key(key, version, last), bytes: held, ids: [id] })
       }
     } else if (group && group.bytes + bytes <= RECLAIM_PIECE) {
       group.to = `${prefix} ~`
       group.bytes += bytes
+      group.ids.push(id)
     } else {
       if (group) pieces.push(group)
-      group = { from: `${prefix} `, to: `${prefix} ~`, bytes }
+      group = { from: `${prefix} `, to: `${prefix} ~`, bytes, ids: [id] }
     }
   }
   if (group) pieces.push(group)
-  return { pieces: pieces.map(({ from, to }) => ({ from, to })), ids: dead.map((d) => d.id), bytes: dead.reduce((sum, d) => sum + d.bytes, 0) }
+  return pieces
 }
 
-module.exports = { planReclaim }
+module.exports = { planReclaim, RECLAIM_PIECE }

@@ -12,8 +12,11 @@ const { planReclaim } = require('./reclaim-plan')
 const errors = require('../api/errors')
 const { Lifecycle } = require('../api/lifecycle')
 
-// Removed versions of at least this size are noted for the Reclaimer.
-const DEAD_NOTED = 64 * 1024
+// Reclaiming compacts a key range once its removed versions are at least this share of
+// the bytes its table files hold: compacting rewrites the live files in the range too,
+// up to 3 bytes per byte given back, and a range with fewer dead bytes waits for more
+// removals (or compact()).
+const RECLAIM_SHARE = 0.25
 
 // One S-bucket: a LevelDB holding chunks, metadata and its own exact accounting.
 // Accounting (`used`, `files`) changes only inside the same atomic batch that commits
@@ -33,6 +36,7 @@ class Shard {
     this.writing = new Set() // versions being written by this process right now
     this.tail = Promise.resolve()
     this.dead = 0 // bytes of removed versions whose space no compaction has reclaimed yet
+    this.deferred = 0 // of which in ranges the last plan left for later (RECLAIM_SHARE)
     this.onDead = () => {} // called when `dead` grew
   }
 
@@ -176,20 +180,27 @@ class Shard {
     this.files = account.files
   }
 
-  // Deletes a version's chunks, and notes the version as dead: LevelDB keeps deleted
-  // data on disk until a compaction passes over it, and a shard sees too few writes for
-  // its own compactions to come soon. The note is kept until the Reclaimer compacted
-  // its range. Small versions are not noted: their space is small and comes back with
-  // the shard's own compactions.
+  // Deletes a version's chunks, and notes the version as dead, whatever its size:
+  // LevelDB keeps deleted data on disk until a compaction passes over it, and a shard
+  // sees too few writes for its own compactions to come soon. The note is kept until
+  // the Reclaimer compacted its range.
   #deleteChunks (ops, key, meta) {
     for (let i = 0; i < meta.chunks; i++) ops.push({ type: 'del', key: this.chunkKeys.key(key, meta.version, i) })
-    if (meta.size >= DEAD_NOTED) ops.push({ type: 'put', key: records.deadKey(key, meta.version), value: String(meta.size) })
+    if (meta.size > 0) ops.push({ type: 'put', key: records.deadKey(key, meta.version), value: String(meta.size) })
   }
 
+  // A removal changes the dead share of the ranges left for later: all are weighed again.
   #died (meta) {
-    if (meta.size < DEAD_NOTED) return
+    if (meta.size === 0) return
     this.dead += meta.size
+    this.deferred = 0
     this.onDead(this)
+  }
+
+  // Dead bytes the Reclaimer may give back now: those in ranges left for later wait for
+  // the next removal in this shard.
+  get reclaimable () {
+    return this.dead - this.deferred
   }
 
   #deadVersions () {
@@ -200,11 +211,24 @@ class Shard {
     return (await this.#deadVersions()).reduce((sum, d) => sum + d.bytes, 0)
   }
 
-  // What reclaiming the dead versions noted so far takes (reclaim-plan.js); then
-  // forgetDead(plan) removes the notes. A crash midway leaves the notes: the next plan
-  // does it again.
+  // What reclaiming the dead versions noted so far takes: { pieces: [{ from, to }],
+  // ids, bytes }, the key ranges to compact (reclaim-plan.js) whose dead versions are
+  // at least RECLAIM_SHARE of their table bytes, and those versions' notes; the others
+  // are left for later (`deferred`). Then forgetDead(plan) removes the notes. A crash
+  // midway leaves the notes: the next plan does it again.
   async reclaimPlan () {
-    return planReclaim(await this.#deadVersions(), this.chunkKeys)
+    const dead = await this.#deadVersions()
+    const pieces = []
+    const skipped = new Set()
+    for (const piece of planReclaim(dead, this.chunkKeys)) {
+      // Data still in the memtable is in no table: such a range is compacted.
+      if (piece.bytes >= RECLAIM_SHARE * (await this.db.approximateSize(piece.from, piece.to))) pieces.push(piece)
+      else piece.ids.forEach((id) => skipped.add(id))
+    }
+    const ids = new Set(pieces.flatMap((piece) => piece.ids).filter((id) => !skipped.has(id)))
+    const bytes = dead.reduce((sum, d) => sum + (ids.has(d.id) ? d.bytes : 0), 0)
+    this.deferred = Math.max(0, this.dead - bytes)
+    return { pieces: pieces.map(({ from, to }) => ({ from, to })), ids: [...ids], bytes }
   }
 
   compactPiece ({ from, to }) {
@@ -229,6 +253,7 @@ class Shard {
     return this.exclusive(async () => {
       if (ops.length) await this.db.batch(ops)
       this.dead = await this.#deadBytes()
+      this.deferred = Math.min(this.deferred, this.dead)
     })
   }
 
