@@ -152,7 +152,7 @@ describe('a store opened read-only', function () {
       // again): gone. One of another pid namespace (a container's), whose pids cannot
       // be checked, and a name of another form: kept.
       const ns = /\[(\d+)\]/.exec(fs.readlinkSync('/proc/self/ns/pid'))[1]
-      fs.mkdirSync(path.join(shadows, `kfs-readonly-${process.pid}-1-${ns}-AbCdEf`))
+      fs.mkdirSync(path.join(shadows, `kfs-readonly-${process.pid}-1-${ns}-AbCdEf`), { mode: 0o700 })
       const kept = [`kfs-readonly-${killed.child.pid}-1-${Number(ns) + 1}-AbCdEf`, 'kfs-readonly-AbCdEf']
       for (const name of kept) fs.mkdirSync(path.join(shadows, name))
 
@@ -164,6 +164,37 @@ describe('a store opened read-only', function () {
       live.child.kill('SIGKILL')
       await live.exited
     }
+  })
+
+  it('the sweep removes only directories of its own user that nobody else can change: not a link, nor another user\'s', async function () {
+    const dir = path.join(t.dir, 'store')
+    await writeStore(dir)
+    const dead = spawnSync(process.execPath, ['-e', '']).pid // gone: its shadows are stale
+    const ns = /\[(\d+)\]/.exec(fs.readlinkSync('/proc/self/ns/pid'))[1]
+    const stale = (suffix) => path.join(shadows, `kfs-readonly-${dead}-1-${ns}-${suffix}`)
+    const victim = path.join(t.dir, 'victim')
+    fs.mkdirSync(victim)
+    fs.writeFileSync(path.join(victim, 'precious'), 'x')
+    fs.symlinkSync(victim, stale('link'))
+    fs.mkdirSync(stale('open'), { mode: 0o755 }) // another user could have made it theirs: kept
+    fs.chmodSync(stale('open'), 0o755)
+    fs.mkdirSync(stale('own'), { mode: 0o700 })
+    fs.writeFileSync(path.join(stale('own'), 'f'), 'x')
+    const kept = ['link', 'open']
+    if (process.geteuid() === 0) {
+      fs.mkdirSync(stale('nobody'), { mode: 0o700 })
+      fs.writeFileSync(path.join(stale('nobody'), 'f'), 'x')
+      fs.chownSync(stale('nobody'), 65534, 65534)
+      kept.push('nobody')
+    } else {
+      console.log('      not checked: another user\'s directory (needs root to make one)')
+    }
+    const store = open(dir, { readOnly: true })
+    expect(sha256(await store.readFile(FILES[0][0]))).to.equal(sha256(FILES[0][1]))
+    await store.close()
+    expect(fs.readdirSync(shadows).sort()).to.deep.equal(kept.map((suffix) => path.basename(stale(suffix))).sort())
+    expect(fs.readdirSync(victim)).to.deep.equal(['precious'])
+    if (kept.includes('nobody')) expect(fs.readdirSync(stale('nobody'))).to.deep.equal(['f'])
   })
 
   it('a full or read-only temporary directory fails the open with ENOSPC or EROFS naming it, and leaves nothing there', async function () {

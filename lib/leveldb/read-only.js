@@ -72,6 +72,8 @@ async function makeShadow (location) {
     const { start, ns } = await whoAmI()
     root = await fs.mkdtemp(path.join(tmp, `kfs-readonly-${process.pid}-${start}-${ns}-`))
     roots.add(root)
+    // Only its owner can change what is in it: the sweep removes nothing else.
+    await fs.chmod(root, 0o700)
     // A process that ends without closing its stores (process.exit(), an uncaught
     // error) leaves no shadow behind either; a crash or a signal leaves it to removeStale().
     if (!exitHooked) process.once('exit', removeShadowsSync)
@@ -158,7 +160,7 @@ const SWEEP_MS = 60000 // how often a process looks for stale shadows, at most
 let swept // { tmp, at, done }: the last look
 
 // Removes the shadows in `tmp` of processes that are gone. Never rejects: what cannot be
-// removed (another user's, in a sticky /tmp) is not this process's to remove.
+// removed is not this process's to remove.
 function removeStale (tmp) {
   if (!swept || swept.tmp !== tmp || Date.now() - swept.at > SWEEP_MS) {
     swept = { tmp, at: Date.now(), done: sweep(tmp).catch(() => {}) }
@@ -170,8 +172,21 @@ async function sweep (tmp) {
   const { ns } = await whoAmI()
   for (const name of await fs.readdir(tmp)) {
     const owner = SHADOW.exec(name)
-    if (owner && owner[3] === ns && await gone(Number(owner[1]), owner[2])) await fs.rm(path.join(tmp, name), { recursive: true, force: true }).catch(() => {})
+    if (owner && owner[3] === ns && await gone(Number(owner[1]), owner[2]) && await ours(path.join(tmp, name))) {
+      await fs.rm(path.join(tmp, name), { recursive: true, force: true }).catch(() => {})
+    }
   }
+}
+
+// Whether `entry` is a directory (not a symbolic link) of this process's user that
+// nobody else can write to or enter (0700, as makeShadow leaves its shadows): anyone can
+// name an entry of a shared /tmp like a shadow, and a root process removing one of
+// another user's would remove what that user made it point to, swapping a directory
+// in it for a link while the removal runs. In a sticky /tmp nobody else can rename or
+// remove this user's entry either, so what it is does not change before the removal.
+async function ours (entry) {
+  const stats = await fs.lstat(entry).catch(() => undefined)
+  return Boolean(stats && stats.isDirectory() && stats.uid === process.geteuid() && (stats.mode & 0o7777) === 0o700)
 }
 
 // Whether the process that made a shadow has ended: no process has its pid (signal 0
