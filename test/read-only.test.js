@@ -94,6 +94,9 @@ describe('a store opened read-only', function () {
     return store
   }
   const pause = () => new Promise((resolve) => setTimeout(resolve, 20)) // a rewrite would change mtimes
+  // What shadows are named for besides their process: its pid namespace and boot.
+  const ns = /\[(\d+)\]/.exec(fs.readlinkSync('/proc/self/ns/pid'))[1]
+  const boot = fs.readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').slice(0, 8)
 
   it('reads every file, lists, stats, verifies and writes nothing in the store; its shadows go at close', async () => {
     const dir = path.join(t.dir, 'store')
@@ -143,18 +146,19 @@ describe('a store opened read-only', function () {
     try {
       const ofLive = fs.readdirSync(shadows).sort()
       expect(ofLive.length).to.be.above(1) // the state and the shards read
-      for (const name of ofLive) expect(name).to.match(new RegExp(`^kfs-readonly-${live.child.pid}-\\d+-\\d+-`))
+      for (const name of ofLive) expect(name).to.match(new RegExp(`^kfs-readonly-${live.child.pid}-\\d+-\\d+-${boot}-`))
       const killed = await reader()
       killed.child.kill('SIGTERM')
       expect(await killed.exited).to.equal('SIGTERM')
       expect(fs.readdirSync(shadows).length).to.be.above(ofLive.length) // left behind
       // One of another process with this pid, started at another time (a pid used
       // again): gone. One of another pid namespace (a container's), whose pids cannot
-      // be checked, and a name of another form: kept.
-      const ns = /\[(\d+)\]/.exec(fs.readlinkSync('/proc/self/ns/pid'))[1]
-      fs.mkdirSync(path.join(shadows, `kfs-readonly-${process.pid}-1-${ns}-AbCdEf`), { mode: 0o700 })
-      const kept = [`kfs-readonly-${killed.child.pid}-1-${Number(ns) + 1}-AbCdEf`, 'kfs-readonly-AbCdEf']
-      for (const name of kept) fs.mkdirSync(path.join(shadows, name))
+      // be checked, one of another boot or host (a temporary directory on NFS), and a
+      // name of another form: kept.
+      fs.mkdirSync(path.join(shadows, `kfs-readonly-${process.pid}-1-${ns}-${boot}-AbCdEf`), { mode: 0o700 })
+      const otherBoot = (parseInt(boot, 16) ^ 1).toString(16).padStart(8, '0')
+      const kept = [`kfs-readonly-${killed.child.pid}-1-${Number(ns) + 1}-${boot}-AbCdEf`, `kfs-readonly-${killed.child.pid}-1-${ns}-${otherBoot}-AbCdEf`, 'kfs-readonly-AbCdEf']
+      for (const name of kept) fs.mkdirSync(path.join(shadows, name), { mode: 0o700 })
 
       const store = open(dir, { readOnly: true })
       expect(sha256(await store.readFile(FILES[0][0]))).to.equal(sha256(FILES[0][1]))
@@ -170,8 +174,7 @@ describe('a store opened read-only', function () {
     const dir = path.join(t.dir, 'store')
     await writeStore(dir)
     const dead = spawnSync(process.execPath, ['-e', '']).pid // gone: its shadows are stale
-    const ns = /\[(\d+)\]/.exec(fs.readlinkSync('/proc/self/ns/pid'))[1]
-    const stale = (suffix) => path.join(shadows, `kfs-readonly-${dead}-1-${ns}-${suffix}`)
+    const stale = (suffix) => path.join(shadows, `kfs-readonly-${dead}-1-${ns}-${boot}-${suffix}`)
     const victim = path.join(t.dir, 'victim')
     fs.mkdirSync(victim)
     fs.writeFileSync(path.join(victim, 'precious'), 'x')

@@ -19,13 +19,15 @@
 // replays those past the manifest and numbers its new files past them. LOCK, LOG and
 // LOG.old are not linked either: LevelDB makes its own in the shadow.
 //
-// A shadow is named for its process: kfs-readonly-PID-START-NS-XXXXXX, START the
-// process's start time, so that a pid used again is told apart, and NS its pid
-// namespace, whose pids are the only ones it can check (a container sharing the
-// directory has others); both 0 without /proc. close() removes it, and so does the
-// process's exit; a process killed (by any signal a library must not handle) leaves it,
-// and the next process of the namespace to make a shadow in the same directory removes
-// those whose process is gone, before making its own.
+// A shadow is named for its process: kfs-readonly-PID-START-NS-BOOT-XXXXXX, START the
+// process's start time, so that a pid used again is told apart, NS its pid namespace,
+// whose pids are the only ones it can check (a container sharing the directory has
+// others), and BOOT the first 8 hex digits of the kernel's boot id, which tells hosts
+// (a temporary directory on NFS) and boots apart: the host's pid namespace has the same
+// number on every machine. Each is 0 without /proc. close() removes it, and so does
+// the process's exit; a process killed (by any signal a library must not handle) leaves
+// it, and the next process of the same namespace and boot to make a shadow in the same
+// directory removes those whose process is gone, before making its own.
 const fs = require('node:fs/promises')
 const { rmSync } = require('node:fs')
 const os = require('node:os')
@@ -69,8 +71,8 @@ async function makeShadow (location) {
   await removeStale(tmp)
   let root
   try {
-    const { start, ns } = await whoAmI()
-    root = await fs.mkdtemp(path.join(tmp, `kfs-readonly-${process.pid}-${start}-${ns}-`))
+    const { start, ns, boot } = await whoAmI()
+    root = await fs.mkdtemp(path.join(tmp, `kfs-readonly-${process.pid}-${start}-${ns}-${boot}-`))
     roots.add(root)
     // Only its owner can change what is in it: the sweep removes nothing else.
     await fs.chmod(root, 0o700)
@@ -155,7 +157,7 @@ function removeShadowsSync () {
   roots.clear()
 }
 
-const SHADOW = /^kfs-readonly-(\d+)-(\d+)-(\d+)-/
+const SHADOW = /^kfs-readonly-(\d+)-(\d+)-(\d+)-([0-9a-f]+)-/
 const SWEEP_MS = 60000 // how often a process looks for stale shadows, at most
 let swept // { tmp, at, done }: the last look
 
@@ -169,10 +171,10 @@ function removeStale (tmp) {
 }
 
 async function sweep (tmp) {
-  const { ns } = await whoAmI()
+  const { ns, boot } = await whoAmI()
   for (const name of await fs.readdir(tmp)) {
     const owner = SHADOW.exec(name)
-    if (owner && owner[3] === ns && await gone(Number(owner[1]), owner[2]) && await ours(path.join(tmp, name))) {
+    if (owner && owner[3] === ns && owner[4] === boot && await gone(Number(owner[1]), owner[2]) && await ours(path.join(tmp, name))) {
       await fs.rm(path.join(tmp, name), { recursive: true, force: true }).catch(() => {})
     }
   }
@@ -212,12 +214,14 @@ async function startOf (pid) {
   return stat && stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19]
 }
 
-// This process's { start, ns }: its start time and its pid namespace's inode number.
+// This process's { start, ns, boot }: its start time, its pid namespace's inode number
+// and the start of the boot id.
 let self
 const whoAmI = () => (self = self || Promise.all([
   startOf(process.pid),
-  fs.readlink('/proc/self/ns/pid').then((link) => /\[(\d+)\]/.exec(link)?.[1], () => undefined)
-]).then(([start, ns]) => ({ start: start ?? '0', ns: ns ?? '0' })))
+  fs.readlink('/proc/self/ns/pid').then((link) => /\[(\d+)\]/.exec(link)?.[1], () => undefined),
+  fs.readFile('/proc/sys/kernel/random/boot_id', 'utf8').then((id) => /^[0-9a-f]{8}/.exec(id)?.[0], () => undefined)
+]).then(([start, ns, boot]) => ({ start: start ?? '0', ns: ns ?? '0', boot: boot ?? '0' })))
 
 function once (fn) {
   let done
