@@ -47,6 +47,26 @@ describe('kfs command line under faults', function () {
 
   const oneLine = (stderr) => expect(stderr, stderr).to.match(/^kfs: [^\n]+\n$/)
 
+  // Waits until `done()` holds, for at most 20 s (a loaded machine is slow to start a
+  // process).
+  async function until (done, what) {
+    for (const deadline = Date.now() + 20000; !done();) {
+      if (Date.now() > deadline) throw new Error(`not within 20 s: ${what}`)
+      await new Promise((resolve) => setTimeout(resolve, 20))
+    }
+  }
+
+  // Whether one of process `pid`'s threads waits in a kernel function matching `pattern`
+  // (/proc/PID/task/TID/wchan): wait_for_partner is a FIFO's open waiting for the other
+  // end, pipe_write a write to a full pipe.
+  function waitsIn (pid, pattern) {
+    try {
+      return fs.readdirSync(`/proc/${pid}/task`).some((tid) => pattern.test(fs.readFileSync(`/proc/${pid}/task/${tid}/wchan`, 'utf8')))
+    } catch {
+      return false // gone, or no /proc
+    }
+  }
+
   it('unlink and put succeed when giving the space back afterwards fails: a warning line, exit 0', async () => {
     const commands = require('../lib/cli/commands')
     const errors = require('../lib/api/errors')
@@ -148,30 +168,44 @@ describe('kfs command line under faults', function () {
     // shadows are removed (and the files being written beside their target, and a
     // progress bar cleared: tests above and in cli-progress). It raises the signal again
     // rather than calling process.exit(), which would wait for the thread blocked in
-    // open(2) for ever: each command here waits there, for a writer or a reader.
-    for (const [signal, args] of [['SIGINT', ['put']], ['SIGINT', ['get', 'x']], ['SIGTERM', ['get', 'x']], ['SIGHUP', ['get', 'x']]]) {
-      const readOnly = args[0] === 'get' ? ['--read-only'] : []
-      const what = readOnly.length ? 'a --read-only get waiting to open a FIFO nobody reads' : 'a put waiting to open a FIFO nobody writes'
-      it(`${signal} ends ${what} at once, by that signal${readOnly.length ? ', leaving no shadow' : ''}`, async () => {
+    // open(2) or write(2) for ever: each command here waits there, for a writer, for a
+    // reader (with the store not open yet), or for a reader that opened the FIFO but
+    // reads nothing (with the store open, through shadows).
+    const cases = [
+      ['SIGINT', ['put'], 'a put waiting to open a FIFO nobody writes', /wait_for_partner/],
+      ['SIGINT', ['--read-only', 'get', 'x'], 'a --read-only get waiting to open a FIFO nobody reads', /wait_for_partner/],
+      ['SIGTERM', ['--read-only', 'get', 'big'], 'a --read-only get writing to a FIFO whose reader reads nothing', /pipe_write/],
+      ['SIGHUP', ['--read-only', 'get', 'big'], 'a --read-only get writing to a FIFO whose reader reads nothing', /pipe_write/]
+    ]
+    for (const [signal, args, what, blocked] of cases) {
+      const opened = args.includes('big')
+      it(`${signal} ends ${what} at once, by that signal${opened ? ', leaving no shadow' : ''}`, async () => {
         await cli(['put', '--key', 'x'], { input: 'x' }) // the store exists
+        if (opened) await cli(['put', '--key', 'big'], { input: bytes(1024 * 1024, 'big') }) // more than a pipe holds
         const tmp = path.join(t.dir, 'tmp')
         fs.mkdirSync(tmp)
-        const child = spawn(process.execPath, [BIN, '-d', db, ...readOnly, ...args, fifo], { stdio: 'ignore', env: { ...process.env, TMPDIR: tmp } })
-        const exited = new Promise((resolve) => child.on('exit', (code, sig) => resolve({ code, signal: sig })))
-        // It blocks in open(2) on one of libuv's threads once it stats the FIFO.
-        await new Promise((resolve) => setTimeout(resolve, 1000))
-        if (readOnly.length) expect(fs.readdirSync(tmp), 'the store is open, through shadows').to.not.deep.equal([])
-        const sent = Date.now()
-        child.kill(signal)
-        let timer
-        const outcome = await Promise.race([exited, new Promise((resolve) => { timer = setTimeout(() => resolve('still running'), 5000) })])
-        clearTimeout(timer)
-        if (outcome === 'still running') child.kill('SIGKILL')
-        expect(outcome).to.deep.equal({ code: null, signal })
-        expect(Date.now() - sent).to.be.below(5000)
-        expect(fs.readdirSync(tmp)).to.deep.equal([])
+        // Opened without waiting for a writer, and never read: a reader that reads nothing.
+        const reader = opened ? fs.openSync(fifo, fs.constants.O_RDONLY | fs.constants.O_NONBLOCK) : undefined
+        try {
+          const child = spawn(process.execPath, [BIN, '-d', db, ...args, fifo], { stdio: 'ignore', env: { ...process.env, TMPDIR: tmp } })
+          const exited = new Promise((resolve) => child.on('exit', (code, sig) => resolve({ code, signal: sig })))
+          await until(() => waitsIn(child.pid, blocked), `kfs blocked in ${blocked.source}`)
+          if (opened) expect(fs.readdirSync(tmp), 'the store is open, through shadows').to.not.deep.equal([])
+          const sent = Date.now()
+          child.kill(signal)
+          let timer
+          const outcome = await Promise.race([exited, new Promise((resolve) => { timer = setTimeout(() => resolve('still running'), 5000) })])
+          clearTimeout(timer)
+          if (outcome === 'still running') child.kill('SIGKILL')
+          expect(outcome).to.deep.equal({ code: null, signal })
+          expect(Date.now() - sent).to.be.below(5000)
+          expect(fs.readdirSync(tmp)).to.deep.equal([])
+        } finally {
+          if (reader !== undefined) fs.closeSync(reader)
+        }
       })
     }
+
   })
 
   it('put from a directory on stdin, or of a directory, fails instead of storing an empty file', async () => {
