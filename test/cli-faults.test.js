@@ -330,6 +330,43 @@ describe('kfs command line under faults', function () {
       expect(fs.readFileSync(path.join(t.dir, 'old'), 'utf8')).to.equal('previous')
     })
 
+    it('a regular file keeps its owner, group and mode bits, setgid included (as root)', async function () {
+      if (process.geteuid() !== 0) {
+        console.log('      skipped: giving a file to another user needs root')
+        return this.skip()
+      }
+      const owned = path.join(t.dir, 'owned')
+      fs.writeFileSync(owned, 'previous', { mode: 0o600 })
+      fs.chownSync(owned, 65534, 65534)
+      const setgid = path.join(t.dir, 'setgid')
+      fs.writeFileSync(setgid, 'previous')
+      fs.chmodSync(setgid, 0o2755)
+      for (const file of [owned, setgid]) expect((await cli(['get', 'k', file])).code).to.equal(0)
+      expect(fs.readFileSync(owned).equals(data)).to.equal(true)
+      expect(fs.statSync(owned)).to.deep.include({ uid: 65534, gid: 65534 })
+      expect(fs.statSync(owned).mode & 0o7777).to.equal(0o600)
+      expect(fs.statSync(setgid).mode & 0o7777).to.equal(0o2755)
+    })
+
+    it('a file others may not read is written into a temporary file they may not read either', async function () {
+      if (!hasStrace) {
+        console.log('      skipped: strace is not installed (Debian package strace)')
+        return this.skip()
+      }
+      const out = path.join(t.dir, 'secret')
+      fs.writeFileSync(out, 'previous', { mode: 0o600 })
+      const trace = path.join(t.dir, 'trace')
+      const r = spawnSync('strace', ['-f', '-qq', '-o', trace, '-e', 'trace=open,openat,chmod,fchmod,fchmodat', process.execPath, BIN, '-d', db, 'get', 'k', out])
+      expect(r.status).to.equal(0)
+      const lines = fs.readFileSync(trace, 'utf8').split('\n')
+      const created = lines.filter((l) => /open(at)?\(.*\.secret\.kfs-[0-9a-f]+".*O_CREAT/.test(l))
+      expect(created, lines.join('\n')).to.have.length(1)
+      expect(created[0]).to.match(/, 0600\)\s+= \d+$/)
+      const modes = lines.filter((l) => /chmod/.test(l)).map((l) => /, (0\d+)\)\s+= 0$/.exec(l)[1])
+      expect(modes).to.deep.equal(['0600'])
+      expect(fs.statSync(out).mode & 0o777).to.equal(0o600)
+    })
+
     it('a link to nothing is refused, as cp refuses it, and creates nothing', async () => {
       const link = path.join(t.dir, 'dangling')
       fs.symlinkSync('nowhere/file', link)

@@ -8,7 +8,8 @@ const crypto = require('node:crypto')
 // would put it there:
 // - a regular file, or a path where nothing is, is written beside it, synced and renamed
 //   into place: an error or a crash never leaves a truncated file, and an existing file
-//   is replaced only by a complete one, with its permission bits;
+//   is replaced only by a complete one, with its owner, group and mode bits (setuid and
+//   setgid included; the owner only where this process may give it, as root);
 // - anything else that exists (/dev/null, a FIFO, a terminal, a disk) is written
 //   through, opened for writing as it is: renaming over it would replace a device or a
 //   FIFO with a regular file (and fail without write permission on its directory);
@@ -58,15 +59,18 @@ async function writeThrough (target, stats, fill) {
   }
 }
 
+// The temporary file replacing an existing one is made 0600, and given the file's mode
+// once complete: others never read, while it is written, what they may not read in the
+// file. A new file is made with the mode it keeps (0666 less the umask), as cp makes it.
 async function replace (file, target, stats, temps, fill) {
   const dir = path.dirname(path.resolve(target))
   const tmp = path.join(dir, `.${path.basename(target)}.kfs-${crypto.randomBytes(4).toString('hex')}`)
   if (temps) temps.add(tmp)
   try {
-    await fill(fs.createWriteStream(tmp, { flags: 'wx' }))
+    await fill(fs.createWriteStream(tmp, { flags: 'wx', mode: stats ? 0o600 : 0o666 }))
     const handle = await fs.promises.open(tmp, 'r+')
     try {
-      if (stats) await handle.chmod(stats.mode & 0o777)
+      if (stats) await keepOwnerAndMode(handle, stats)
       await handle.sync()
     } finally {
       await handle.close()
@@ -84,6 +88,15 @@ async function replace (file, target, stats, temps, fill) {
   } finally {
     if (temps) temps.delete(tmp)
   }
+}
+
+// The owner and group are given where this process may (root; a user only a group of
+// its own), then the mode bits, which chown clears setuid and setgid from.
+async function keepOwnerAndMode (handle, stats) {
+  await handle.chown(stats.uid, stats.gid).catch((err) => {
+    if (err.code !== 'EPERM') throw err
+  })
+  await handle.chmod(stats.mode & 0o7777)
 }
 
 // The rename is durable once the directory is synced.
