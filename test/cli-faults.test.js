@@ -206,6 +206,23 @@ describe('kfs command line under faults', function () {
       })
     }
 
+    it('get KEY FIFO waiting for a reader leaves the store free: another kfs reads it meanwhile', async () => {
+      await cli(['put', '--key', 'x'], { input: 'the bytes' })
+      const child = spawn(process.execPath, [BIN, '-d', db, 'get', 'x', fifo], { stdio: 'ignore' })
+      const exited = new Promise((resolve) => child.on('exit', resolve))
+      try {
+        await until(() => waitsIn(child.pid, /wait_for_partner/), 'kfs get waiting for a reader of the FIFO')
+        const r = await cli(['get', 'x'])
+        expect(r).to.deep.include({ code: 0, stderr: '' })
+        expect(r.stdout.toString()).to.equal('the bytes')
+        // Then a reader comes, and gets the file.
+        const read = fs.promises.readFile(fifo, 'utf8')
+        expect(await exited).to.equal(0)
+        expect(await read).to.equal('the bytes')
+      } finally {
+        child.kill('SIGKILL')
+      }
+    })
   })
 
   it('put from a directory on stdin, or of a directory, fails instead of storing an empty file', async () => {
@@ -365,6 +382,29 @@ describe('kfs command line under faults', function () {
       const modes = lines.filter((l) => /chmod/.test(l)).map((l) => /, (0\d+)\)\s+= 0$/.exec(l)[1])
       expect(modes).to.deep.equal(['0600'])
       expect(fs.statSync(out).mode & 0o777).to.equal(0o600)
+    })
+
+    it('a FIFO or device swapped for a regular file between lstat and open is replaced whole, not written in place', async function () {
+      const victim = path.join(t.dir, 'victim')
+      if (spawnSync('mkfifo', [victim]).status !== 0) return this.skip()
+      // Swaps it for a longer regular file as kfs opens it to write through.
+      const swap = path.join(t.dir, 'swap.js')
+      fs.writeFileSync(swap, `
+        const fs = require('node:fs')
+        const open = fs.promises.open
+        let swapped = false
+        fs.promises.open = function (file, flags, ...rest) {
+          if (!swapped && file === ${JSON.stringify(victim)} && typeof flags === 'number' && (flags & fs.constants.O_WRONLY)) {
+            swapped = true
+            fs.rmSync(file)
+            fs.writeFileSync(file, 'X'.repeat(${data.length + 100000}))
+          }
+          return open.call(this, file, flags, ...rest)
+        }`)
+      const r = spawnSync(process.execPath, ['--require', swap, BIN, '-d', db, 'get', 'k', victim], { encoding: 'utf8' })
+      expect(r).to.deep.include({ status: 0, stderr: '' })
+      expect(fs.lstatSync(victim).isFile()).to.equal(true)
+      expect(sha256(fs.readFileSync(victim))).to.equal(sha256(data))
     })
 
     it('a link to nothing is refused, as cp refuses it, and creates nothing', async () => {
