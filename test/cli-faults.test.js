@@ -407,6 +407,37 @@ describe('kfs command line under faults', function () {
       expect(sha256(fs.readFileSync(victim))).to.equal(sha256(data))
     })
 
+    it('a socket is refused, saying what it is', async function () {
+      const sock = path.join(t.dir, 'sock')
+      const server = require('node:net').createServer()
+      await new Promise((resolve) => server.listen(sock, resolve))
+      try {
+        const r = await cli(['get', 'k', sock])
+        expect(r.code).to.equal(1)
+        expect(r.stderr).to.equal(`kfs: ${sock} is a socket: kfs writes to files, devices and FIFOs\n`)
+      } finally {
+        server.close()
+      }
+    })
+
+    it('a file in a directory the user cannot write: the message says why it cannot be replaced', async function () {
+      if (process.geteuid() !== 0 || spawnSync('runuser', ['-u', 'nobody', '--', 'true']).status !== 0) {
+        console.log('      skipped: needs root and runuser, to run kfs as nobody')
+        return this.skip()
+      }
+      fs.chmodSync(t.dir, 0o755) // nobody reads the store, opened read-only
+      const rodir = path.join(t.dir, 'rodir')
+      fs.mkdirSync(rodir)
+      const file = path.join(rodir, 't')
+      fs.writeFileSync(file, 'previous', { mode: 0o666 })
+      fs.chmodSync(file, 0o666)
+      fs.chmodSync(rodir, 0o555)
+      const r = spawnSync('runuser', ['-u', 'nobody', '--', process.execPath, BIN, '-d', db, 'get', 'k', file], { encoding: 'utf8' })
+      expect(r.status).to.equal(1)
+      expect(r.stderr).to.equal(`kfs: cannot create a temporary file in ${rodir} to replace ${file} atomically (permission denied)\n`)
+      expect(fs.readFileSync(file, 'utf8')).to.equal('previous')
+    })
+
     it('a link to nothing is refused, as cp refuses it, and creates nothing', async () => {
       const link = path.join(t.dir, 'dangling')
       fs.symlinkSync('nowhere/file', link)

@@ -19,13 +19,14 @@ const crypto = require('node:crypto')
 // - a symbolic link is followed, and the rules above apply to what it points to; a
 //   link to nothing is refused (ENOENT), as GNU cp refuses, rather than creating a
 //   file wherever it points;
-// - a directory is refused (EISDIR) before anything is read.
+// - a directory is refused (EISDIR), and a socket (ENXIO), before anything is read.
 // An interruption (Ctrl-C) removes the temporary file: it is in `temps` meanwhile.
 async function openTarget (file, temps) {
   for (let attempt = 1; ; attempt++) {
     const { target, stats } = await resolve(file)
     if (!stats || stats.isFile()) return { write: (fill) => replace(file, target, stats, temps, fill), close: async () => {} }
     if (stats.isDirectory()) throw Object.assign(new Error(`${file} is a directory: name the file to write`), { code: 'EISDIR', path: file })
+    if (stats.isSocket()) throw Object.assign(new Error(`${file} is a socket: kfs writes to files, devices and FIFOs`), { code: 'ENXIO', path: file })
     const handle = await fs.promises.open(target, fs.constants.O_WRONLY | fs.constants.O_NOCTTY)
     // What was opened is what lstat saw, not a regular file put there since, which
     // would be written in place, neither truncated nor replaced whole (its inode number
@@ -84,7 +85,7 @@ async function replace (file, target, stats, temps, fill) {
     await syncDir(dir)
   } catch (err) {
     await fs.promises.rm(tmp, { force: true })
-    throw ownError(err, file, tmp)
+    throw ownError(err, file, target, tmp, stats)
   } finally {
     if (temps) temps.delete(tmp)
   }
@@ -99,9 +100,14 @@ async function keepOwnerAndMode (handle, stats) {
   await handle.chmod(stats.mode & 0o7777)
 }
 
-// An error of the temporary file names the target: the user named it.
-function ownError (err, file, tmp) {
+// An error of the temporary file names the target: the user named it. One creating it
+// without permission says so: the file itself may be writable (cp writes in place),
+// its directory is not.
+function ownError (err, file, target, tmp, stats) {
   if (err.path !== tmp) return err
+  if (stats && err.syscall === 'open' && (err.code === 'EACCES' || err.code === 'EPERM')) {
+    return Object.assign(new Error(`cannot create a temporary file in ${path.dirname(target)} to replace ${file} atomically (permission denied)`), { code: err.code, path: file, cause: err })
+  }
   err.path = file
   err.message = err.message.split(tmp).join(file)
   return err
