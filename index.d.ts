@@ -18,7 +18,8 @@ declare namespace kfs {
 
   /**
    * For a process about to be ended by a signal it handles: removes at once the shadows
-   * of the stores it has open read-only, which then fail.
+   * of the stores it has open read-only, which may then fail (files LevelDB already has
+   * open still read).
    */
   function removeShadowsSync (): void
 

@@ -47,6 +47,26 @@ describe('kfs command line under faults', function () {
 
   const oneLine = (stderr) => expect(stderr, stderr).to.match(/^kfs: [^\n]+\n$/)
 
+  // Waits until `done()` holds, for at most 20 s (a loaded machine is slow to start a
+  // process).
+  async function until (done, what) {
+    for (const deadline = Date.now() + 20000; !done();) {
+      if (Date.now() > deadline) throw new Error(`not within 20 s: ${what}`)
+      await new Promise((resolve) => setTimeout(resolve, 20))
+    }
+  }
+
+  // Whether one of process `pid`'s threads waits in a kernel function matching `pattern`
+  // (/proc/PID/task/TID/wchan): wait_for_partner is a FIFO's open waiting for the other
+  // end, pipe_write a write to a full pipe.
+  function waitsIn (pid, pattern) {
+    try {
+      return fs.readdirSync(`/proc/${pid}/task`).some((tid) => pattern.test(fs.readFileSync(`/proc/${pid}/task/${tid}/wchan`, 'utf8')))
+    } catch {
+      return false // gone, or no /proc
+    }
+  }
+
   it('unlink and put succeed when giving the space back afterwards fails: a warning line, exit 0', async () => {
     const commands = require('../lib/cli/commands')
     const errors = require('../lib/api/errors')
@@ -148,30 +168,61 @@ describe('kfs command line under faults', function () {
     // shadows are removed (and the files being written beside their target, and a
     // progress bar cleared: tests above and in cli-progress). It raises the signal again
     // rather than calling process.exit(), which would wait for the thread blocked in
-    // open(2) for ever: each command here waits there, for a writer or a reader.
-    for (const [signal, args] of [['SIGINT', ['put']], ['SIGINT', ['get', 'x']], ['SIGTERM', ['get', 'x']], ['SIGHUP', ['get', 'x']]]) {
-      const readOnly = args[0] === 'get' ? ['--read-only'] : []
-      const what = readOnly.length ? 'a --read-only get waiting to open a FIFO nobody reads' : 'a put waiting to open a FIFO nobody writes'
-      it(`${signal} ends ${what} at once, by that signal${readOnly.length ? ', leaving no shadow' : ''}`, async () => {
+    // open(2) or write(2) for ever: each command here waits there, for a writer, for a
+    // reader (with the store not open yet), or for a reader that opened the FIFO but
+    // reads nothing (with the store open, through shadows).
+    const cases = [
+      ['SIGINT', ['put'], 'a put waiting to open a FIFO nobody writes', /wait_for_partner/],
+      ['SIGINT', ['--read-only', 'get', 'x'], 'a --read-only get waiting to open a FIFO nobody reads', /wait_for_partner/],
+      ['SIGTERM', ['--read-only', 'get', 'big'], 'a --read-only get writing to a FIFO whose reader reads nothing', /pipe_write/],
+      ['SIGHUP', ['--read-only', 'get', 'big'], 'a --read-only get writing to a FIFO whose reader reads nothing', /pipe_write/]
+    ]
+    for (const [signal, args, what, blocked] of cases) {
+      const opened = args.includes('big')
+      it(`${signal} ends ${what} at once, by that signal${opened ? ', leaving no shadow' : ''}`, async () => {
         await cli(['put', '--key', 'x'], { input: 'x' }) // the store exists
+        if (opened) await cli(['put', '--key', 'big'], { input: bytes(1024 * 1024, 'big') }) // more than a pipe holds
         const tmp = path.join(t.dir, 'tmp')
         fs.mkdirSync(tmp)
-        const child = spawn(process.execPath, [BIN, '-d', db, ...readOnly, ...args, fifo], { stdio: 'ignore', env: { ...process.env, TMPDIR: tmp } })
-        const exited = new Promise((resolve) => child.on('exit', (code, sig) => resolve({ code, signal: sig })))
-        // It blocks in open(2) on one of libuv's threads once it stats the FIFO.
-        await new Promise((resolve) => setTimeout(resolve, 1000))
-        if (readOnly.length) expect(fs.readdirSync(tmp), 'the store is open, through shadows').to.not.deep.equal([])
-        const sent = Date.now()
-        child.kill(signal)
-        let timer
-        const outcome = await Promise.race([exited, new Promise((resolve) => { timer = setTimeout(() => resolve('still running'), 5000) })])
-        clearTimeout(timer)
-        if (outcome === 'still running') child.kill('SIGKILL')
-        expect(outcome).to.deep.equal({ code: null, signal })
-        expect(Date.now() - sent).to.be.below(5000)
-        expect(fs.readdirSync(tmp)).to.deep.equal([])
+        // Opened without waiting for a writer, and never read: a reader that reads nothing.
+        const reader = opened ? fs.openSync(fifo, fs.constants.O_RDONLY | fs.constants.O_NONBLOCK) : undefined
+        try {
+          const child = spawn(process.execPath, [BIN, '-d', db, ...args, fifo], { stdio: 'ignore', env: { ...process.env, TMPDIR: tmp } })
+          const exited = new Promise((resolve) => child.on('exit', (code, sig) => resolve({ code, signal: sig })))
+          await until(() => waitsIn(child.pid, blocked), `kfs blocked in ${blocked.source}`)
+          if (opened) expect(fs.readdirSync(tmp), 'the store is open, through shadows').to.not.deep.equal([])
+          const sent = Date.now()
+          child.kill(signal)
+          let timer
+          const outcome = await Promise.race([exited, new Promise((resolve) => { timer = setTimeout(() => resolve('still running'), 5000) })])
+          clearTimeout(timer)
+          if (outcome === 'still running') child.kill('SIGKILL')
+          expect(outcome).to.deep.equal({ code: null, signal })
+          expect(Date.now() - sent).to.be.below(5000)
+          expect(fs.readdirSync(tmp)).to.deep.equal([])
+        } finally {
+          if (reader !== undefined) fs.closeSync(reader)
+        }
       })
     }
+
+    it('get KEY FIFO waiting for a reader leaves the store free: another kfs reads it meanwhile', async () => {
+      await cli(['put', '--key', 'x'], { input: 'the bytes' })
+      const child = spawn(process.execPath, [BIN, '-d', db, 'get', 'x', fifo], { stdio: 'ignore' })
+      const exited = new Promise((resolve) => child.on('exit', resolve))
+      try {
+        await until(() => waitsIn(child.pid, /wait_for_partner/), 'kfs get waiting for a reader of the FIFO')
+        const r = await cli(['get', 'x'])
+        expect(r).to.deep.include({ code: 0, stderr: '' })
+        expect(r.stdout.toString()).to.equal('the bytes')
+        // Then a reader comes, and gets the file.
+        const read = fs.promises.readFile(fifo, 'utf8')
+        expect(await exited).to.equal(0)
+        expect(await read).to.equal('the bytes')
+      } finally {
+        child.kill('SIGKILL')
+      }
+    })
   })
 
   it('put from a directory on stdin, or of a directory, fails instead of storing an empty file', async () => {
@@ -294,6 +345,97 @@ describe('kfs command line under faults', function () {
       expect(fs.readFileSync(out).equals(data)).to.equal(true)
       expect(fs.statSync(out).mode & 0o777).to.equal(0o640)
       expect(fs.readFileSync(path.join(t.dir, 'old'), 'utf8')).to.equal('previous')
+    })
+
+    it('a regular file keeps its owner, group and mode bits, setgid included (as root)', async function () {
+      if (process.geteuid() !== 0) {
+        console.log('      skipped: giving a file to another user needs root')
+        return this.skip()
+      }
+      const owned = path.join(t.dir, 'owned')
+      fs.writeFileSync(owned, 'previous', { mode: 0o600 })
+      fs.chownSync(owned, 65534, 65534)
+      const setgid = path.join(t.dir, 'setgid')
+      fs.writeFileSync(setgid, 'previous')
+      fs.chmodSync(setgid, 0o2755)
+      for (const file of [owned, setgid]) expect((await cli(['get', 'k', file])).code).to.equal(0)
+      expect(fs.readFileSync(owned).equals(data)).to.equal(true)
+      expect(fs.statSync(owned)).to.deep.include({ uid: 65534, gid: 65534 })
+      expect(fs.statSync(owned).mode & 0o7777).to.equal(0o600)
+      expect(fs.statSync(setgid).mode & 0o7777).to.equal(0o2755)
+    })
+
+    it('a file others may not read is written into a temporary file they may not read either', async function () {
+      if (!hasStrace) {
+        console.log('      skipped: strace is not installed (Debian package strace)')
+        return this.skip()
+      }
+      const out = path.join(t.dir, 'secret')
+      fs.writeFileSync(out, 'previous', { mode: 0o600 })
+      const trace = path.join(t.dir, 'trace')
+      const r = spawnSync('strace', ['-f', '-qq', '-o', trace, '-e', 'trace=open,openat,chmod,fchmod,fchmodat', process.execPath, BIN, '-d', db, 'get', 'k', out])
+      expect(r.status).to.equal(0)
+      const lines = fs.readFileSync(trace, 'utf8').split('\n')
+      const created = lines.filter((l) => /open(at)?\(.*\.secret\.kfs-[0-9a-f]+".*O_CREAT/.test(l))
+      expect(created, lines.join('\n')).to.have.length(1)
+      expect(created[0]).to.match(/, 0600\)\s+= \d+$/)
+      const modes = lines.filter((l) => /chmod/.test(l)).map((l) => /, (0\d+)\)\s+= 0$/.exec(l)[1])
+      expect(modes).to.deep.equal(['0600'])
+      expect(fs.statSync(out).mode & 0o777).to.equal(0o600)
+    })
+
+    it('a FIFO or device swapped for a regular file between lstat and open is replaced whole, not written in place', async function () {
+      const victim = path.join(t.dir, 'victim')
+      if (spawnSync('mkfifo', [victim]).status !== 0) return this.skip()
+      // Swaps it for a longer regular file as kfs opens it to write through.
+      const swap = path.join(t.dir, 'swap.js')
+      fs.writeFileSync(swap, `
+        const fs = require('node:fs')
+        const open = fs.promises.open
+        let swapped = false
+        fs.promises.open = function (file, flags, ...rest) {
+          if (!swapped && file === ${JSON.stringify(victim)} && typeof flags === 'number' && (flags & fs.constants.O_WRONLY)) {
+            swapped = true
+            fs.rmSync(file)
+            fs.writeFileSync(file, 'X'.repeat(${data.length + 100000}))
+          }
+          return open.call(this, file, flags, ...rest)
+        }`)
+      const r = spawnSync(process.execPath, ['--require', swap, BIN, '-d', db, 'get', 'k', victim], { encoding: 'utf8' })
+      expect(r).to.deep.include({ status: 0, stderr: '' })
+      expect(fs.lstatSync(victim).isFile()).to.equal(true)
+      expect(sha256(fs.readFileSync(victim))).to.equal(sha256(data))
+    })
+
+    it('a socket is refused, saying what it is', async function () {
+      const sock = path.join(t.dir, 'sock')
+      const server = require('node:net').createServer()
+      await new Promise((resolve) => server.listen(sock, resolve))
+      try {
+        const r = await cli(['get', 'k', sock])
+        expect(r.code).to.equal(1)
+        expect(r.stderr).to.equal(`kfs: ${sock} is a socket: kfs writes to files, devices and FIFOs\n`)
+      } finally {
+        server.close()
+      }
+    })
+
+    it('a file in a directory the user cannot write: the message says why it cannot be replaced', async function () {
+      if (process.geteuid() !== 0 || spawnSync('runuser', ['-u', 'nobody', '--', 'true']).status !== 0) {
+        console.log('      skipped: needs root and runuser, to run kfs as nobody')
+        return this.skip()
+      }
+      fs.chmodSync(t.dir, 0o755) // nobody reads the store, opened read-only
+      const rodir = path.join(t.dir, 'rodir')
+      fs.mkdirSync(rodir)
+      const file = path.join(rodir, 't')
+      fs.writeFileSync(file, 'previous', { mode: 0o666 })
+      fs.chmodSync(file, 0o666)
+      fs.chmodSync(rodir, 0o555)
+      const r = spawnSync('runuser', ['-u', 'nobody', '--', process.execPath, BIN, '-d', db, 'get', 'k', file], { encoding: 'utf8' })
+      expect(r.status).to.equal(1)
+      expect(r.stderr).to.equal(`kfs: cannot create a temporary file in ${rodir} to replace ${file} atomically (permission denied)\n`)
+      expect(fs.readFileSync(file, 'utf8')).to.equal('previous')
     })
 
     it('a link to nothing is refused, as cp refuses it, and creates nothing', async () => {

@@ -94,6 +94,9 @@ describe('a store opened read-only', function () {
     return store
   }
   const pause = () => new Promise((resolve) => setTimeout(resolve, 20)) // a rewrite would change mtimes
+  // What shadows are named for besides their process: its pid namespace and boot.
+  const ns = /\[(\d+)\]/.exec(fs.readlinkSync('/proc/self/ns/pid'))[1]
+  const boot = fs.readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').slice(0, 8)
 
   it('reads every file, lists, stats, verifies and writes nothing in the store; its shadows go at close', async () => {
     const dir = path.join(t.dir, 'store')
@@ -143,18 +146,19 @@ describe('a store opened read-only', function () {
     try {
       const ofLive = fs.readdirSync(shadows).sort()
       expect(ofLive.length).to.be.above(1) // the state and the shards read
-      for (const name of ofLive) expect(name).to.match(new RegExp(`^kfs-readonly-${live.child.pid}-\\d+-\\d+-`))
+      for (const name of ofLive) expect(name).to.match(new RegExp(`^kfs-readonly-${live.child.pid}-\\d+-\\d+-${boot}-`))
       const killed = await reader()
       killed.child.kill('SIGTERM')
       expect(await killed.exited).to.equal('SIGTERM')
       expect(fs.readdirSync(shadows).length).to.be.above(ofLive.length) // left behind
       // One of another process with this pid, started at another time (a pid used
       // again): gone. One of another pid namespace (a container's), whose pids cannot
-      // be checked, and a name of another form: kept.
-      const ns = /\[(\d+)\]/.exec(fs.readlinkSync('/proc/self/ns/pid'))[1]
-      fs.mkdirSync(path.join(shadows, `kfs-readonly-${process.pid}-1-${ns}-AbCdEf`))
-      const kept = [`kfs-readonly-${killed.child.pid}-1-${Number(ns) + 1}-AbCdEf`, 'kfs-readonly-AbCdEf']
-      for (const name of kept) fs.mkdirSync(path.join(shadows, name))
+      // be checked, one of another boot or host (a temporary directory on NFS), and a
+      // name of another form: kept.
+      fs.mkdirSync(path.join(shadows, `kfs-readonly-${process.pid}-1-${ns}-${boot}-AbCdEf`), { mode: 0o700 })
+      const otherBoot = (parseInt(boot, 16) ^ 1).toString(16).padStart(8, '0')
+      const kept = [`kfs-readonly-${killed.child.pid}-1-${Number(ns) + 1}-${boot}-AbCdEf`, `kfs-readonly-${killed.child.pid}-1-${ns}-${otherBoot}-AbCdEf`, 'kfs-readonly-AbCdEf']
+      for (const name of kept) fs.mkdirSync(path.join(shadows, name), { mode: 0o700 })
 
       const store = open(dir, { readOnly: true })
       expect(sha256(await store.readFile(FILES[0][0]))).to.equal(sha256(FILES[0][1]))
@@ -164,6 +168,36 @@ describe('a store opened read-only', function () {
       live.child.kill('SIGKILL')
       await live.exited
     }
+  })
+
+  it('the sweep removes only directories of its own user that nobody else can change: not a link, nor another user\'s', async function () {
+    const dir = path.join(t.dir, 'store')
+    await writeStore(dir)
+    const dead = spawnSync(process.execPath, ['-e', '']).pid // gone: its shadows are stale
+    const stale = (suffix) => path.join(shadows, `kfs-readonly-${dead}-1-${ns}-${boot}-${suffix}`)
+    const victim = path.join(t.dir, 'victim')
+    fs.mkdirSync(victim)
+    fs.writeFileSync(path.join(victim, 'precious'), 'x')
+    fs.symlinkSync(victim, stale('link'))
+    fs.mkdirSync(stale('open'), { mode: 0o755 }) // another user could have made it theirs: kept
+    fs.chmodSync(stale('open'), 0o755)
+    fs.mkdirSync(stale('own'), { mode: 0o700 })
+    fs.writeFileSync(path.join(stale('own'), 'f'), 'x')
+    const kept = ['link', 'open']
+    if (process.geteuid() === 0) {
+      fs.mkdirSync(stale('nobody'), { mode: 0o700 })
+      fs.writeFileSync(path.join(stale('nobody'), 'f'), 'x')
+      fs.chownSync(stale('nobody'), 65534, 65534)
+      kept.push('nobody')
+    } else {
+      console.log('      not checked: another user\'s directory (needs root to make one)')
+    }
+    const store = open(dir, { readOnly: true })
+    expect(sha256(await store.readFile(FILES[0][0]))).to.equal(sha256(FILES[0][1]))
+    await store.close()
+    expect(fs.readdirSync(shadows).sort()).to.deep.equal(kept.map((suffix) => path.basename(stale(suffix))).sort())
+    expect(fs.readdirSync(victim)).to.deep.equal(['precious'])
+    if (kept.includes('nobody')) expect(fs.readdirSync(stale('nobody'))).to.deep.equal(['f'])
   })
 
   it('a full or read-only temporary directory fails the open with ENOSPC or EROFS naming it, and leaves nothing there', async function () {

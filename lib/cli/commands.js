@@ -4,7 +4,7 @@ const { pipeline } = require('node:stream/promises')
 const { Progress } = require('./progress')
 const { Output, write, println } = require('./output')
 const { put } = require('./put')
-const { writeFile } = require('./write-file')
+const { openTarget } = require('./write-file')
 const { humanSize, table, escapeField, describeError, shardName } = require('./text')
 
 // Each command gets the store, its arguments and `io` ({ stdin, stdout, stderr, and
@@ -14,26 +14,30 @@ const { humanSize, table, escapeField, describeError, shardName } = require('./t
 async function get (store, io, key, file, { start, end }) {
   // A reversed range is a usage error, whatever is stored.
   if (end < start) throw Object.assign(new RangeError(`end (${end}) must not be less than start (${start})`), { code: 'EINVAL' })
-  const stat = await store.stat(key) // ENOENT before anything is created
-  if (start !== undefined && start > stat.size) {
-    throw Object.assign(new RangeError(`--start (${start}) is beyond the end of the file (${stat.size} bytes)`), { code: 'EINVAL' })
-  }
-  const last = Math.min(end ?? stat.size - 1, stat.size - 1)
-  const total = Math.max(0, last - (start ?? 0) + 1)
-  const progress = Progress.create({ stream: io.stderr, total, label: 'get' })
-  const meter = progress ? [progress.meter()] : []
-  // Each stream is made where pipeline() takes it, which listens to its errors.
-  const copy = (...out) => pipeline(store.createReadStream(key, { start, end }), ...meter, ...out)
+  // A FILE written through (a FIFO, a device) is opened before the store is: see openTarget.
+  const target = file && file !== '-' ? await openTarget(file, io.temps) : undefined
+  let progress
   try {
-    if (!file || file === '-') {
+    const stat = await store.stat(key) // ENOENT before anything is created
+    if (start !== undefined && start > stat.size) {
+      throw Object.assign(new RangeError(`--start (${start}) is beyond the end of the file (${stat.size} bytes)`), { code: 'EINVAL' })
+    }
+    const last = Math.min(end ?? stat.size - 1, stat.size - 1)
+    const total = Math.max(0, last - (start ?? 0) + 1)
+    progress = Progress.create({ stream: io.stderr, total, label: 'get' })
+    const meter = progress ? [progress.meter()] : []
+    // Each stream is made where pipeline() takes it, which listens to its errors.
+    const copy = (...out) => pipeline(store.createReadStream(key, { start, end }), ...meter, ...out)
+    if (!target) {
       await copy(io.stdout, { end: false })
       await write(io.stdout, '') // an error writing the output is reported, not lost
       return 0
     }
-    await writeFile(file, io.temps, copy)
+    await target.write(copy)
     return 0
   } finally {
     if (progress) progress.finish()
+    if (target) await target.close()
   }
 }
 

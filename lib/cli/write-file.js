@@ -4,25 +4,38 @@ const fs = require('node:fs')
 const path = require('node:path')
 const crypto = require('node:crypto')
 
-// `kfs get KEY FILE`: writes what `fill(stream)` pipes into `stream` to FILE, as `cp`
-// would put it there:
+// `kfs get KEY FILE`: opens FILE to take what `fill(stream)` pipes into `stream`, as `cp`
+// would put it there. Resolves to { write(fill), close() }:
 // - a regular file, or a path where nothing is, is written beside it, synced and renamed
 //   into place: an error or a crash never leaves a truncated file, and an existing file
-//   is replaced only by a complete one, with its permission bits;
+//   is replaced only by a complete one, with its owner, group and mode bits (setuid and
+//   setgid included; the owner only where this process may give it, as root);
 // - anything else that exists (/dev/null, a FIFO, a terminal, a disk) is written
-//   through, opened for writing as it is: renaming over it would replace a device or a
-//   FIFO with a regular file (and fail without write permission on its directory);
+//   through, opened for writing as it is, here, before write() is called: renaming over
+//   it would replace a device or a FIFO with a regular file (and fail without write
+//   permission on its directory). The caller opens the store only then, as a shell opens
+//   `> FIFO` before the command runs: a FIFO's open waits for a reader, and a store
+//   opened meanwhile would be held, refusing other commands;
 // - a symbolic link is followed, and the rules above apply to what it points to; a
 //   link to nothing is refused (ENOENT), as GNU cp refuses, rather than creating a
 //   file wherever it points;
-// - a directory is refused (EISDIR) before anything is read.
+// - a directory is refused (EISDIR), and a socket (ENXIO), before anything is read.
 // An interruption (Ctrl-C) removes the temporary file: it is in `temps` meanwhile.
-async function writeFile (file, temps, fill) {
-  const { target, stats } = await resolve(file)
-  if (!stats) return replace(file, target, undefined, temps, fill)
-  if (stats.isDirectory()) throw Object.assign(new Error(`${file} is a directory: name the file to write`), { code: 'EISDIR', path: file })
-  if (stats.isFile()) return replace(file, target, stats, temps, fill)
-  return writeThrough(target, stats, fill)
+async function openTarget (file, temps) {
+  for (let attempt = 1; ; attempt++) {
+    const { target, stats } = await resolve(file)
+    if (!stats || stats.isFile()) return { write: (fill) => replace(file, target, stats, temps, fill), close: async () => {} }
+    if (stats.isDirectory()) throw Object.assign(new Error(`${file} is a directory: name the file to write`), { code: 'EISDIR', path: file })
+    if (stats.isSocket()) throw Object.assign(new Error(`${file} is a socket: kfs writes to files, devices and FIFOs`), { code: 'ENXIO', path: file })
+    const handle = await fs.promises.open(target, fs.constants.O_WRONLY | fs.constants.O_NOCTTY)
+    // What was opened is what lstat saw, not a regular file put there since, which
+    // would be written in place, neither truncated nor replaced whole (its inode number
+    // may be the removed FIFO's: the type is compared too).
+    const opened = await handle.stat().catch((err) => handle.close().then(() => { throw err }))
+    if (opened.dev === stats.dev && opened.ino === stats.ino && (opened.mode & fs.constants.S_IFMT) === (stats.mode & fs.constants.S_IFMT)) return { write: (fill) => writeThrough(handle, stats, fill), close: () => handle.close() }
+    await handle.close()
+    if (attempt === 3) throw Object.assign(new Error(`${file} keeps changing while it is opened: not writing to it`), { code: 'EAGAIN', path: file })
+  }
 }
 
 // What `file` names, with its stats (none when nothing is there): through a symbolic
@@ -45,28 +58,25 @@ function absent (err) {
   if (err.code !== 'ENOENT') throw err
 }
 
-// Opened write-only, neither created nor truncated: a device or a FIFO takes the bytes
-// as they come (a FIFO's open waits for a reader). Only a disk is synced: fsync means
-// nothing to the others, and fails on some.
-async function writeThrough (target, stats, fill) {
-  const handle = await fs.promises.open(target, fs.constants.O_WRONLY)
-  try {
-    await fill(handle.createWriteStream({ autoClose: false }))
-    if (stats.isBlockDevice()) await handle.sync()
-  } finally {
-    await handle.close()
-  }
+// Neither created nor truncated: a device or a FIFO takes the bytes as they come. Only
+// a disk is synced: fsync means nothing to the others, and fails on some.
+async function writeThrough (handle, stats, fill) {
+  await fill(handle.createWriteStream({ autoClose: false }))
+  if (stats.isBlockDevice()) await handle.sync()
 }
 
+// The temporary file replacing an existing one is made 0600, and given the file's mode
+// once complete: others never read, while it is written, what they may not read in the
+// file. A new file is made with the mode it keeps (0666 less the umask), as cp makes it.
 async function replace (file, target, stats, temps, fill) {
   const dir = path.dirname(path.resolve(target))
   const tmp = path.join(dir, `.${path.basename(target)}.kfs-${crypto.randomBytes(4).toString('hex')}`)
   if (temps) temps.add(tmp)
   try {
-    await fill(fs.createWriteStream(tmp, { flags: 'wx' }))
+    await fill(fs.createWriteStream(tmp, { flags: 'wx', mode: stats ? 0o600 : 0o666 }))
     const handle = await fs.promises.open(tmp, 'r+')
     try {
-      if (stats) await handle.chmod(stats.mode & 0o777)
+      if (stats) await keepOwnerAndMode(handle, stats)
       await handle.sync()
     } finally {
       await handle.close()
@@ -75,15 +85,32 @@ async function replace (file, target, stats, temps, fill) {
     await syncDir(dir)
   } catch (err) {
     await fs.promises.rm(tmp, { force: true })
-    // The temporary file is ours: the user named the target.
-    if (err.path === tmp) {
-      err.path = file
-      err.message = err.message.split(tmp).join(file)
-    }
-    throw err
+    throw ownError(err, file, target, tmp, stats)
   } finally {
     if (temps) temps.delete(tmp)
   }
+}
+
+// The owner and group are given where this process may (root; a user only a group of
+// its own), then the mode bits, which chown clears setuid and setgid from.
+async function keepOwnerAndMode (handle, stats) {
+  await handle.chown(stats.uid, stats.gid).catch((err) => {
+    if (err.code !== 'EPERM') throw err
+  })
+  await handle.chmod(stats.mode & 0o7777)
+}
+
+// An error of the temporary file names the target: the user named it. One creating it
+// without permission says so: the file itself may be writable (cp writes in place),
+// its directory is not.
+function ownError (err, file, target, tmp, stats) {
+  if (err.path !== tmp) return err
+  if (stats && err.syscall === 'open' && (err.code === 'EACCES' || err.code === 'EPERM')) {
+    return Object.assign(new Error(`cannot create a temporary file in ${path.dirname(target)} to replace ${file} atomically (permission denied)`), { code: err.code, path: file, cause: err })
+  }
+  err.path = file
+  err.message = err.message.split(tmp).join(file)
+  return err
 }
 
 // The rename is durable once the directory is synced.
@@ -96,4 +123,4 @@ async function syncDir (dir) {
   }
 }
 
-module.exports = { writeFile }
+module.exports = { openTarget }

@@ -19,13 +19,15 @@
 // replays those past the manifest and numbers its new files past them. LOCK, LOG and
 // LOG.old are not linked either: LevelDB makes its own in the shadow.
 //
-// A shadow is named for its process: kfs-readonly-PID-START-NS-XXXXXX, START the
-// process's start time, so that a pid used again is told apart, and NS its pid
-// namespace, whose pids are the only ones it can check (a container sharing the
-// directory has others); both 0 without /proc. close() removes it, and so does the
-// process's exit; a process killed (by any signal a library must not handle) leaves it,
-// and the next process of the namespace to make a shadow in the same directory removes
-// those whose process is gone, before making its own.
+// A shadow is named for its process: kfs-readonly-PID-START-NS-BOOT-XXXXXX, START the
+// process's start time, so that a pid used again is told apart, NS its pid namespace,
+// whose pids are the only ones it can check (a container sharing the directory has
+// others), and BOOT the first 8 hex digits of the kernel's boot id, which tells hosts
+// (a temporary directory on NFS) and boots apart: the host's pid namespace has the same
+// number on every machine. Each is 0 without /proc. close() removes it, and so does
+// the process's exit; a process killed (by any signal a library must not handle) leaves
+// it, and the next process of the same namespace and boot to make a shadow in the same
+// directory removes those whose process is gone, before making its own.
 const fs = require('node:fs/promises')
 const { rmSync } = require('node:fs')
 const os = require('node:os')
@@ -69,9 +71,11 @@ async function makeShadow (location) {
   await removeStale(tmp)
   let root
   try {
-    const { start, ns } = await whoAmI()
-    root = await fs.mkdtemp(path.join(tmp, `kfs-readonly-${process.pid}-${start}-${ns}-`))
+    const { start, ns, boot } = await whoAmI()
+    root = await fs.mkdtemp(path.join(tmp, `kfs-readonly-${process.pid}-${start}-${ns}-${boot}-`))
     roots.add(root)
+    // Only its owner can change what is in it: the sweep removes nothing else.
+    await fs.chmod(root, 0o700)
     // A process that ends without closing its stores (process.exit(), an uncaught
     // error) leaves no shadow behind either; a crash or a signal leaves it to removeStale().
     if (!exitHooked) process.once('exit', removeShadowsSync)
@@ -153,12 +157,12 @@ function removeShadowsSync () {
   roots.clear()
 }
 
-const SHADOW = /^kfs-readonly-(\d+)-(\d+)-(\d+)-/
+const SHADOW = /^kfs-readonly-(\d+)-(\d+)-(\d+)-([0-9a-f]+)-/
 const SWEEP_MS = 60000 // how often a process looks for stale shadows, at most
 let swept // { tmp, at, done }: the last look
 
 // Removes the shadows in `tmp` of processes that are gone. Never rejects: what cannot be
-// removed (another user's, in a sticky /tmp) is not this process's to remove.
+// removed is not this process's to remove.
 function removeStale (tmp) {
   if (!swept || swept.tmp !== tmp || Date.now() - swept.at > SWEEP_MS) {
     swept = { tmp, at: Date.now(), done: sweep(tmp).catch(() => {}) }
@@ -167,11 +171,24 @@ function removeStale (tmp) {
 }
 
 async function sweep (tmp) {
-  const { ns } = await whoAmI()
+  const { ns, boot } = await whoAmI()
   for (const name of await fs.readdir(tmp)) {
     const owner = SHADOW.exec(name)
-    if (owner && owner[3] === ns && await gone(Number(owner[1]), owner[2])) await fs.rm(path.join(tmp, name), { recursive: true, force: true }).catch(() => {})
+    if (owner && owner[3] === ns && owner[4] === boot && await gone(Number(owner[1]), owner[2]) && await ours(path.join(tmp, name))) {
+      await fs.rm(path.join(tmp, name), { recursive: true, force: true }).catch(() => {})
+    }
   }
+}
+
+// Whether `entry` is a directory (not a symbolic link) of this process's user that
+// nobody else can write to or enter (0700, as makeShadow leaves its shadows): anyone can
+// name an entry of a shared /tmp like a shadow, and a root process removing one of
+// another user's would remove what that user made it point to, swapping a directory
+// in it for a link while the removal runs. In a sticky /tmp nobody else can rename or
+// remove this user's entry either, so what it is does not change before the removal.
+async function ours (entry) {
+  const stats = await fs.lstat(entry).catch(() => undefined)
+  return Boolean(stats && stats.isDirectory() && stats.uid === process.geteuid() && (stats.mode & 0o7777) === 0o700)
 }
 
 // Whether the process that made a shadow has ended: no process has its pid (signal 0
@@ -197,12 +214,14 @@ async function startOf (pid) {
   return stat && stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19]
 }
 
-// This process's { start, ns }: its start time and its pid namespace's inode number.
+// This process's { start, ns, boot }: its start time, its pid namespace's inode number
+// and the start of the boot id.
 let self
 const whoAmI = () => (self = self || Promise.all([
   startOf(process.pid),
-  fs.readlink('/proc/self/ns/pid').then((link) => /\[(\d+)\]/.exec(link)?.[1], () => undefined)
-]).then(([start, ns]) => ({ start: start ?? '0', ns: ns ?? '0' })))
+  fs.readlink('/proc/self/ns/pid').then((link) => /\[(\d+)\]/.exec(link)?.[1], () => undefined),
+  fs.readFile('/proc/sys/kernel/random/boot_id', 'utf8').then((id) => /^[0-9a-f]{8}/.exec(id)?.[0], () => undefined)
+]).then(([start, ns, boot]) => ({ start: start ?? '0', ns: ns ?? '0', boot: boot ?? '0' })))
 
 function once (fn) {
   let done
