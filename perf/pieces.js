@@ -8,13 +8,15 @@
 // rounds rotate the engines' order.
 //
 //   npm run benchmark:pieces -- [--size BYTES] [--pieces N] [--workers N] [--rounds N]
-//                                [--idle MS] [--dir DIR] [--out DIR] [--quick]
+//                                [--idle MS] [--fresh] [--dir DIR] [--out DIR] [--quick]
 //
 //   --size BYTES     a piece's size: 62068, 256K, 1M (62068)
 //   --pieces N       pieces per engine and round (10000)
 //   --workers N      uploads, and downloads, in flight (5)
 //   --rounds N       rounds (3)
 //   --idle MS        how long the engine stays open, idle, after collect (5000)
+//   --fresh          kfs starts from a new store: its shards are made by the first
+//                    pieces, on the clock (without it, they are made before)
 //   --dir DIR        where the stores go: a new directory made in it and removed at the
 //                    end ($KFS_PERF_DIR, else the temp dir)
 //   --out DIR        pieces.csv, pieces.md and pieces.svg go here (a new directory in
@@ -39,7 +41,8 @@
 //
 // Engines:
 // - kfs: writeFile(pieceId, data), readFile, unlink, with every shard made before the
-//   clock starts (a node's store in use); kfs-sync the same with { sync: true };
+//   clock starts (a node's store in use), or with --fresh by the first pieces; kfs-sync
+//   the same with { sync: true };
 // - files: one file per piece, Storj's old piece store: written to a temporary file,
 //   then renamed to DIR/ab/cdef... (256 directories, made before the clock); files-fsync
 //   the same with the file fsynced before its rename, as Storj's filestore does when it
@@ -75,13 +78,14 @@ const POOL_SLACK = 4 * MiB
 const SAMPLE_MS = 20
 
 function parseArgs (argv) {
-  const args = { size: 62068, pieces: 10000, workers: 5, rounds: 3, idleMs: 5000, dir: process.env.KFS_PERF_DIR || os.tmpdir(), quick: false }
+  const args = { size: 62068, pieces: 10000, workers: 5, rounds: 3, idleMs: 5000, fresh: false, dir: process.env.KFS_PERF_DIR || os.tmpdir(), quick: false }
   const value = (i) => optionValue(argv, i)
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i]
     if (arg === '--size') args.size = parseSize(value(++i), arg)
     else if (['--pieces', '--workers', '--rounds'].includes(arg)) args[arg.slice(2)] = parseCount(value(++i), arg)
     else if (arg === '--idle') args.idleMs = parseCount(value(++i), arg)
+    else if (arg === '--fresh') args.fresh = true
     else if (arg === '--dir') args.dir = value(++i)
     else if (arg === '--out') args.out = value(++i)
     else if (arg === '--from-csv') args.fromCsv = value(++i)
@@ -102,9 +106,12 @@ function usage () {
 }
 
 // An engine: put(key, data), get(key) -> Buffer, del(key), close().
-async function openEngine (engine, dir) {
+// fresh: a kfs store opened with no shard made yet.
+async function openEngine (engine, dir, fresh) {
   if (engine === 'kfs' || engine === 'kfs-sync') {
-    const store = await openStore(dir, undefined, '..', { sync: engine === 'kfs-sync' })
+    const options = { sync: engine === 'kfs-sync' }
+    const store = fresh ? require('..')(dir, options) : await openStore(dir, undefined, '..', options)
+    await store.open()
     return { put: (k, data) => store.writeFile(k, data), get: (k) => store.readFile(k), del: (k) => store.unlink(k), close: () => store.close() }
   }
   if (engine === 'leveldb') {
@@ -169,13 +176,13 @@ function shuffled (n) {
 
 const CASES = {
   // One engine's round: a row per phase, without round and engine.
-  async pieces ({ engine, dir, size, pieces, workers, idleMs }) {
+  async pieces ({ engine, dir, size, pieces, workers, idleMs, fresh }) {
     const pool = crypto.randomBytes(size + POOL_SLACK)
     const offsets = Array.from({ length: pieces }, () => crypto.randomInt(POOL_SLACK + 1))
     const content = (i) => pool.subarray(offsets[i], offsets[i] + size)
     const keys = Array.from({ length: pieces }, () => crypto.randomBytes(32).toString('hex'))
     const disk = () => diskBytes(dir, { allocated: true })
-    const store = await openEngine(engine, dir)
+    const store = await openEngine(engine, dir, fresh)
     const empty = disk()
     const peaks = sampler()
     const rows = []
@@ -280,7 +287,7 @@ function report (args, rows, { loadStart, loadEnd, filesystem, commit }) {
   const live = args.pieces * args.size
   add(`# Storj's piece workload: ${fmt(args.pieces)} pieces of ${fmt(args.size)} bytes, ${args.workers} workers`)
   add()
-  add(`Measured with \`node perf/pieces.js ${process.argv.slice(2).join(' ')}\` at commit ${commit}, ${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC, on ${machine()}; stores on ${filesystem}. ${rounds.length} round${rounds.length === 1 ? '' : 's'}, each engine in its own process and a new store each round, the engines' order rotated round by round. Figures are medians over rounds; a ratio is the median of the rounds' ratios, each of two engines measured in the same round. Load average (1, 5, 15 min) at the start: ${load(loadStart)}; at the end: ${load(loadEnd)}. The machine was shared with other work: compare engines within this run, not with other runs.${args.quick ? ` **${quickMark('sizes')}.**` : ''}`)
+  add(`Measured with \`node perf/pieces.js ${process.argv.slice(2).join(' ')}\` at commit ${commit}, ${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC, on ${machine()}; stores on ${filesystem}. ${rounds.length} round${rounds.length === 1 ? '' : 's'}, each engine in its own process and a new store each round, the engines' order rotated round by round. kfs's shards ${args.fresh ? 'were made by the first pieces, on the clock (--fresh: a new store)' : 'were all made before the clock started (a store in use)'}. Figures are medians over rounds; a ratio is the median of the rounds' ratios, each of two engines measured in the same round. Load average (1, 5, 15 min) at the start: ${load(loadStart)}; at the end: ${load(loadEnd)}. The machine was shared with other work: compare engines within this run, not with other runs.${args.quick ? ` **${quickMark('sizes')}.**` : ''}`)
   add()
   add('Method: perf/pieces.js (the comment at its top) and doc/performance.md, "Storj\'s piece workload".')
   add()
@@ -308,7 +315,7 @@ function report (args, rows, { loadStart, loadEnd, filesystem, commit }) {
     add(`| ${NAMES[e]} | ${mib(mid(e, 'upload', (r) => r.diskEmpty))} | ${share('download', (r) => r.diskEnd)} | ${share('collect', (r) => r.diskEnd)} | ${share('collect', (r) => r.diskIdle)} | ${share('collect', (r) => r.diskIdle - r.diskEmpty)} | ${share('collect', (r) => r.diskClosed)} | ${mib(mid(e, 'collect', (r) => r.diskClosed))} |`)
   }
   add()
-  add('Shares of the live bytes. "empty, open": the engine\'s directory once it is open and before the first piece (kfs: every shard made, each holding one tiny file; files: the 256 directories); "less empty": what collect left beyond that.')
+  add(`Shares of the live bytes. "empty, open": the engine's directory once it is open and before the first piece (kfs: ${args.fresh ? 'no shard made yet' : 'every shard made, each holding one tiny file'}; files: the 256 directories); "less empty": what collect left beyond that.`)
   add()
   add('![pieces/s per engine and phase](pieces.svg)')
   add()
@@ -370,7 +377,7 @@ async function main (args) {
         const engine = ENGINES[(i + round - 1) % ENGINES.length]
         const dir = path.join(base, `${engine}-${round}`)
         process.stderr.write(`perf/pieces.js: round ${round}, ${engine}\n`)
-        const job = { name: 'pieces', engine, dir, size: args.size, pieces: args.pieces, workers: args.workers, idleMs: args.idleMs }
+        const job = { name: 'pieces', engine, dir, size: args.size, pieces: args.pieces, workers: args.workers, idleMs: args.idleMs, fresh: args.fresh }
         for (const r of await inChild(SELF, job)) rows.push({ round, engine, ...r })
         fs.rmSync(dir, { recursive: true, force: true })
       }
