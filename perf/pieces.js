@@ -35,9 +35,10 @@
 //   collector deletes the expired pieces it finds.
 // Disk use is the blocks allocated to the engine's directory (as `du` counts them):
 // when the engine is open and empty, after each phase, then 5 s later with the engine
-// still open and idle, then once it is closed. Memory (RSS, and private: RssAnon) and
-// open descriptors are sampled every 20 ms during each phase; a phase's figure is its
-// peak.
+// still open and idle, then once it is closed. Memory (RSS, and private: RssAnon) is
+// sampled every 20 ms during each phase, open descriptors every 500 ms (listing kfs's
+// thousand or so takes 0.5 ms of the main thread), both at its start and end too; a
+// phase's figure is its peak.
 //
 // Engines:
 // - kfs: writeFile(pieceId, data), readFile, unlink, with every shard made before the
@@ -76,6 +77,7 @@ const HEADER = 'round,engine,phase,pieces,piece_bytes,workers,seconds,pieces_per
 // A piece is a slice of a random pool at a random offset up to this.
 const POOL_SLACK = 4 * MiB
 const SAMPLE_MS = 20
+const FDS_EVERY = 25 // memory samples per descriptor count
 
 function parseArgs (argv) {
   const args = { size: 62068, pieces: 10000, workers: 5, rounds: 3, idleMs: 5000, fresh: false, dir: process.env.KFS_PERF_DIR || os.tmpdir(), quick: false }
@@ -141,25 +143,28 @@ async function openEngine (engine, dir, fresh) {
   }
 }
 
-// Peak memory and descriptors, sampled every SAMPLE_MS from start() to stop().
+// Peak memory, sampled every SAMPLE_MS from start() to stop(), and descriptors, every
+// FDS_EVERY samples and at both ends.
 function sampler () {
   let peak
-  const sample = () => {
+  let samples
+  const sample = (fds) => {
     const m = memory()
     peak.rss = Math.max(peak.rss, m.anon + m.file)
     peak.anon = Math.max(peak.anon, m.anon)
-    peak.fds = Math.max(peak.fds, descriptors() || 0)
+    if (fds || ++samples % FDS_EVERY === 0) peak.fds = Math.max(peak.fds, descriptors() || 0)
   }
   let timer
   return {
     start () {
       peak = { rss: 0, anon: 0, fds: 0 }
-      sample()
+      samples = 0
+      sample(true)
       timer = setInterval(sample, SAMPLE_MS)
     },
     stop () {
       clearInterval(timer)
-      sample()
+      sample(true)
       return peak
     }
   }
@@ -271,9 +276,11 @@ function summarize (rows) {
   return { rounds, at, mid, range, ratio }
 }
 
-function machine () {
+// This machine; `short`, as the chart names it.
+function machine (short = false) {
   const cpus = os.cpus()
-  return `${cpus.length} × ${cpus[0] ? cpus[0].model.trim() : 'unknown cpu'}, ${fmt(os.totalmem() / 2 ** 30, 1)} GiB, Linux ${os.release()}, node ${process.version}, leveldown ${require('leveldown/package.json').version}`
+  const cores = `${cpus.length} × ${cpus[0] ? cpus[0].model.trim() : 'unknown cpu'}, ${fmt(os.totalmem() / 2 ** 30, 1)} GiB`
+  return short ? `${cores}, node ${process.version}` : `${cores}, Linux ${os.release()}, node ${process.version}, leveldown ${require('leveldown/package.json').version}`
 }
 
 function report (args, rows, { loadStart, loadEnd, filesystem, commit }) {
@@ -324,13 +331,13 @@ function report (args, rows, { loadStart, loadEnd, filesystem, commit }) {
 
 // Median pieces/s per phase and engine, from the CSV's rows (chartsOf): log scale, as
 // collect runs an order of magnitude faster than upload.
-function charts (rows, { quick }) {
+function charts (rows, { quick, machine }) {
   const { rounds, mid } = summarize(rows)
   const engines = ENGINES.filter((e) => rows.some((r) => r.engine === e))
   const first = rows[0] || { pieces: 0, size: 0, workers: 0 }
   const svg = barChart({
     title: `Storj's piece workload: pieces/s, higher is better (median of ${rounds.length} round${rounds.length === 1 ? '' : 's'})`,
-    subtitle: `${fmt(first.pieces)} pieces of ${fmt(first.size)} bytes, ${first.workers} workers (collect: 1); ${machine()}`,
+    subtitle: `${fmt(first.pieces)} pieces of ${fmt(first.size)} bytes, ${first.workers} workers (collect: 1)${machine ? `; ${machine}` : ''}`,
     mark: quick ? quickMark('sizes') : undefined,
     xLabel: 'phase',
     yLabel: 'pieces/s',
@@ -386,6 +393,7 @@ async function main (args) {
     fs.rmSync(base, { recursive: true, force: true })
   }
   context.loadEnd = os.loadavg()
+  args.machine = machine(true) // the chart drawn by the run names the machine; --from-csv's does not
   const csv = toCsv(rows)
   const markdown = report(args, rows, context)
   writeOut(out, { 'pieces.csv': csv, 'pieces.md': markdown, ...chartsOf(csv, args, REDRAW) })

@@ -55,6 +55,12 @@ describe('perf/pieces.js', function () {
     expect(svg).to.contain('higher is better')
     for (const name of names) expect(svg).to.match(new RegExp(`<text class="legend" [^>]*>${name.replace(/[+().]/g, '\\$&')}</text>`))
     for (const phase of PHASES) expect(svg).to.contain(`>${phase}</text>`)
+
+    // Drawn again from the CSV: the same chart, but for the machine, which only the run knows.
+    const again = path.join(tmp.dir, 'again')
+    await run(['--from-csv', path.join(out, 'pieces.csv'), '--out', again, '--quick'])
+    const notMachine = (text) => text.replace(/\); [^<]*</, ')<')
+    expect(fs.readFileSync(path.join(again, 'pieces.svg'), 'utf8')).to.equal(notMachine(svg))
   })
 
   it('--help prints the usage; bad arguments exit with 2 and a message', async () => {
