@@ -102,9 +102,9 @@ async function rawShards (dir, shards, { lazy = false, perBatch = 1, options = s
 // shards (all but for a quick run) exist, are open, and were committed into once before
 // any clock starts: a shard's first commit in a process makes its key fingerprints, a
 // scan of its keys. A new tiny file into each (one written again would leave a dead
-// version instead).
-async function openStore (dir, shards = STORE.shardCount, lib = '..') {
-  const store = require(lib)(dir, { referenceId: REF })
+// version instead). `options`: the store's others.
+async function openStore (dir, shards = STORE.shardCount, lib = '..', options = {}) {
+  const store = require(lib)(dir, { ...options, referenceId: REF })
   const ref = Buffer.from(REF, 'hex')
   const wanted = new Set(keysForShards(shards).map(({ key }) => shardFor(ref, key)))
   while (wanted.size > 0) {

@@ -81,13 +81,15 @@ function descriptors () {
   }
 }
 
-// Bytes under `dir`. LevelDB removes files while this walks, so one that vanished
-// counts as gone (du exits non-zero then).
-function diskBytes (dir) {
-  let sum = 0
+// Bytes under `dir`: the files' sizes, or (allocated) the blocks the files and
+// directories, `dir` too, take on the disk, as `du` counts them. LevelDB removes files
+// while this walks, so one that vanished counts as gone (du exits non-zero then).
+function diskBytes (dir, { allocated = false } = {}) {
+  let sum = allocated ? fs.statSync(dir).blocks * 512 : 0
   for (const entry of fs.readdirSync(dir, { withFileTypes: true, recursive: true })) {
     try {
-      if (entry.isFile()) sum += fs.statSync(path.join(entry.parentPath || entry.path, entry.name)).size
+      const stat = (entry.isFile() || (allocated && entry.isDirectory())) && fs.statSync(path.join(entry.parentPath || entry.path, entry.name))
+      if (stat) sum += allocated ? stat.blocks * 512 : stat.size
     } catch (err) {
       if (err.code !== 'ENOENT') throw err
     }
@@ -364,4 +366,4 @@ async function main (args) {
 
 if (require.main === module) runScript('perf/node.js', { parseArgs, cases: CASES, main })
 
-module.exports = { keysForShards, REF }
+module.exports = { keysForShards, REF, diskBytes, memory, descriptors }

@@ -94,6 +94,17 @@ function drain (readable) {
   return pipeline(readable, new Writable({ write: (chunk, enc, cb) => cb() }))
 }
 
+// Writes `data` to a new or truncated `file`, fsynced before it is closed when `sync`.
+async function fsWrite (file, data, sync) {
+  const handle = await fs.promises.open(file, 'w')
+  try {
+    await handle.writeFile(data)
+    if (sync) await handle.sync()
+  } finally {
+    await handle.close()
+  }
+}
+
 // n workers take items from the list and await read(item) until it is empty.
 async function inFlight (n, items, read) {
   let next = 0
@@ -102,4 +113,4 @@ async function inFlight (n, items, read) {
   }))
 }
 
-module.exports = { drain, inFlight, runScript, writeOut, chartsOf, quickMark, UsageError, optionValue, parseCount, parseSize, fmt, KiB, MiB, GiB }
+module.exports = { drain, fsWrite, inFlight, runScript, writeOut, chartsOf, quickMark, UsageError, optionValue, parseCount, parseSize, fmt, KiB, MiB, GiB }

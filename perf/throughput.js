@@ -24,7 +24,7 @@ const { Readable, Writable } = require('node:stream')
 const { pipeline } = require('node:stream/promises')
 const kfs = require('..')
 const { UNCHECKED } = require('../lib/data/chunk-reader')
-const { drain } = require('./script')
+const { drain, fsWrite } = require('./script')
 
 const MiB = 1024 * 1024
 
@@ -50,16 +50,6 @@ async function time (fn) {
   const start = now()
   await fn()
   return ms(start)
-}
-
-async function fsWrite (file, data, sync) {
-  const handle = await fs.promises.open(file, 'w')
-  try {
-    await handle.writeFile(data)
-    if (sync) await handle.sync()
-  } finally {
-    await handle.close()
-  }
 }
 
 async function fsUnlink (file, sync) {

@@ -1,0 +1,406 @@
+'use strict'
+
+// A storage node's piece workload, the shape of Storj's own piece-store benchmark
+// (storj/storj, cmd/tools/piecestore-benchmark): pieces of 62,068 bytes (a piece of a
+// 1.8 MB file after erasure coding), 10,000 of them, 5 workers; upload, download, then
+// collect the expired pieces. Each engine runs each round in a child process of its
+// own (LevelDB runs every compaction of a process on one thread), into a new store;
+// rounds rotate the engines' order.
+//
+//   npm run benchmark:pieces -- [--size BYTES] [--pieces N] [--workers N] [--rounds N]
+//                                [--idle MS] [--fresh] [--dir DIR] [--out DIR] [--quick]
+//
+//   --size BYTES     a piece's size: 62068, 256K, 1M (62068)
+//   --pieces N       pieces per engine and round (10000)
+//   --workers N      uploads, and downloads, in flight (5)
+//   --rounds N       rounds (3)
+//   --idle MS        how long the engine stays open, idle, after collect (5000)
+//   --fresh          kfs starts from a new store: its shards are made by the first
+//                    pieces, on the clock (without it, they are made before)
+//   --dir DIR        where the stores go: a new directory made in it and removed at the
+//                    end ($KFS_PERF_DIR, else the temp dir)
+//   --out DIR        pieces.csv, pieces.md and pieces.svg go here (a new directory in
+//                    the temp dir, printed)
+//   --quick          tiny sizes, for the tests: proves the script runs, measures nothing
+//   --from-csv FILE  run nothing: draw the chart again from a pieces.csv, into --out
+//                    (default: beside FILE)
+//
+// Phases, each timed whole (pieces/s, MiB/s) and piece by piece (p50, p99):
+// - upload: the workers take the pieces in turn; each piece is random bytes (a slice of
+//   a random pool at a random offset, so that no copy is made), stored under a random
+//   32-byte piece ID in hex, as a storage node addresses pieces;
+// - download: every piece, in a random order, the same number of workers, every byte
+//   compared with what was written (the comparison is outside the piece's latency);
+// - collect: every piece unlinked, one at a time, in upload order, as Storj's
+//   collector deletes the expired pieces it finds.
+// Disk use is the blocks allocated to the engine's directory (as `du` counts them):
+// when the engine is open and empty, after each phase, then 5 s later with the engine
+// still open and idle, then once it is closed. Memory (RSS, and private: RssAnon) is
+// sampled every 20 ms during each phase, open descriptors every 500 ms (listing kfs's
+// thousand or so takes 0.5 ms of the main thread), both at its start and end too; a
+// phase's figure is its peak.
+//
+// Engines:
+// - kfs: writeFile(pieceId, data), readFile, unlink, with every shard made before the
+//   clock starts (a node's store in use), or with --fresh by the first pieces; kfs-sync
+//   the same with { sync: true };
+// - files: one file per piece, Storj's old piece store: written to a temporary file,
+//   then renamed to DIR/ab/cdef... (256 directories, made before the clock); files-fsync
+//   the same with the file fsynced before its rename, as Storj's filestore does when it
+//   syncs (Dir.Commit: file.Sync(), close, rename; the directory is not fsynced);
+// - leveldb: one raw LevelDB (leveldown, kfs's LevelDB options), a piece per value:
+//   put, get, del.
+
+const fs = require('node:fs')
+const os = require('node:os')
+const path = require('node:path')
+const crypto = require('node:crypto')
+const { execFileSync } = require('node:child_process')
+const { inChild, now, msSince } = require('./child')
+const { fsWrite, inFlight, runScript, writeOut, chartsOf, quickMark, UsageError, optionValue, parseCount, parseSize, fmt, MiB } = require('./script')
+const { median, percentile } = require('./stats')
+const { barChart } = require('./svg')
+const { diskBytes, memory, descriptors } = require('./node')
+const { call, openRaw, openStore } = require('./kfs-work')
+
+const SELF = __filename
+const ENGINES = ['kfs', 'kfs-sync', 'files', 'files-fsync', 'leveldb']
+const NAMES = {
+  kfs: 'kfs',
+  'kfs-sync': 'kfs, sync: true',
+  files: 'files (temp file, rename)',
+  'files-fsync': 'files + fsync',
+  leveldb: 'one raw LevelDB'
+}
+const PHASES = ['upload', 'download', 'collect']
+const HEADER = 'round,engine,phase,pieces,piece_bytes,workers,seconds,pieces_per_s,mib_per_s,p50_ms,p99_ms,peak_rss_bytes,peak_anon_bytes,peak_fds,disk_empty_bytes,disk_end_bytes,disk_idle_bytes,disk_closed_bytes'
+// A piece is a slice of a random pool at a random offset up to this.
+const POOL_SLACK = 4 * MiB
+const SAMPLE_MS = 20
+const FDS_EVERY = 25 // memory samples per descriptor count
+
+function parseArgs (argv) {
+  const args = { size: 62068, pieces: 10000, workers: 5, rounds: 3, idleMs: 5000, fresh: false, dir: process.env.KFS_PERF_DIR || os.tmpdir(), quick: false }
+  const value = (i) => optionValue(argv, i)
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]
+    if (arg === '--size') args.size = parseSize(value(++i), arg)
+    else if (['--pieces', '--workers', '--rounds'].includes(arg)) args[arg.slice(2)] = parseCount(value(++i), arg)
+    else if (arg === '--idle') args.idleMs = parseCount(value(++i), arg)
+    else if (arg === '--fresh') args.fresh = true
+    else if (arg === '--dir') args.dir = value(++i)
+    else if (arg === '--out') args.out = value(++i)
+    else if (arg === '--from-csv') args.fromCsv = value(++i)
+    else if (arg === '--quick') Object.assign(args, { size: 4096, pieces: 60, rounds: 1, idleMs: 200, quick: true })
+    else if (arg === '--help' || arg === '-h') args.help = true
+    else if (arg === '--child') args.child = JSON.parse(value(++i))
+    else throw new UsageError(`unknown argument ${arg} (see --help)`)
+  }
+  if (args.fromCsv) args.out = args.out ?? path.dirname(args.fromCsv)
+  return args
+}
+
+// The comment at the top of this file, as --help prints it.
+function usage () {
+  const text = fs.readFileSync(SELF, 'utf8').split('\n')
+  const body = text.slice(2, text.findIndex((line, i) => i > 2 && !line.startsWith('//')))
+  return body.map((line) => line.replace(/^\/\/ ?/, '')).join('\n') + '\n'
+}
+
+// An engine: put(key, data), get(key) -> Buffer, del(key), close().
+// fresh: a kfs store opened with no shard made yet.
+async function openEngine (engine, dir, fresh) {
+  if (engine === 'kfs' || engine === 'kfs-sync') {
+    const options = { sync: engine === 'kfs-sync' }
+    const store = fresh ? require('..')(dir, options) : await openStore(dir, undefined, '..', options)
+    await store.open()
+    return { put: (k, data) => store.writeFile(k, data), get: (k) => store.readFile(k), del: (k) => store.unlink(k), close: () => store.close() }
+  }
+  if (engine === 'leveldb') {
+    const db = await openRaw(dir, require('../lib/leveldb/leveldb').DEFAULTS)
+    return {
+      put: (k, data) => call((cb) => db.put(k, data, cb)),
+      get: (k) => call((cb) => db.get(k, { asBuffer: true }, cb)),
+      del: (k) => call((cb) => db.del(k, cb)),
+      close: () => call((cb) => db.close(cb))
+    }
+  }
+  const fsync = engine === 'files-fsync'
+  const temp = path.join(dir, 'temp')
+  fs.mkdirSync(temp, { recursive: true })
+  for (let i = 0; i < 256; i++) fs.mkdirSync(path.join(dir, i.toString(16).padStart(2, '0')))
+  const where = (k) => path.join(dir, k.slice(0, 2), k.slice(2))
+  let written = 0
+  return {
+    async put (k, data) {
+      const partial = path.join(temp, `blob-${written++}.partial`)
+      await fsWrite(partial, data, fsync)
+      await fs.promises.rename(partial, where(k))
+    },
+    get: (k) => fs.promises.readFile(where(k)),
+    del: (k) => fs.promises.unlink(where(k)),
+    close: async () => {}
+  }
+}
+
+// Peak memory, sampled every SAMPLE_MS from start() to stop(), and descriptors, every
+// FDS_EVERY samples and at both ends.
+function sampler () {
+  let peak
+  let samples
+  const sample = (fds) => {
+    const m = memory()
+    peak.rss = Math.max(peak.rss, m.anon + m.file)
+    peak.anon = Math.max(peak.anon, m.anon)
+    if (fds || ++samples % FDS_EVERY === 0) peak.fds = Math.max(peak.fds, descriptors() || 0)
+  }
+  let timer
+  return {
+    start () {
+      peak = { rss: 0, anon: 0, fds: 0 }
+      samples = 0
+      sample(true)
+      timer = setInterval(sample, SAMPLE_MS)
+    },
+    stop () {
+      clearInterval(timer)
+      sample(true)
+      return peak
+    }
+  }
+}
+
+function shuffled (n) {
+  const order = Array.from({ length: n }, (_, i) => i)
+  for (let i = n - 1; i > 0; i--) {
+    const j = crypto.randomInt(i + 1)
+    ;[order[i], order[j]] = [order[j], order[i]]
+  }
+  return order
+}
+
+const CASES = {
+  // One engine's round: a row per phase, without round and engine.
+  async pieces ({ engine, dir, size, pieces, workers, idleMs, fresh }) {
+    const pool = crypto.randomBytes(size + POOL_SLACK)
+    const offsets = Array.from({ length: pieces }, () => crypto.randomInt(POOL_SLACK + 1))
+    const content = (i) => pool.subarray(offsets[i], offsets[i] + size)
+    const keys = Array.from({ length: pieces }, () => crypto.randomBytes(32).toString('hex'))
+    const disk = () => diskBytes(dir, { allocated: true })
+    const store = await openEngine(engine, dir, fresh)
+    const empty = disk()
+    const peaks = sampler()
+    const rows = []
+    // Runs op(i) for every i of `order`, `n` at a time; op returns what it timed.
+    const phase = async (name, order, n, op) => {
+      const latencies = []
+      peaks.start()
+      const start = now()
+      await inFlight(n, order, async (i) => latencies.push(await op(i)))
+      const seconds = msSince(start) / 1000
+      const peak = peaks.stop()
+      rows.push({ phase: name, pieces, size, workers: n, seconds, p50: percentile(latencies, 50), p99: percentile(latencies, 99), peak, diskEmpty: empty, diskEnd: disk() })
+    }
+    const timed = async (fn) => {
+      const start = now()
+      const result = await fn()
+      return { ms: msSince(start), result }
+    }
+    const upload = Array.from({ length: pieces }, (_, i) => i)
+    await phase('upload', upload, workers, async (i) => (await timed(() => store.put(keys[i], content(i)))).ms)
+    await phase('download', shuffled(pieces), workers, async (i) => {
+      const { ms, result } = await timed(() => store.get(keys[i]))
+      if (!content(i).equals(result)) throw new Error(`${engine} returned other bytes for piece ${i}`)
+      return ms
+    })
+    await phase('collect', upload, 1, async (i) => (await timed(() => store.del(keys[i]))).ms)
+    await new Promise((resolve) => setTimeout(resolve, idleMs))
+    rows.at(-1).diskIdle = disk()
+    await store.close()
+    rows.at(-1).diskClosed = disk()
+    return rows
+  }
+}
+
+const cell = (x, digits) => (x === undefined ? '' : digits === undefined ? String(x) : x.toFixed(digits))
+
+function toCsv (rows) {
+  return [HEADER, ...rows.map((r) => [r.round, r.engine, r.phase, r.pieces, r.size, r.workers, cell(r.seconds, 3), cell(r.pieces / r.seconds, 1), cell(r.pieces * r.size / MiB / r.seconds, 2), cell(r.p50, 3), cell(r.p99, 3),
+    r.peak.rss, r.peak.anon, r.peak.fds, r.diskEmpty, r.diskEnd, cell(r.diskIdle), cell(r.diskClosed)].join(','))].join('\n') + '\n'
+}
+
+// A row as the report and chart read it, from a record of pieces.csv.
+function fromCsv (r) {
+  const number = (x) => (x === '' ? undefined : Number(x))
+  return {
+    round: Number(r.round),
+    engine: r.engine,
+    phase: r.phase,
+    pieces: Number(r.pieces),
+    size: Number(r.piece_bytes),
+    workers: Number(r.workers),
+    seconds: Number(r.seconds),
+    p50: Number(r.p50_ms),
+    p99: Number(r.p99_ms),
+    peak: { rss: Number(r.peak_rss_bytes), anon: Number(r.peak_anon_bytes), fds: Number(r.peak_fds) },
+    diskEmpty: Number(r.disk_empty_bytes),
+    diskEnd: Number(r.disk_end_bytes),
+    diskIdle: number(r.disk_idle_bytes),
+    diskClosed: number(r.disk_closed_bytes)
+  }
+}
+
+const rate = (r) => r.pieces / r.seconds
+
+// Figures over rounds: at(engine, phase) -> that engine's rows of the phase, by round;
+// mid(engine, phase, fn): the median of fn(row) over rounds; ratio(a, b, phase): the
+// median of the rounds' pieces/s ratios, each of engines measured in the same round.
+function summarize (rows) {
+  const rounds = [...new Set(rows.map((r) => r.round))]
+  const at = (engine, phase) => rounds.map((round) => rows.find((r) => r.round === round && r.engine === engine && r.phase === phase)).filter(Boolean)
+  const mid = (engine, phase, fn) => {
+    const xs = at(engine, phase).map(fn)
+    return xs.length ? median(xs) : NaN
+  }
+  const range = (engine, phase, fn) => {
+    const xs = at(engine, phase).map(fn)
+    return xs.length ? [Math.min(...xs), Math.max(...xs)] : [NaN, NaN]
+  }
+  const ratio = (a, b, phase) => {
+    const xs = rounds.map((round) => {
+      const [x, y] = [a, b].map((e) => rows.find((r) => r.round === round && r.engine === e && r.phase === phase))
+      return x && y ? rate(x) / rate(y) : NaN
+    }).filter(Number.isFinite)
+    return xs.length ? median(xs) : NaN
+  }
+  return { rounds, at, mid, range, ratio }
+}
+
+// This machine; `short`, as the chart names it.
+function machine (short = false) {
+  const cpus = os.cpus()
+  const cores = `${cpus.length} × ${cpus[0] ? cpus[0].model.trim() : 'unknown cpu'}, ${fmt(os.totalmem() / 2 ** 30, 1)} GiB`
+  return short ? `${cores}, node ${process.version}` : `${cores}, Linux ${os.release()}, node ${process.version}, leveldown ${require('leveldown/package.json').version}`
+}
+
+function report (args, rows, { loadStart, loadEnd, filesystem, commit }) {
+  const { rounds, mid, range, ratio } = summarize(rows)
+  const engines = ENGINES.filter((e) => rows.some((r) => r.engine === e))
+  const lines = []
+  const add = (line = '') => lines.push(line)
+  const mib = (b) => fmt(b / MiB, 1)
+  const ms = (x) => fmt(x, x < 10 ? 2 : 1)
+  const load = (l) => l.map((x) => x.toFixed(2)).join(' ')
+  const live = args.pieces * args.size
+  add(`# Storj's piece workload: ${fmt(args.pieces)} pieces of ${fmt(args.size)} bytes, ${args.workers} workers`)
+  add()
+  add(`Measured with \`node perf/pieces.js ${process.argv.slice(2).join(' ')}\` at commit ${commit}, ${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC, on ${machine()}; stores on ${filesystem}. ${rounds.length} round${rounds.length === 1 ? '' : 's'}, each engine in its own process and a new store each round, the engines' order rotated round by round. kfs's shards ${args.fresh ? 'were made by the first pieces, on the clock (--fresh: a new store)' : 'were all made before the clock started (a store in use)'}. Figures are medians over rounds; a ratio is the median of the rounds' ratios, each of two engines measured in the same round. Load average (1, 5, 15 min) at the start: ${load(loadStart)}; at the end: ${load(loadEnd)}. The machine was shared with other work: compare engines within this run, not with other runs.${args.quick ? ` **${quickMark('sizes')}.**` : ''}`)
+  add()
+  add('Method: perf/pieces.js (the comment at its top) and doc/performance.md, "Storj\'s piece workload".')
+  add()
+  for (const phase of PHASES) {
+    const workers = phase === 'collect' ? 1 : args.workers
+    add(`## ${phase[0].toUpperCase()}${phase.slice(1)} (${workers} in flight)`)
+    add()
+    const extra = phase === 'download' ? ' | / one raw LevelDB' : ''
+    add(`| engine | pieces/s (rounds) | MiB/s | p50 ms | p99 ms | / files | / files + fsync${extra} | peak RSS MiB | peak private MiB | peak descriptors |`)
+    add(`|---|---|---|---|---|---|---|${phase === 'download' ? '---|' : ''}---|---|---|`)
+    for (const e of engines) {
+      const [lo, hi] = range(e, phase, rate)
+      const vsRaw = phase === 'download' ? ` | ${fmt(ratio(e, 'leveldb', phase), 2)}` : ''
+      add(`| ${NAMES[e]} | ${fmt(mid(e, phase, rate))} (${fmt(lo)}-${fmt(hi)}) | ${fmt(mid(e, phase, (r) => rate(r) * r.size / MiB), 1)} | ${ms(mid(e, phase, (r) => r.p50))} | ${ms(mid(e, phase, (r) => r.p99))} | ${fmt(ratio(e, 'files', phase), 2)} | ${fmt(ratio(e, 'files-fsync', phase), 2)}${vsRaw} | ${fmt(mid(e, phase, (r) => r.peak.rss / MiB))} | ${fmt(mid(e, phase, (r) => r.peak.anon / MiB))} | ${fmt(mid(e, phase, (r) => r.peak.fds))} |`)
+    }
+    add()
+  }
+  add(`## Disk: blocks allocated, over the ${mib(live)} MiB of live pieces stored before collect`)
+  add()
+  const idle = `${fmt(args.idleMs / 1000, 1)} s`
+  add(`| engine | empty, open MiB | after download | after collect, at once | ${idle} later, still open | the same, less empty | after close | after close, MiB |`)
+  add('|---|---|---|---|---|---|---|---|')
+  for (const e of engines) {
+    const share = (phase, fn) => `${fmt(100 * mid(e, phase, fn) / live, 1)}%`
+    add(`| ${NAMES[e]} | ${mib(mid(e, 'upload', (r) => r.diskEmpty))} | ${share('download', (r) => r.diskEnd)} | ${share('collect', (r) => r.diskEnd)} | ${share('collect', (r) => r.diskIdle)} | ${share('collect', (r) => r.diskIdle - r.diskEmpty)} | ${share('collect', (r) => r.diskClosed)} | ${mib(mid(e, 'collect', (r) => r.diskClosed))} |`)
+  }
+  add()
+  add(`Shares of the live bytes. "empty, open": the engine's directory once it is open and before the first piece (kfs: ${args.fresh ? 'no shard made yet' : 'every shard made, each holding one tiny file'}; files: the 256 directories); "less empty": what collect left beyond that.`)
+  add()
+  add('![pieces/s per engine and phase](pieces.svg)')
+  add()
+  return lines.join('\n')
+}
+
+// Median pieces/s per phase and engine, from the CSV's rows (chartsOf): log scale, as
+// collect runs an order of magnitude faster than upload.
+function charts (rows, { quick, machine }) {
+  const { rounds, mid } = summarize(rows)
+  const engines = ENGINES.filter((e) => rows.some((r) => r.engine === e))
+  const first = rows[0] || { pieces: 0, size: 0, workers: 0 }
+  const svg = barChart({
+    title: `Storj's piece workload: pieces/s, higher is better (median of ${rounds.length} round${rounds.length === 1 ? '' : 's'})`,
+    subtitle: `${fmt(first.pieces)} pieces of ${fmt(first.size)} bytes, ${first.workers} workers (collect: 1)${machine ? `; ${machine}` : ''}`,
+    mark: quick ? quickMark('sizes') : undefined,
+    xLabel: 'phase',
+    yLabel: 'pieces/s',
+    yScale: 'log',
+    groups: PHASES,
+    series: engines.map((e) => ({ name: NAMES[e], values: PHASES.map((p) => mid(e, p, rate)) }))
+  })
+  return { 'pieces.svg': svg }
+}
+
+const REDRAW = { header: HEADER, fromCsv, charts }
+
+function commitOf () {
+  try {
+    return execFileSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: __dirname, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim()
+  } catch {
+    return 'unknown'
+  }
+}
+
+function filesystemOf (dir) {
+  try {
+    const [, line] = execFileSync('df', ['-PT', dir], { encoding: 'utf8' }).trim().split('\n')
+    const [device, type] = line.split(/\s+/)
+    return `${type} (${device})`
+  } catch {
+    return 'an unknown filesystem'
+  }
+}
+
+async function main (args) {
+  if (args.help) return process.stdout.write(usage())
+  fs.mkdirSync(args.dir, { recursive: true })
+  const base = fs.mkdtempSync(path.join(args.dir, 'kfs-pieces-'))
+  const out = args.out ?? fs.mkdtempSync(path.join(os.tmpdir(), 'kfs-pieces-out-'))
+  const context = { loadStart: os.loadavg(), filesystem: filesystemOf(base), commit: commitOf() }
+  const rows = []
+  try {
+    const need = args.pieces * args.size * 2 + 256 * MiB
+    const { bavail, bsize } = fs.statfsSync(base)
+    if (bavail * bsize < need) throw new Error(`${base} has ${fmt(bavail * bsize / MiB)} MiB free; this run needs about ${fmt(need / MiB)} MiB`)
+    for (let round = 1; round <= args.rounds; round++) {
+      for (let i = 0; i < ENGINES.length; i++) {
+        const engine = ENGINES[(i + round - 1) % ENGINES.length]
+        const dir = path.join(base, `${engine}-${round}`)
+        process.stderr.write(`perf/pieces.js: round ${round}, ${engine}\n`)
+        const job = { name: 'pieces', engine, dir, size: args.size, pieces: args.pieces, workers: args.workers, idleMs: args.idleMs, fresh: args.fresh }
+        for (const r of await inChild(SELF, job)) rows.push({ round, engine, ...r })
+        fs.rmSync(dir, { recursive: true, force: true })
+      }
+    }
+  } finally {
+    fs.rmSync(base, { recursive: true, force: true })
+  }
+  context.loadEnd = os.loadavg()
+  args.machine = machine(true) // the chart drawn by the run names the machine; --from-csv's does not
+  const csv = toCsv(rows)
+  const markdown = report(args, rows, context)
+  writeOut(out, { 'pieces.csv': csv, 'pieces.md': markdown, ...chartsOf(csv, args, REDRAW) })
+  process.stdout.write(markdown + '\n')
+  process.stderr.write(`perf/pieces.js: wrote pieces.csv, pieces.md and pieces.svg to ${out}\n`)
+}
+
+if (require.main === module) runScript('perf/pieces.js', { parseArgs, cases: CASES, main, redraw: REDRAW })
+
+module.exports = { HEADER, ENGINES, PHASES }

@@ -1,0 +1,77 @@
+'use strict'
+
+const { expect } = require('chai')
+const fs = require('node:fs')
+const path = require('node:path')
+const { execFile } = require('node:child_process')
+const { promisify } = require('node:util')
+const { useTmp } = require('./helpers')
+const { HEADER, ENGINES, PHASES } = require('../perf/pieces')
+
+// Storj's piece workload, once at tiny sizes: every engine and phase measured, in the
+// CSV, the report and the chart.
+describe('perf/pieces.js', function () {
+  this.timeout(60000)
+  const tmp = useTmp()
+  const script = path.join(__dirname, '..', 'perf', 'pieces.js')
+  const run = (argv) => promisify(execFile)(process.execPath, [script, ...argv])
+
+  it('--quick writes a CSV row per engine and phase, a report and a chart, and leaves no store behind', async () => {
+    const stores = path.join(tmp.dir, 'stores')
+    const out = path.join(tmp.dir, 'out')
+    const { stdout, stderr } = await run(['--quick', '--dir', stores, '--out', out])
+    expect(stderr).to.contain(`wrote pieces.csv, pieces.md and pieces.svg to ${out}`)
+    expect(fs.readdirSync(out).sort()).to.deep.equal(['pieces.csv', 'pieces.md', 'pieces.svg'])
+    expect(fs.readdirSync(stores)).to.deep.equal([])
+
+    const [header, ...lines] = fs.readFileSync(path.join(out, 'pieces.csv'), 'utf8').trim().split('\n')
+    expect(header).to.equal(HEADER)
+    const columns = header.split(',')
+    const rows = lines.map((line) => Object.fromEntries(line.split(',').map((cell, i) => [columns[i], cell])))
+    expect(rows.map((r) => `${r.engine} ${r.phase}`).sort()).to.deep.equal(ENGINES.flatMap((e) => PHASES.map((p) => `${e} ${p}`)).sort())
+    for (const r of rows) {
+      expect(Number(r.pieces_per_s), `${r.engine} ${r.phase}`).to.be.above(0)
+      expect(Number(r.p99_ms)).to.be.at.least(Number(r.p50_ms))
+      expect(Number(r.peak_rss_bytes)).to.be.at.least(Number(r.peak_anon_bytes)).and.above(0)
+      expect(Number(r.peak_fds)).to.be.above(0)
+      // Disk after idle and close only for collect, once the pieces are gone.
+      expect(r.disk_idle_bytes === '').to.equal(r.phase !== 'collect')
+      expect(r.disk_closed_bytes === '').to.equal(r.phase !== 'collect')
+    }
+
+    const report = fs.readFileSync(path.join(out, 'pieces.md'), 'utf8')
+    expect(stdout.trim()).to.equal(report.trim())
+    expect(report).to.contain('--quick: tiny sizes, measures nothing')
+    expect(report).to.match(/Load average \(1, 5, 15 min\) at the start: [\d.]+ [\d.]+ [\d.]+; at the end: [\d.]+ [\d.]+ [\d.]+\./)
+    const names = ['kfs', 'kfs, sync: true', 'files (temp file, rename)', 'files + fsync', 'one raw LevelDB']
+    for (const title of ['## Upload (5 in flight)', '## Download (5 in flight)', '## Collect (1 in flight)', '## Disk: ']) {
+      const section = report.slice(report.indexOf(title)).split('\n## ')[0]
+      expect(report, title).to.contain(title)
+      for (const name of names) expect(section, `${title} ${name}`).to.match(new RegExp(`^\\| ${name.replace(/[+().]/g, '\\$&')} \\| [\\d,.]+`, 'm'))
+    }
+    expect(report).to.contain('| / one raw LevelDB |')
+
+    const svg = fs.readFileSync(path.join(out, 'pieces.svg'), 'utf8')
+    expect(svg).to.contain('higher is better')
+    for (const name of names) expect(svg).to.match(new RegExp(`<text class="legend" [^>]*>${name.replace(/[+().]/g, '\\$&')}</text>`))
+    for (const phase of PHASES) expect(svg).to.contain(`>${phase}</text>`)
+
+    // Drawn again from the CSV: the same chart, but for the machine, which only the run knows.
+    const again = path.join(tmp.dir, 'again')
+    await run(['--from-csv', path.join(out, 'pieces.csv'), '--out', again, '--quick'])
+    const notMachine = (text) => text.replace(/\); [^<]*</, ')<')
+    expect(fs.readFileSync(path.join(again, 'pieces.svg'), 'utf8')).to.equal(notMachine(svg))
+  })
+
+  it('--help prints the usage; bad arguments exit with 2 and a message', async () => {
+    const { stdout } = await run(['--help'])
+    expect(stdout).to.contain('npm run benchmark:pieces -- [--size BYTES]')
+    expect(stdout).to.contain('--rounds N')
+    for (const [argv, message] of [[['--pieces', '0'], '--pieces takes a positive integer'], [['--size', 'big'], '--size takes a size'], [['--bogus'], 'unknown argument --bogus']]) {
+      const err = await run(argv).then(() => undefined, (e) => e)
+      expect(err, argv.join(' ')).to.be.an('error')
+      expect(err.code).to.equal(2)
+      expect(err.stderr).to.contain(message)
+    }
+  })
+})
