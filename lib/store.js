@@ -139,6 +139,7 @@ class Store {
       enabled: this.#options.reclaim && !this.#options.readOnly
     })
     shards.onDead = () => this.#reclaimer.noteDead()
+    shards.onWrite = () => this.#reclaimer.noteWrite()
     if (!this.#operations.closed) this.#life.opened()
   }
 

@@ -305,10 +305,28 @@ describe('when reclaiming runs', function () {
     return shard
   }
 
-  it('past 256 MiB it starts at once, and what is left once removals pause is reclaimed too', async () => {
+  it('removals alone wait for a pause, however much they leave dead: they take no more disk', async () => {
+    const shard = fakeShard(300 * MiB, 120 * MiB)
+    const reclaimer = new Reclaimer({ openShards: () => [shard], inShard: (index, fn) => fn(shard), idleMs: 200 })
+    for (let i = 0; i < 5; i++) {
+      reclaimer.noteDead()
+      await new Promise((resolve) => setTimeout(resolve, 20))
+    }
+    expect(shard.compacted).to.equal(0)
+    const until = Date.now() + 5000
+    while (shard.reclaimable > 0 && Date.now() < until) await new Promise((resolve) => setTimeout(resolve, 10))
+    await reclaimer.stop()
+    expect(shard.reclaimable).to.equal(0)
+  })
+
+  it('past 256 MiB a write starts it at once, and what is left once removals pause is reclaimed too', async () => {
     const shard = fakeShard(300 * MiB, 120 * MiB) // at once: 300, 180, then 60 is under 64 MiB
     const reclaimer = new Reclaimer({ openShards: () => [shard], inShard: (index, fn) => fn(shard), idleMs: 50 })
-    reclaimer.noteDead() // the last removal of a burst, above 256 MiB
+    reclaimer.noteDead() // the last removal
+    reclaimer.noteWrite() // a write begins, with more than 256 MiB dead
+    expect(shard.compacted).to.equal(0)
+    await new Promise((resolve) => setImmediate(resolve))
+    expect(shard.compacted).to.be.above(0) // before the pause's timer
     const until = Date.now() + 5000
     while (shard.reclaimable > 0 && Date.now() < until) await new Promise((resolve) => setTimeout(resolve, 10))
     await reclaimer.stop()
@@ -322,7 +340,8 @@ describe('when reclaiming runs', function () {
     const compactPiece = shard.compactPiece
     shard.compactPiece = async () => { await gate; return compactPiece() }
     const reclaimer = new Reclaimer({ openShards: () => [shard], inShard: (index, fn) => fn(shard), idleMs: 10 })
-    reclaimer.noteDead() // reclaiming at once, down to 64 MiB, held at its first piece
+    reclaimer.noteDead()
+    reclaimer.noteWrite() // reclaiming at once, down to 64 MiB, held at its first piece
     await new Promise((resolve) => setTimeout(resolve, 50)) // the pause's timer fired meanwhile
     release()
     const until = Date.now() + 5000

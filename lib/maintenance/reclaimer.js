@@ -3,8 +3,9 @@
 const errors = require('../api/errors')
 
 // Dead bytes (removed versions not yet compacted away) in the open shards of a store
-// that start reclaiming at once: the store's directory never holds much more than its
-// live data plus this.
+// past which a write starts reclaiming at once: the store's directory never grows to
+// hold much more than its live data plus this. Removals alone take no more disk: a
+// burst of them is reclaimed once it pauses, not alongside it.
 const RECLAIM_AT = 256 * 1024 * 1024
 // Reclaiming at once goes on until this much is left.
 const RECLAIM_DOWN_TO = 64 * 1024 * 1024
@@ -58,14 +59,20 @@ class Reclaimer {
     this.#now = now
   }
 
-  // Called whenever a shard's dead bytes grew. Past RECLAIM_AT, reclaiming starts at
-  // once; whatever is left is reclaimed once removals pause.
+  // Called whenever a shard's dead bytes grew: what is dead is reclaimed once removals
+  // pause (or, past RECLAIM_AT, when a write begins).
   noteDead () {
     if (!this.#enabled || this.#stopped) return
-    if (this.#deadBytes() >= RECLAIM_AT) this.#start(RECLAIM_DOWN_TO)
     clearTimeout(this.#timer)
     this.#timer = setTimeout(() => this.#start(0), this.#idleMs)
     this.#timer.unref() // never keeps a process alive: notes left are reclaimed next time
+  }
+
+  // Called whenever a write begins: past RECLAIM_AT, reclaiming starts at once, so
+  // that the store's directory does not grow with dead data.
+  noteWrite () {
+    if (!this.#enabled || this.#stopped || this.#running) return
+    if (this.#deadBytes() >= RECLAIM_AT) this.#start(RECLAIM_DOWN_TO)
   }
 
   #deadBytes () {

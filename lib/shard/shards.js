@@ -47,6 +47,7 @@ class Shards {
     this.sync = options.sync
     this.readOnly = options.readOnly // shards open through shadows, and none is created
     this.onDead = () => {} // called when a shard holds more dead bytes (Reclaimer)
+    this.onWrite = () => {} // called when a write begins (Reclaimer)
     this.#operations = operations
     this.#spares = new Spares(tmpDir, () => !reserve.low) // none made on a full disk
     this.#existing = new Set([...existing, ...usage.known])
@@ -98,7 +99,10 @@ class Shards {
   // work (reclaiming) never give it up.
   async lease (index, { write = false, useReserve = false, admitted = false, signal } = {}) {
     const leave = this.#operations.enter({ admitted })
-    if (write && this.#writers++ === 0) this.#busyPeriod++
+    if (write) {
+      if (this.#writers++ === 0) this.#busyPeriod++
+      this.onWrite()
+    }
     let shard
     let released = false
     const release = () => {
