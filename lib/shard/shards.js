@@ -91,10 +91,9 @@ class Shards {
   // waits for nor opens one once the pool shuts down; work that visits shard after
   // shard (list, verify, compact, background reclaiming) stops at the next one instead.
   // `signal`: aborting it ends a wait for a slot, or for the disk reserve to be made
-  // again (a stream destroyed). A write lease counts
-  // as a write in progress, and is refused once the disk reserve was given up; its
-  // mayWrite() throws from then on, so that writes in flight stop before their next
-  // batch. The reserve is for reading and freeing space: only leases that do that pass
+  // again (a stream destroyed). A write lease counts as a write in progress, and is
+  // refused once the disk reserve was given up; its mayWrite() throws from then on, so
+  // that writes in flight stop before their next batch. The reserve is for reading and freeing space: only leases that do that pass
   // `useReserve` (reads, list, stat, verify, unlink, compact); writes and background
   // work (reclaiming) never give it up.
   async lease (index, { write = false, useReserve = false, admitted = false, signal } = {}) {
