@@ -81,7 +81,9 @@ function openRaw (dir, options) {
 // `shards` raw LevelDBs in `dir` (kfs's shard options, or `options`), as kfs's shards
 // are, all made now or (lazy) each when open(i) first asks for it. route(key, data):
 // the index of the database kfs's routing sends the key to, that database if made, and
-// the records kfs would write there (fileRecords, `perBatch` chunks a batch).
+// the records kfs would write there (fileRecords, `perBatch` chunks a batch); without
+// `data`, only the index and the database. accounts[i]: database i's accounting record,
+// as kfs's shard would hold it after the files routed there.
 async function rawShards (dir, shards, { lazy = false, perBatch = 1, options = shardOptions() } = {}) {
   fs.mkdirSync(dir, { recursive: true })
   const dbs = new Array(shards).fill(null)
@@ -92,10 +94,10 @@ async function rawShards (dir, shards, { lazy = false, perBatch = 1, options = s
   const keys = chunkKeys()
   const route = (key, data) => {
     const shard = shardFor(ref, key) % shards
-    return { shard, db: dbs[shard], file: fileRecords(key, data, accounts[shard], { keys, perBatch }) }
+    return { shard, db: dbs[shard], file: data && fileRecords(key, data, accounts[shard], { keys, perBatch }) }
   }
   const close = () => Promise.all(dbs.filter(Boolean).map((db) => call((cb) => db.close(cb))))
-  return { dbs, open, route, close }
+  return { dbs, accounts, open, route, close }
 }
 
 // A kfs store (of the checkout at `lib`) with reference ID REF whose first `shards`

@@ -49,7 +49,14 @@
 //   the same with the file fsynced before its rename, as Storj's filestore does when it
 //   syncs (Dir.Commit: file.Sync(), close, rename; the directory is not fsynced);
 // - leveldb: one raw LevelDB (leveldown, kfs's LevelDB options), a piece per value:
-//   put, get, del.
+//   put, get, del;
+// - raw-kfs: the raw binding doing kfs's work, the floor of kfs through LevelDB: 256 raw
+//   LevelDBs laid out and routed as kfs's shards, with their options, all made before
+//   the clock; upload writes the records kfs writes for the piece (chunk record,
+//   metadata, the shard's accounting), one batch; download gets the metadata record,
+//   parses it, gets the chunk record of its version and checks its CRC32 as kfs does;
+//   collect gets the metadata and writes kfs's unlink batch (metadata and chunk
+//   deleted, the dead note, the accounting). No reclaiming.
 
 const fs = require('node:fs')
 const os = require('node:os')
@@ -61,16 +68,20 @@ const { fsWrite, inFlight, runScript, writeOut, chartsOf, quickMark, UsageError,
 const { median, percentile } = require('./stats')
 const { barChart } = require('./svg')
 const { diskBytes, memory, descriptors } = require('./node')
-const { call, openRaw, openStore } = require('./kfs-work')
+const { call, chunkKeys, openRaw, openStore, rawShards, writeRecords } = require('./kfs-work')
+const records = require('../lib/shard/records')
+const chunkRecord = require('../lib/shard/chunk-record')
+const { DEFAULTS: STORE } = require('../lib/api/options')
 
 const SELF = __filename
-const ENGINES = ['kfs', 'kfs-sync', 'files', 'files-fsync', 'leveldb']
+const ENGINES = ['kfs', 'kfs-sync', 'files', 'files-fsync', 'leveldb', 'raw-kfs']
 const NAMES = {
   kfs: 'kfs',
   'kfs-sync': 'kfs, sync: true',
   files: 'files (temp file, rename)',
   'files-fsync': 'files + fsync',
-  leveldb: 'one raw LevelDB'
+  leveldb: 'one raw LevelDB',
+  'raw-kfs': "raw LevelDBs doing kfs's work (floor)"
 }
 const PHASES = ['upload', 'download', 'collect']
 const HEADER = 'round,engine,phase,pieces,piece_bytes,workers,seconds,pieces_per_s,mib_per_s,p50_ms,p99_ms,peak_rss_bytes,peak_anon_bytes,peak_fds,disk_empty_bytes,disk_end_bytes,disk_idle_bytes,disk_closed_bytes'
@@ -116,6 +127,7 @@ async function openEngine (engine, dir, fresh) {
     await store.open()
     return { put: (k, data) => store.writeFile(k, data), get: (k) => store.readFile(k), del: (k) => store.unlink(k), close: () => store.close() }
   }
+  if (engine === 'raw-kfs') return openRawKfs(dir)
   if (engine === 'leveldb') {
     const db = await openRaw(dir, require('../lib/leveldb/leveldb').DEFAULTS)
     return {
@@ -140,6 +152,47 @@ async function openEngine (engine, dir, fresh) {
     get: (k) => fs.promises.readFile(where(k)),
     del: (k) => fs.promises.unlink(where(k)),
     close: async () => {}
+  }
+}
+
+// The raw binding doing kfs's work (raw-kfs above), an engine as openEngine's.
+async function openRawKfs (dir) {
+  const raw = await rawShards(dir, STORE.shardCount)
+  const keys = chunkKeys()
+  const read = { asBuffer: true, fillCache: false } // as lib/leveldb/leveldb.js reads
+  const get = (db, key) => call((cb) => db.get(key, read, cb))
+  const metaOf = async (k) => {
+    const { shard, db } = raw.route(k)
+    return { shard, db, meta: records.decodeMeta(await get(db, records.metaKey(k)), shard, k) }
+  }
+  const chunk = async (db, k, version, i) => {
+    const chunkKey = keys.key(k, version, i)
+    const record = await get(db, chunkKey)
+    if (!chunkRecord.intact(chunkKey, record)) throw new Error(`raw-kfs: chunk ${chunkKey} fails its CRC32`)
+    return chunkRecord.payload(record)
+  }
+  return {
+    put (k, data) {
+      const { db, file } = raw.route(k, data)
+      return writeRecords(db, file)
+    },
+    async get (k) {
+      const { db, meta } = await metaOf(k)
+      const chunks = await Promise.all(Array.from({ length: meta.chunks }, (_, i) => chunk(db, k, meta.version, i)))
+      return chunks.length === 1 ? chunks[0] : Buffer.concat(chunks)
+    },
+    async del (k) {
+      const { shard, db, meta } = await metaOf(k)
+      const account = raw.accounts[shard]
+      account.used -= meta.size
+      account.files--
+      const ops = [{ type: 'del', key: records.metaKey(k) }]
+      for (let i = 0; i < meta.chunks; i++) ops.push({ type: 'del', key: keys.key(k, meta.version, i) })
+      if (meta.size > 0) ops.push({ type: 'put', key: records.deadKey(k, meta.version), value: String(meta.size) })
+      ops.push({ type: 'put', key: records.ACCOUNT, value: JSON.stringify(account) })
+      await call((cb) => db.batch(ops, cb))
+    },
+    close: () => raw.close()
   }
 }
 
@@ -302,15 +355,19 @@ function report (args, rows, { loadStart, loadEnd, filesystem, commit }) {
     const workers = phase === 'collect' ? 1 : args.workers
     add(`## ${phase[0].toUpperCase()}${phase.slice(1)} (${workers} in flight)`)
     add()
-    const extra = phase === 'download' ? ' | / one raw LevelDB' : ''
+    const extra = phase === 'download' ? ' | / floor | / one raw LevelDB' : ''
     add(`| engine | pieces/s (rounds) | MiB/s | p50 ms | p99 ms | / files | / files + fsync${extra} | peak RSS MiB | peak private MiB | peak descriptors |`)
-    add(`|---|---|---|---|---|---|---|${phase === 'download' ? '---|' : ''}---|---|---|`)
+    add(`|---|---|---|---|---|---|---|${phase === 'download' ? '---|---|' : ''}---|---|---|`)
     for (const e of engines) {
       const [lo, hi] = range(e, phase, rate)
-      const vsRaw = phase === 'download' ? ` | ${fmt(ratio(e, 'leveldb', phase), 2)}` : ''
+      const vsRaw = phase === 'download' ? ` | ${fmt(ratio(e, 'raw-kfs', phase), 2)} | ${fmt(ratio(e, 'leveldb', phase), 2)}` : ''
       add(`| ${NAMES[e]} | ${fmt(mid(e, phase, rate))} (${fmt(lo)}-${fmt(hi)}) | ${fmt(mid(e, phase, (r) => rate(r) * r.size / MiB), 1)} | ${ms(mid(e, phase, (r) => r.p50))} | ${ms(mid(e, phase, (r) => r.p99))} | ${fmt(ratio(e, 'files', phase), 2)} | ${fmt(ratio(e, 'files-fsync', phase), 2)}${vsRaw} | ${fmt(mid(e, phase, (r) => r.peak.rss / MiB))} | ${fmt(mid(e, phase, (r) => r.peak.anon / MiB))} | ${fmt(mid(e, phase, (r) => r.peak.fds))} |`)
     }
     add()
+    if (phase === 'download') {
+      add(`The floor ("${NAMES['raw-kfs']}") is the least kfs can do through LevelDB (leveldown ${require('leveldown/package.json').version}): the raw binding doing kfs's work, on 256 LevelDBs laid out, configured and routed as kfs's shards. A download is a get of the metadata record, its JSON parsed, a get of the chunk record of its version, the chunk's CRC32 checked on the main thread as kfs checks it; upload and collect write kfs's batches (perf/pieces.js). "/ floor" is what kfs's own code costs over that; the floor's "/ one raw LevelDB", what kfs's records and shards cost.`)
+      add()
+    }
   }
   add(`## Disk: blocks allocated, over the ${mib(live)} MiB of live pieces stored before collect`)
   add()

@@ -28,6 +28,7 @@ describe('perf/pieces.js', function () {
     expect(header).to.equal(HEADER)
     const columns = header.split(',')
     const rows = lines.map((line) => Object.fromEntries(line.split(',').map((cell, i) => [columns[i], cell])))
+    expect(ENGINES).to.include('raw-kfs')
     expect(rows.map((r) => `${r.engine} ${r.phase}`).sort()).to.deep.equal(ENGINES.flatMap((e) => PHASES.map((p) => `${e} ${p}`)).sort())
     for (const r of rows) {
       expect(Number(r.pieces_per_s), `${r.engine} ${r.phase}`).to.be.above(0)
@@ -43,13 +44,16 @@ describe('perf/pieces.js', function () {
     expect(stdout.trim()).to.equal(report.trim())
     expect(report).to.contain('--quick: tiny sizes, measures nothing')
     expect(report).to.match(/Load average \(1, 5, 15 min\) at the start: [\d.]+ [\d.]+ [\d.]+; at the end: [\d.]+ [\d.]+ [\d.]+\./)
-    const names = ['kfs', 'kfs, sync: true', 'files (temp file, rename)', 'files + fsync', 'one raw LevelDB']
+    const names = ['kfs', 'kfs, sync: true', 'files (temp file, rename)', 'files + fsync', 'one raw LevelDB', "raw LevelDBs doing kfs's work (floor)"]
     for (const title of ['## Upload (5 in flight)', '## Download (5 in flight)', '## Collect (1 in flight)', '## Disk: ']) {
       const section = report.slice(report.indexOf(title)).split('\n## ')[0]
       expect(report, title).to.contain(title)
       for (const name of names) expect(section, `${title} ${name}`).to.match(new RegExp(`^\\| ${name.replace(/[+().]/g, '\\$&')} \\| [\\d,.]+`, 'm'))
     }
-    expect(report).to.contain('| / one raw LevelDB |')
+    expect(report).to.contain('| / floor | / one raw LevelDB |')
+    const download = report.slice(report.indexOf('## Download')).split('\n## ')[0]
+    expect(download).to.match(/^\| kfs \| [\d,]+ \([\d,-]+\)( \| [\d,.]+){10} \|$/m)
+    expect(report).to.contain('The floor ("raw LevelDBs doing kfs\'s work (floor)") is the least kfs can do through LevelDB')
 
     const svg = fs.readFileSync(path.join(out, 'pieces.svg'), 'utf8')
     expect(svg).to.contain('higher is better')
