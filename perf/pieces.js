@@ -111,9 +111,9 @@ function parseArgs (argv) {
   return args
 }
 
-// The comment at the top of this file, as --help prints it.
-function usage () {
-  const text = fs.readFileSync(SELF, 'utf8').split('\n')
+// The comment at the top of a script (this one), as --help prints it.
+function usage (script = SELF) {
+  const text = fs.readFileSync(script, 'utf8').split('\n')
   const body = text.slice(2, text.findIndex((line, i) => i > 2 && !line.startsWith('//')))
   return body.map((line) => line.replace(/^\/\/ ?/, '')).join('\n') + '\n'
 }
@@ -460,4 +460,4 @@ async function main (args) {
 
 if (require.main === module) runScript('perf/pieces.js', { parseArgs, cases: CASES, main, redraw: REDRAW })
 
-module.exports = { HEADER, ENGINES, PHASES }
+module.exports = { HEADER, ENGINES, PHASES, usage, machine, commitOf, filesystemOf }

@@ -1,0 +1,205 @@
+'use strict'
+
+// A storage node's steady state, Storj's piece shape (perf/pieces.js): pieces of 62,068
+// bytes; first 10,000 of them uploaded, then for a fixed time 5 workers upload new
+// pieces while one collector unlinks the oldest as fast as they come, so that about
+// 10,000 stay live and kfs's reclaimer (lib/maintenance/reclaimer.js) runs alongside
+// the uploads. Engines: kfs as it is (reclaim: true, the default) and kfs with
+// { reclaim: false }, each round in a child process of its own, into a new store whose
+// shards are all made before the clock starts; rounds rotate the engines' order.
+//
+//   node perf/churn.js [--size BYTES] [--pieces N] [--workers N] [--seconds S]
+//                      [--rounds N] [--idle MS] [--dir DIR] [--out DIR] [--quick]
+//
+//   --size BYTES     a piece's size (62068)
+//   --pieces N       live pieces: uploaded first, then kept by the collector (10000)
+//   --workers N      uploads in flight during the churn (5)
+//   --seconds S      how long the uploaders go on (40)
+//   --rounds N       rounds (3)
+//   --idle MS        how long the engine stays open, idle, after the churn (5000)
+//   --dir DIR        where the stores go: a new directory made in it and removed at the
+//                    end ($KFS_PERF_DIR, else the temp dir)
+//   --out DIR        churn.csv and churn.md go here (a new directory in the temp dir,
+//                    printed)
+//   --quick          tiny sizes, for the tests: proves the script runs, measures nothing
+//
+// The churn: each worker uploads new pieces (random bytes, random 32-byte IDs in hex, as
+// perf/pieces.js makes them) until the time is up; the collector, one unlink at a time,
+// removes the oldest piece whenever more than --pieces are stored. Its time is that of
+// the uploads: from the first to the end of the last; the collector then catches up.
+// Figures: upload pieces/s over the churn, p50 and p99 of a piece's upload, the
+// collector's unlinks; disk (blocks allocated, as `du` counts them) over the live bytes
+// (--pieces x --size) after the preload, at the churn's end once the collector caught
+// up, and --idle later with the engine still open.
+
+const fs = require('node:fs')
+const os = require('node:os')
+const path = require('node:path')
+const crypto = require('node:crypto')
+const { inChild, now, msSince } = require('./child')
+const { inFlight, runScript, writeOut, quickMark, UsageError, optionValue, parseCount, parseSize, fmt, MiB } = require('./script')
+const { median, percentile } = require('./stats')
+const { diskBytes } = require('./node')
+const { openStore } = require('./kfs-work')
+const { usage, machine, commitOf, filesystemOf } = require('./pieces')
+
+const SELF = __filename
+const ENGINES = ['kfs', 'kfs-no-reclaim']
+const NAMES = { kfs: 'kfs (reclaim: true, the default)', 'kfs-no-reclaim': 'kfs, reclaim: false' }
+const HEADER = 'round,engine,pieces,piece_bytes,workers,seconds,uploaded,upload_pieces_per_s,p50_ms,p99_ms,collected,live_bytes,disk_preload_bytes,disk_end_bytes,disk_idle_bytes'
+// A piece is a slice of a random pool at a random offset up to this.
+const POOL_SLACK = 4 * MiB
+
+function parseArgs (argv) {
+  const args = { size: 62068, pieces: 10000, workers: 5, seconds: 40, rounds: 3, idleMs: 5000, dir: process.env.KFS_PERF_DIR || os.tmpdir(), quick: false }
+  const value = (i) => optionValue(argv, i)
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]
+    if (arg === '--size') args.size = parseSize(value(++i), arg)
+    else if (['--pieces', '--workers', '--seconds', '--rounds'].includes(arg)) args[arg.slice(2)] = parseCount(value(++i), arg)
+    else if (arg === '--idle') args.idleMs = parseCount(value(++i), arg)
+    else if (arg === '--dir') args.dir = value(++i)
+    else if (arg === '--out') args.out = value(++i)
+    else if (arg === '--quick') Object.assign(args, { size: 4096, pieces: 100, seconds: 2, rounds: 1, idleMs: 200, quick: true })
+    else if (arg === '--help' || arg === '-h') args.help = true
+    else if (arg === '--child') args.child = JSON.parse(value(++i))
+    else throw new UsageError(`unknown argument ${arg} (see --help)`)
+  }
+  return args
+}
+
+const CASES = {
+  // One engine's round: its row, without round and engine.
+  async churn ({ engine, dir, size, pieces, workers, seconds, idleMs }) {
+    const pool = crypto.randomBytes(size + POOL_SLACK)
+    const piece = () => {
+      const at = crypto.randomInt(POOL_SLACK + 1)
+      return { key: crypto.randomBytes(32).toString('hex'), data: pool.subarray(at, at + size) }
+    }
+    const disk = () => diskBytes(dir, { allocated: true })
+    const store = await openStore(dir, undefined, '..', { reclaim: engine === 'kfs' })
+    await store.open()
+    const stored = [] // keys in the order their uploads ended; the oldest at `oldest`
+    let oldest = 0
+    const upload = async () => {
+      const { key, data } = piece()
+      await store.writeFile(key, data)
+      stored.push(key)
+    }
+    await inFlight(workers, Array.from({ length: pieces }), upload)
+    const diskPreload = disk()
+
+    let uploading = true
+    let wake = () => {}
+    const collector = (async () => {
+      let collected = 0
+      while (uploading || stored.length - oldest > pieces) {
+        if (stored.length - oldest > pieces) {
+          await store.unlink(stored[oldest++])
+          collected++
+        } else await new Promise((resolve) => (wake = resolve))
+      }
+      return collected
+    })()
+    const latencies = []
+    const start = now()
+    await Promise.all(Array.from({ length: workers }, async () => {
+      while (msSince(start) < seconds * 1000) {
+        const began = now()
+        await upload()
+        latencies.push(msSince(began))
+        wake()
+      }
+    }))
+    const elapsed = msSince(start) / 1000
+    uploading = false
+    wake()
+    const collected = await collector
+    const diskEnd = disk()
+    await new Promise((resolve) => setTimeout(resolve, idleMs))
+    const diskIdle = disk()
+    await store.close()
+    return { pieces, size, workers, seconds: elapsed, uploaded: latencies.length, p50: percentile(latencies, 50), p99: percentile(latencies, 99), collected, diskPreload, diskEnd, diskIdle }
+  }
+}
+
+const rate = (r) => r.uploaded / r.seconds
+
+function toCsv (rows) {
+  return [HEADER, ...rows.map((r) => [r.round, r.engine, r.pieces, r.size, r.workers, r.seconds.toFixed(3), r.uploaded, rate(r).toFixed(1), r.p50.toFixed(3), r.p99.toFixed(3), r.collected, r.pieces * r.size, r.diskPreload, r.diskEnd, r.diskIdle].join(','))].join('\n') + '\n'
+}
+
+// The median over rounds of fn(row) for an engine; the rounds' ratios of kfs's upload
+// rate with reclaiming to without, each pair measured in the same round.
+function summarize (rows) {
+  const rounds = [...new Set(rows.map((r) => r.round))]
+  const mid = (engine, fn) => median(rows.filter((r) => r.engine === engine).map(fn))
+  const ratios = rounds.map((round) => {
+    const [on, off] = ENGINES.map((e) => rows.find((r) => r.round === round && r.engine === e))
+    return rate(on) / rate(off)
+  })
+  return { rounds, mid, ratios }
+}
+
+function report (args, rows, { loadStart, loadEnd, filesystem, commit }) {
+  const { rounds, mid, ratios } = summarize(rows)
+  const lines = []
+  const add = (line = '') => lines.push(line)
+  const load = (l) => l.map((x) => x.toFixed(2)).join(' ')
+  const share = (engine, fn) => `${fmt(100 * mid(engine, (r) => fn(r) / (r.pieces * r.size)), 1)}%`
+  const ms = (x) => fmt(x, x < 10 ? 2 : 1)
+  add(`# Churn: ${fmt(args.pieces)} live pieces of ${fmt(args.size)} bytes, ${args.workers} uploaders and one collector for ${args.seconds} s`)
+  add()
+  add(`Measured with \`node perf/churn.js ${process.argv.slice(2).join(' ')}\` at commit ${commit}, ${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC, on ${machine()}; stores on ${filesystem}. ${rounds.length} round${rounds.length === 1 ? '' : 's'}, each engine in its own process and a new store each round, the engines' order rotated round by round. Figures are medians over rounds. Load average (1, 5, 15 min) at the start: ${load(loadStart)}; at the end: ${load(loadEnd)}.${args.quick ? ` **${quickMark('sizes')}.**` : ''}`)
+  add()
+  add('Method: perf/churn.js (the comment at its top) and doc/performance.md, "Storj\'s piece workload".')
+  add()
+  add(`| engine | upload pieces/s (rounds) | p50 ms | p99 ms | pieces uploaded | unlinked | disk after the preload | at the churn's end | ${fmt(args.idleMs / 1000, 1)} s later |`)
+  add('|---|---|---|---|---|---|---|---|---|')
+  for (const e of ENGINES) {
+    const of = rows.filter((r) => r.engine === e).map(rate)
+    add(`| ${NAMES[e]} | ${fmt(mid(e, rate))} (${of.map((x) => fmt(x)).join(', ')}) | ${ms(mid(e, (r) => r.p50))} | ${ms(mid(e, (r) => r.p99))} | ${fmt(mid(e, (r) => r.uploaded))} | ${fmt(mid(e, (r) => r.collected))} | ${share(e, (r) => r.diskPreload)} | ${share(e, (r) => r.diskEnd)} | ${share(e, (r) => r.diskIdle)} |`)
+  }
+  add()
+  add('Disk: blocks allocated to the store\'s directory over the live pieces\' bytes.')
+  add()
+  add(`Upload pieces/s with reclaiming / without: ${fmt(median(ratios), 2)} (median; rounds: ${ratios.map((x) => fmt(x, 2)).join(', ')}).`)
+  add()
+  return lines.join('\n')
+}
+
+async function main (args) {
+  if (args.help) return process.stdout.write(usage(SELF))
+  fs.mkdirSync(args.dir, { recursive: true })
+  const base = fs.mkdtempSync(path.join(args.dir, 'kfs-churn-'))
+  const out = args.out ?? fs.mkdtempSync(path.join(os.tmpdir(), 'kfs-churn-out-'))
+  const context = { loadStart: os.loadavg(), filesystem: filesystemOf(base), commit: commitOf() }
+  const rows = []
+  try {
+    // Live pieces, up to ~256 MiB of dead ones before reclaiming starts, headroom.
+    const need = args.pieces * args.size * 2 + 512 * MiB
+    const { bavail, bsize } = fs.statfsSync(base)
+    if (bavail * bsize < need) throw new Error(`${base} has ${fmt(bavail * bsize / MiB)} MiB free; this run needs about ${fmt(need / MiB)} MiB`)
+    for (let round = 1; round <= args.rounds; round++) {
+      for (let i = 0; i < ENGINES.length; i++) {
+        const engine = ENGINES[(i + round - 1) % ENGINES.length]
+        const dir = path.join(base, `${engine}-${round}`)
+        process.stderr.write(`perf/churn.js: round ${round}, ${engine}\n`)
+        const job = { name: 'churn', engine, dir, size: args.size, pieces: args.pieces, workers: args.workers, seconds: args.seconds, idleMs: args.idleMs }
+        rows.push({ round, engine, ...await inChild(SELF, job) })
+        fs.rmSync(dir, { recursive: true, force: true })
+      }
+    }
+  } finally {
+    fs.rmSync(base, { recursive: true, force: true })
+  }
+  context.loadEnd = os.loadavg()
+  const markdown = report(args, rows, context)
+  writeOut(out, { 'churn.csv': toCsv(rows), 'churn.md': markdown })
+  process.stdout.write(markdown + '\n')
+  process.stderr.write(`perf/churn.js: wrote churn.csv and churn.md to ${out}\n`)
+}
+
+if (require.main === module) runScript('perf/churn.js', { parseArgs, cases: CASES, main })
+
+module.exports = { HEADER, ENGINES }
