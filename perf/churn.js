@@ -8,8 +8,8 @@
 // { reclaim: false }, each round in a child process of its own, into a new store whose
 // shards are all made before the clock starts; rounds rotate the engines' order.
 //
-//   node perf/churn.js [--size BYTES] [--pieces N] [--workers N] [--seconds S]
-//                      [--rounds N] [--idle MS] [--dir DIR] [--out DIR] [--quick]
+//   npm run benchmark:churn -- [--size BYTES] [--pieces N] [--workers N] [--seconds S]
+//                              [--rounds N] [--idle MS] [--dir DIR] [--out DIR] [--quick]
 //
 //   --size BYTES     a piece's size (62068)
 //   --pieces N       live pieces: uploaded first, then kept by the collector (10000)
@@ -60,7 +60,7 @@ function parseArgs (argv) {
     else if (arg === '--idle') args.idleMs = parseCount(value(++i), arg)
     else if (arg === '--dir') args.dir = value(++i)
     else if (arg === '--out') args.out = value(++i)
-    else if (arg === '--quick') Object.assign(args, { size: 4096, pieces: 100, seconds: 2, rounds: 1, idleMs: 200, quick: true })
+    else if (arg === '--quick') Object.assign(args, { size: 4096, pieces: 100, seconds: 1, rounds: 1, idleMs: 200, quick: true })
     else if (arg === '--help' || arg === '-h') args.help = true
     else if (arg === '--child') args.child = JSON.parse(value(++i))
     else throw new UsageError(`unknown argument ${arg} (see --help)`)
