@@ -2,9 +2,9 @@
 
 // A storage node's steady state, Storj's piece shape (perf/pieces.js): pieces of 62,068
 // bytes; first 10,000 of them uploaded, then for a fixed time 5 workers upload new
-// pieces while one collector unlinks the oldest as fast as they come, so that about
-// 10,000 stay live and kfs's reclaimer (lib/maintenance/reclaimer.js) runs alongside
-// the uploads. Engines: kfs as it is (reclaim: true, the default) and kfs with
+// pieces, each worker unlinking the oldest piece after each upload, so that 10,000
+// stay live and kfs's reclaimer (lib/maintenance/reclaimer.js) runs alongside the
+// uploads. Engines: kfs as it is (reclaim: true, the default) and kfs with
 // { reclaim: false }, each round in a child process of its own, into a new store whose
 // shards are all made before the clock starts; rounds rotate the engines' order.
 //
@@ -12,7 +12,7 @@
 //                              [--rounds N] [--idle MS] [--dir DIR] [--out DIR] [--quick]
 //
 //   --size BYTES     a piece's size (62068)
-//   --pieces N       live pieces: uploaded first, then kept by the collector (10000)
+//   --pieces N       live pieces: uploaded first, then kept by the unlinks (10000)
 //   --workers N      uploads in flight during the churn (5)
 //   --seconds S      how long the uploaders go on (40)
 //   --rounds N       rounds (3)
@@ -23,14 +23,11 @@
 //                    printed)
 //   --quick          tiny sizes, for the tests: proves the script runs, measures nothing
 //
-// The churn: each worker uploads new pieces (random bytes, random 32-byte IDs in hex, as
-// perf/pieces.js makes them) until the time is up; the collector, one unlink at a time,
-// removes the oldest piece whenever more than --pieces are stored. Its time is that of
-// the uploads: from the first to the end of the last; the collector then catches up.
+// The churn: each worker uploads a new piece (random bytes, a random 32-byte ID in hex,
+// as perf/pieces.js makes them), then unlinks the oldest one, until the time is up.
 // Figures: upload pieces/s over the churn, p50 and p99 of a piece's upload, the
-// collector's unlinks; disk (blocks allocated, as `du` counts them) over the live bytes
-// (--pieces x --size) after the preload, at the churn's end once the collector caught
-// up, and --idle later with the engine still open.
+// unlinks; disk (blocks allocated, as `du` counts them) over the live bytes
+// (--pieces x --size) after the preload, at the churn's end, and --idle later with the engine still open.
 
 const fs = require('node:fs')
 const os = require('node:os')
@@ -89,18 +86,10 @@ const CASES = {
     await inFlight(workers, Array.from({ length: pieces }), upload)
     const diskPreload = disk()
 
-    let uploading = true
-    let wake = () => {}
-    const collector = (async () => {
-      let collected = 0
-      while (uploading || stored.length - oldest > pieces) {
-        if (stored.length - oldest > pieces) {
-          await store.unlink(stored[oldest++])
-          collected++
-        } else await new Promise((resolve) => (wake = resolve))
-      }
-      return collected
-    })()
+    // Each worker, once its piece is stored, unlinks the oldest: removals keep pace with
+    // uploads, and about --pieces stay live throughout (a collector of its own falls
+    // behind 5 uploaders, and live data then grows).
+    let collected = 0
     const latencies = []
     const start = now()
     await Promise.all(Array.from({ length: workers }, async () => {
@@ -108,13 +97,11 @@ const CASES = {
         const began = now()
         await upload()
         latencies.push(msSince(began))
-        wake()
+        await store.unlink(stored[oldest++])
+        collected++
       }
     }))
     const elapsed = msSince(start) / 1000
-    uploading = false
-    wake()
-    const collected = await collector
     const diskEnd = disk()
     await new Promise((resolve) => setTimeout(resolve, idleMs))
     const diskIdle = disk()
@@ -148,7 +135,7 @@ function report (args, rows, { loadStart, loadEnd, filesystem, commit }) {
   const load = (l) => l.map((x) => x.toFixed(2)).join(' ')
   const share = (engine, fn) => `${fmt(100 * mid(engine, (r) => fn(r) / (r.pieces * r.size)), 1)}%`
   const ms = (x) => fmt(x, x < 10 ? 2 : 1)
-  add(`# Churn: ${fmt(args.pieces)} live pieces of ${fmt(args.size)} bytes, ${args.workers} uploaders and one collector for ${args.seconds} s`)
+  add(`# Churn: ${fmt(args.pieces)} live pieces of ${fmt(args.size)} bytes, ${args.workers} workers uploading and unlinking for ${args.seconds} s`)
   add()
   add(`Measured with \`node perf/churn.js ${process.argv.slice(2).join(' ')}\` at commit ${commit}, ${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC, on ${machine()}; stores on ${filesystem}. ${rounds.length} round${rounds.length === 1 ? '' : 's'}, each engine in its own process and a new store each round, the engines' order rotated round by round. Figures are medians over rounds. Load average (1, 5, 15 min) at the start: ${load(loadStart)}; at the end: ${load(loadEnd)}.${args.quick ? ` **${quickMark('sizes')}.**` : ''}`)
   add()
