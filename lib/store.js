@@ -135,7 +135,7 @@ class Store {
       openShards: () => shards.openShards(),
       inShard: (index, fn, { admitted } = {}) => shards.inShard(index, fn, { admitted }), // never with the reserve
       writing: () => shards.writing(),
-      room: (shard, piece) => shards.roomToCompact(shard, piece),
+      room: (piece) => shards.roomToCompact(piece),
       enabled: this.#options.reclaim && !this.#options.readOnly
     })
     shards.onDead = () => this.#reclaimer.noteDead()

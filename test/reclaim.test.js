@@ -184,7 +184,7 @@ describe('space comes back by itself', function () {
     const reclaimer = new Reclaimer({
       openShards: () => [shard],
       inShard: (index, fn) => fn(shard),
-      room: async (s, piece) => {
+      room: async (piece) => {
         calls.push(`room ${piece}`)
         return room
       },

@@ -46,8 +46,8 @@ class Reclaimer {
 
   // openShards(): the open Shard objects; inShard(index, fn, { admitted }): runs
   // fn(shard) holding it (Shards#inShard); writing(): falsy when the store has no write in progress, else a value that stays
-  // the same until it has none again; room(shard, piece): whether the disk has room to
-  // compact the piece (Shards#roomToCompact). idleMs, yieldMs, now (the clock): for tests.
+  // the same until it has none again; room(piece): whether the disk has room to compact
+  // a piece of a plan (Shards#roomToCompact). idleMs, yieldMs, now (the clock): for tests.
   constructor ({ openShards, inShard, writing = () => false, room = async () => true, enabled = true, idleMs = IDLE_MS, yieldMs = YIELD_MS, now = Date.now }) {
     this.#openShards = openShards
     this.#inShard = inShard
@@ -107,7 +107,7 @@ class Reclaimer {
         await this.#writesFirst()
         if (this.#stopped) return
         await this.#inShard(most.index, async (shard) => {
-          if (!(await this.#room(shard, piece))) throw noRoom(shard)
+          if (!(await this.#room(piece))) throw noRoom(shard)
           await shard.compactPiece(piece)
         }, lease)
       }

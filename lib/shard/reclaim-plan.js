@@ -42,4 +42,4 @@ function planReclaim (dead, chunkKeys) {
   return pieces
 }
 
-module.exports = { planReclaim, RECLAIM_PIECE }
+module.exports = { planReclaim }

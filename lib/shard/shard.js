@@ -211,10 +211,10 @@ class Shard {
     return (await this.#deadVersions()).reduce((sum, d) => sum + d.bytes, 0)
   }
 
-  // What reclaiming the dead versions noted so far takes: { pieces: [{ from, to }],
-  // ids, bytes }, the key ranges to compact (reclaim-plan.js) whose dead versions are
-  // at least RECLAIM_SHARE of their table bytes, and those versions' notes; the others
-  // are left for later (`deferred`). Then forgetDead(plan) removes the notes. A crash
+  // What reclaiming the dead versions noted so far takes: { pieces: [{ from, to,
+  // tables }], ids, bytes }, the key ranges to compact (reclaim-plan.js) whose dead
+  // versions are at least RECLAIM_SHARE of `tables`, the bytes of the table files in
+  // the range, and those versions' notes; the others are left for later (`deferred`). Then forgetDead(plan) removes the notes. A crash
   // midway leaves the notes: the next plan does it again.
   async reclaimPlan () {
     const dead = await this.#deadVersions()
@@ -222,22 +222,18 @@ class Shard {
     const skipped = new Set()
     for (const piece of planReclaim(dead, this.chunkKeys)) {
       // Data still in the memtable is in no table: such a range is compacted.
-      if (piece.bytes >= RECLAIM_SHARE * (await this.db.approximateSize(piece.from, piece.to))) pieces.push(piece)
+      piece.tables = await this.db.approximateSize(piece.from, piece.to)
+      if (piece.bytes >= RECLAIM_SHARE * piece.tables) pieces.push(piece)
       else piece.ids.forEach((id) => skipped.add(id))
     }
     const ids = new Set(pieces.flatMap((piece) => piece.ids).filter((id) => !skipped.has(id)))
     const bytes = dead.reduce((sum, d) => sum + (ids.has(d.id) ? d.bytes : 0), 0)
     this.deferred = Math.max(0, this.dead - bytes)
-    return { pieces: pieces.map(({ from, to }) => ({ from, to })), ids: [...ids], bytes }
+    return { pieces: pieces.map(({ from, to, tables }) => ({ from, to, tables })), ids: [...ids], bytes }
   }
 
   compactPiece ({ from, to }) {
     return this.db.compactRange(from, to)
-  }
-
-  // About what compacting the piece writes: the table bytes in its range.
-  pieceBytes ({ from, to }) {
-    return this.db.approximateSize(from, to)
   }
 
   forgetDead ({ ids }) {

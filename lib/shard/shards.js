@@ -183,13 +183,13 @@ class Shards {
     return this.#pool.openShards()
   }
 
-  // Whether the disk has room to compact `piece` of `shard` (Reclaimer) without the
-  // reserve's room: its tables, and the memtables LevelDB writes out first. A compaction
-  // that meets the full disk leaves the shard's LevelDB refusing writes, so the shard is
-  // closed with its memtable unwritten, and reopening it (replaying its log) would take
-  // the reserve's room.
-  async roomToCompact (shard, piece) {
-    return this.reserve.hasRoom((await shard.pieceBytes(piece)) + 2 * this.writeBufferSize)
+  // Whether the disk has room to compact `piece` of a plan (Shard#reclaimPlan) without
+  // the reserve's room: its table bytes, about what compacting it writes, and the
+  // memtables LevelDB writes out first. A compaction that meets the full disk leaves the
+  // shard's LevelDB refusing writes, so the shard is closed with its memtable unwritten,
+  // and reopening it (replaying its log) would take the reserve's room.
+  roomToCompact (piece) {
+    return this.reserve.hasRoom(piece.tables + 2 * this.writeBufferSize)
   }
 
   hold (index, why) {
