@@ -43,6 +43,7 @@ class Reclaimer {
   #outlasted // the writing() value whose writes outlasted a wait
   #stopped = false
   #then // the lowest a start asked for during a run: the next run's target
+  #grown = false // dead bytes grew since noteWrite() last summed them
 
   // openShards(): the open Shard objects; inShard(index, fn, { admitted }): runs
   // fn(shard) holding it (Shards#inShard); writing(): falsy when the store has no write in progress, else a value that stays
@@ -63,15 +64,18 @@ class Reclaimer {
   // pause (or, past RECLAIM_AT, when a write begins).
   noteDead () {
     if (!this.#enabled || this.#stopped) return
+    this.#grown = true
     clearTimeout(this.#timer)
     this.#timer = setTimeout(() => this.#start(0), this.#idleMs)
     this.#timer.unref() // never keeps a process alive: notes left are reclaimed next time
   }
 
   // Called whenever a write begins: past RECLAIM_AT, reclaiming starts at once, so
-  // that the store's directory does not grow with dead data.
+  // that the store's directory does not grow with dead data. The open shards' dead
+  // bytes are summed only if they grew since the last sum: not for every small file.
   noteWrite () {
-    if (!this.#enabled || this.#stopped || this.#running) return
+    if (!this.#enabled || this.#stopped || this.#running || !this.#grown) return
+    this.#grown = false
     if (this.#deadBytes() >= RECLAIM_AT) this.#start(RECLAIM_DOWN_TO)
   }
 
