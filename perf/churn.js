@@ -33,12 +33,12 @@ const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
 const crypto = require('node:crypto')
-const { inChild, now, msSince } = require('./child')
+const { now, msSince } = require('./child')
 const { inFlight, runScript, writeOut, quickMark, UsageError, optionValue, parseCount, parseSize, fmt, MiB } = require('./script')
 const { median, percentile } = require('./stats')
 const { diskBytes } = require('./node')
 const { openStore } = require('./kfs-work')
-const { usage, machine, commitOf, filesystemOf } = require('./pieces')
+const { usage, machine, runRounds } = require('./pieces')
 
 const SELF = __filename
 const ENGINES = ['kfs', 'kfs-no-reclaim']
@@ -157,30 +157,17 @@ function report (args, rows, { loadStart, loadEnd, filesystem, commit }) {
 
 async function main (args) {
   if (args.help) return process.stdout.write(usage(SELF))
-  fs.mkdirSync(args.dir, { recursive: true })
-  const base = fs.mkdtempSync(path.join(args.dir, 'kfs-churn-'))
   const out = args.out ?? fs.mkdtempSync(path.join(os.tmpdir(), 'kfs-churn-out-'))
-  const context = { loadStart: os.loadavg(), filesystem: filesystemOf(base), commit: commitOf() }
-  const rows = []
-  try {
+  const { rows, context } = await runRounds({
+    script: SELF,
+    name: 'churn',
+    engines: ENGINES,
+    rounds: args.rounds,
+    dir: args.dir,
     // Live pieces, up to ~256 MiB of dead ones before reclaiming starts, headroom.
-    const need = args.pieces * args.size * 2 + 512 * MiB
-    const { bavail, bsize } = fs.statfsSync(base)
-    if (bavail * bsize < need) throw new Error(`${base} has ${fmt(bavail * bsize / MiB)} MiB free; this run needs about ${fmt(need / MiB)} MiB`)
-    for (let round = 1; round <= args.rounds; round++) {
-      for (let i = 0; i < ENGINES.length; i++) {
-        const engine = ENGINES[(i + round - 1) % ENGINES.length]
-        const dir = path.join(base, `${engine}-${round}`)
-        process.stderr.write(`perf/churn.js: round ${round}, ${engine}\n`)
-        const job = { name: 'churn', engine, dir, size: args.size, pieces: args.pieces, workers: args.workers, seconds: args.seconds, idleMs: args.idleMs }
-        rows.push({ round, engine, ...await inChild(SELF, job) })
-        fs.rmSync(dir, { recursive: true, force: true })
-      }
-    }
-  } finally {
-    fs.rmSync(base, { recursive: true, force: true })
-  }
-  context.loadEnd = os.loadavg()
+    need: args.pieces * args.size * 2 + 512 * MiB,
+    job: (engine, dir) => ({ name: 'churn', engine, dir, size: args.size, pieces: args.pieces, workers: args.workers, seconds: args.seconds, idleMs: args.idleMs })
+  })
   const markdown = report(args, rows, context)
   writeOut(out, { 'churn.csv': toCsv(rows), 'churn.md': markdown })
   process.stdout.write(markdown + '\n')

@@ -425,31 +425,47 @@ function filesystemOf (dir) {
   }
 }
 
-async function main (args) {
-  if (args.help) return process.stdout.write(usage())
-  fs.mkdirSync(args.dir, { recursive: true })
-  const base = fs.mkdtempSync(path.join(args.dir, 'kfs-pieces-'))
-  const out = args.out ?? fs.mkdtempSync(path.join(os.tmpdir(), 'kfs-pieces-out-'))
+// Runs `engines` in turn, each in a child process of `script` (inChild), `rounds`
+// times, the order rotated round by round, each into a new directory in a new one
+// under `dir`, removed at the end; refuses to start with less than `need` bytes free.
+// job(engine, dir) is the child's job. Resolves to { rows: each child's rows (or row)
+// with its round and engine, context: { loadStart, loadEnd, filesystem, commit } }.
+async function runRounds ({ script, name, engines, rounds, dir, need, job }) {
+  fs.mkdirSync(dir, { recursive: true })
+  const base = fs.mkdtempSync(path.join(dir, `kfs-${name}-`))
   const context = { loadStart: os.loadavg(), filesystem: filesystemOf(base), commit: commitOf() }
   const rows = []
   try {
-    const need = args.pieces * args.size * 2 + 256 * MiB
     const { bavail, bsize } = fs.statfsSync(base)
     if (bavail * bsize < need) throw new Error(`${base} has ${fmt(bavail * bsize / MiB)} MiB free; this run needs about ${fmt(need / MiB)} MiB`)
-    for (let round = 1; round <= args.rounds; round++) {
-      for (let i = 0; i < ENGINES.length; i++) {
-        const engine = ENGINES[(i + round - 1) % ENGINES.length]
-        const dir = path.join(base, `${engine}-${round}`)
-        process.stderr.write(`perf/pieces.js: round ${round}, ${engine}\n`)
-        const job = { name: 'pieces', engine, dir, size: args.size, pieces: args.pieces, workers: args.workers, idleMs: args.idleMs, fresh: args.fresh }
-        for (const r of await inChild(SELF, job)) rows.push({ round, engine, ...r })
-        fs.rmSync(dir, { recursive: true, force: true })
+    for (let round = 1; round <= rounds; round++) {
+      for (let i = 0; i < engines.length; i++) {
+        const engine = engines[(i + round - 1) % engines.length]
+        const engineDir = path.join(base, `${engine}-${round}`)
+        process.stderr.write(`perf/${name}.js: round ${round}, ${engine}\n`)
+        for (const r of [await inChild(script, job(engine, engineDir))].flat()) rows.push({ round, engine, ...r })
+        fs.rmSync(engineDir, { recursive: true, force: true })
       }
     }
   } finally {
     fs.rmSync(base, { recursive: true, force: true })
   }
   context.loadEnd = os.loadavg()
+  return { rows, context }
+}
+
+async function main (args) {
+  if (args.help) return process.stdout.write(usage())
+  const out = args.out ?? fs.mkdtempSync(path.join(os.tmpdir(), 'kfs-pieces-out-'))
+  const { rows, context } = await runRounds({
+    script: SELF,
+    name: 'pieces',
+    engines: ENGINES,
+    rounds: args.rounds,
+    dir: args.dir,
+    need: args.pieces * args.size * 2 + 256 * MiB,
+    job: (engine, dir) => ({ name: 'pieces', engine, dir, size: args.size, pieces: args.pieces, workers: args.workers, idleMs: args.idleMs, fresh: args.fresh })
+  })
   args.machine = machine(true) // the chart drawn by the run names the machine; --from-csv's does not
   const csv = toCsv(rows)
   const markdown = report(args, rows, context)
@@ -460,4 +476,4 @@ async function main (args) {
 
 if (require.main === module) runScript('perf/pieces.js', { parseArgs, cases: CASES, main, redraw: REDRAW })
 
-module.exports = { HEADER, ENGINES, PHASES, usage, machine, commitOf, filesystemOf }
+module.exports = { HEADER, ENGINES, PHASES, usage, machine, runRounds }
