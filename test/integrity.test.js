@@ -148,4 +148,91 @@ describe('integrity', () => {
     await rejects(store.readFile('f'), 'ECORRUPT')
     await rejects(store.stat('f'), 'ECORRUPT')
   })
+
+  describe('a file of one chunk, which readFile reads with one get after its metadata', () => {
+    const small = bytes(700, 'small')
+
+    async function storeWithSmallFile () {
+      const store = t.open({ chunkSize: C })
+      await store.writeFile('s', small)
+      expect((await store.readFile('s')).equals(small)).to.equal(true)
+      await store.close()
+      return store.location
+    }
+
+    it('a flipped bit fails with EINTEGRITY naming chunk 0, as a range read does', async () => {
+      const dir = await storeWithSmallFile()
+      await tamper(dir, async (db, keys) => {
+        const value = Buffer.from(await db.get(keys[0]))
+        value[300] ^= 1
+        await db.put(keys[0], value)
+      })
+      const store = t.open()
+      expect(await rejects(store.readFile('s'), 'EINTEGRITY')).to.include({ chunk: 0 })
+      expect(await rejects(collect(store.createReadStream('s', { start: 10, end: 20 })), 'EINTEGRITY')).to.include({ chunk: 0 })
+    })
+
+    it('a missing or truncated chunk fails with EINTEGRITY', async () => {
+      const dir = await storeWithSmallFile()
+      await tamper(dir, async (db, keys) => db.put(keys[0], (await db.get(keys[0])).subarray(0, 104)))
+      let store = t.open()
+      expect((await rejects(store.readFile('s'), 'EINTEGRITY')).message).to.contain('chunk 0 holds 100 bytes, 700 expected')
+      await store.close()
+      await tamper(dir, (db, keys) => db.batch([{ type: 'del', key: keys[0] }]))
+      store = t.open()
+      expect((await rejects(store.readFile('s'), 'EINTEGRITY')).message).to.contain('chunk 0 is missing')
+    })
+
+    it('an empty file reads as an empty Buffer', async () => {
+      const store = t.open({ chunkSize: C })
+      await store.writeFile('e', Buffer.alloc(0))
+      const read = await store.readFile('e')
+      expect(Buffer.isBuffer(read) && read.length).to.equal(0)
+    })
+  })
+
+  describe('a version replaced while readFile reads it', () => {
+    const { LevelDb } = require('../lib/leveldb/leveldb')
+    const { Files } = require('../lib/data/files')
+    const restore = []
+    afterEach(() => restore.splice(0).forEach((fn) => fn()))
+
+    function patch (object, name, wrap) {
+      const original = object[name]
+      object[name] = wrap(original)
+      restore.push(() => { object[name] = original })
+    }
+
+    it('a file of one chunk replaced between its metadata and its chunk is read again, whole', async () => {
+      const store = t.open({ chunkSize: C })
+      const [v1, v2] = [bytes(600, 'one'), bytes(900, 'two')]
+      await store.writeFile('s', v1)
+      let replaced = false
+      patch(LevelDb.prototype, 'get', (get) => async function (key) {
+        if (!replaced && !key.startsWith('!')) { // the first chunk get: overwrite the file before it
+          replaced = true
+          await store.writeFile('s', v2)
+        }
+        return get.call(this, key)
+      })
+      expect((await store.readFile('s')).equals(v2)).to.equal(true)
+      expect(replaced).to.equal(true)
+    })
+
+    it('a larger file replaced after readFile read its metadata is read again, whole', async () => {
+      const store = t.open({ chunkSize: C })
+      const [v1, v2] = [bytes(5 * C + 1, 'one'), bytes(3 * C + 7, 'two')]
+      await store.writeFile('f', v1)
+      let replaced = false
+      patch(Files.prototype, 'openReader', (openReader) => async function (...args) {
+        if (!replaced) {
+          replaced = true
+          await store.writeFile('f', v2)
+        }
+        return openReader.apply(this, args)
+      })
+      expect((await store.readFile('f')).equals(v2)).to.equal(true)
+      expect(replaced).to.equal(true)
+    })
+  })
 })

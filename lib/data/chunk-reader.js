@@ -32,7 +32,6 @@ class ChunkReader {
     Object.assign(this, { lease, share, shard: lease.shard, meta, chunkSize, last, start, end, iterator, unchecked })
     this.index = first
     this.entries = entries // chunks read by open(): the first, or all of a short range
-    this.header = headerOf(meta)
     this.hash = this.checksSha256(sha256) ? contentHash() : undefined
     this.length = Math.max(0, end - start + 1)
   }
@@ -61,14 +60,12 @@ class ChunkReader {
     }
   }
 
-  static async #open ({ lease, share, key, chunkSize, range = {}, sha256, unchecked, signal }) {
+  static #open ({ lease, share, key, chunkSize, range = {}, meta, sha256, unchecked, signal }) {
     const { shard } = lease
     const aheadBytes = share.bytes
     const { chunkKeys } = shard
-    for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
-      // A verifying read (sha256 'always') reads everything from the database again.
-      const meta = attempt === 0 && sha256 !== 'always' ? await hintedMeta(shard, key) : await shard.getMeta(key)
-      if (!meta) throw errors.notFound(key)
+    // A verifying read (sha256 'always') reads everything from the database again.
+    return onVersion(shard, key, { meta, fresh: sha256 === 'always' }, async (meta) => {
       const start = range.start || 0
       if (start > meta.size) throw errors.invalidValue('start', `(${start}) is beyond the end of file ${key} (${meta.size} bytes)`, { key })
       const end = Math.min(range.end === undefined ? Infinity : range.end, meta.size - 1)
@@ -79,8 +76,8 @@ class ChunkReader {
       // A range that fits in the reader's read-ahead is fetched with one get per chunk,
       // all at once (as many as the store lets be in flight): LevelDB reads them on
       // several threads, and an iterator would take two trips (the binding fetches one
-      // entry first). Gets see no snapshot: a chunk
-      // missing because a commit replaced the version meanwhile means reading again.
+      // entry first). Gets see no snapshot: a chunk missing because a commit replaced
+      // the version meanwhile means reading again.
       if (last - first < Math.max(1, Math.floor(aheadBytes / chunkSize))) {
         // Each chunk is checked as it arrives, while LevelDB still reads the others.
         const check = meta.chunkDigest && !unchecked
@@ -88,9 +85,7 @@ class ChunkReader {
         const entries = await Promise.all(keys.map((k) => share.get(shard.db, k, signal).then((value) => ({ key: k, value, intact: check && value ? intact(k, value) : undefined }))))
         const missing = entries.findIndex((e) => e.value === undefined)
         if (missing === -1) return new ChunkReader({ ...base, first, last, entries })
-        const now = await shard.getMeta(key)
-        if (now && now.version === meta.version) throw errors.integrity(key, `chunk ${first + missing} is missing`, { chunk: first + missing })
-        continue
+        return missingChunk(shard, meta, first + missing)
       }
       const firstKey = chunkKeys.key(key, meta.version, first)
       const iterator = shard.db.iterator({ gte: firstKey, lte: chunkKeys.key(key, meta.version, last), ...readAheadShape(aheadBytes, chunkSize) })
@@ -103,10 +98,28 @@ class ChunkReader {
       }
       if (entry && entry.key === firstKey) return new ChunkReader({ ...base, first, last, iterator, entries: [entry] })
       await iterator.end()
-      const now = await shard.getMeta(key)
-      if (now && now.version === meta.version) throw errors.integrity(key, `chunk ${first} is missing`, { chunk: first })
-    }
-    throw errors.shardBusy(shard.index, `kept replacing ${key} while it was being opened for reading`)
+      return missingChunk(shard, meta, first)
+    })
+  }
+
+  // The whole of `key` in the leased shard when it is a file of format 2 of at most one
+  // chunk: { meta, data }, data its chunk's payload (a Buffer of its own, not copied),
+  // checked as read() checks it. Otherwise { meta } alone, read no further: open() takes
+  // it as the version to try first. One get after the metadata, through the store's
+  // ReadAhead (which bounds the gets in flight); no reader and no read-ahead share, as
+  // the one record is all this read holds. The metadata is read from the database, not
+  // from metaHints: keeping a hint for each file read cost more than the gets it saved
+  // (doc/performance.md, "Storj's piece workload").
+  static readSmall ({ lease, readAhead, key, chunkSize, unchecked = false }) {
+    const { shard } = lease
+    return onVersion(shard, key, { fresh: true }, async (meta) => {
+      if (meta.chunks > 1 || !meta.chunkDigest) return { meta }
+      if (meta.chunks === 0) return { meta, data: Buffer.alloc(0) }
+      const chunkKey = shard.chunkKeys.key(key, meta.version, 0)
+      const value = await readAhead.get(shard.db, chunkKey)
+      if (value === undefined) return missingChunk(shard, meta, 0)
+      return { meta, data: chunkData(meta, chunkSize, 0, chunkKey, value, unchecked ? true : undefined) }
+    })
   }
 
   async #nextEntry () {
@@ -122,21 +135,15 @@ class ChunkReader {
     const index = this.index++
     const expectedKey = this.shard.chunkKeys.key(meta.key, meta.version, index)
     if (!entry || entry.key !== expectedKey) throw errors.integrity(meta.key, `chunk ${index} is missing`, { chunk: index })
-    const expectedLength = index === meta.chunks - 1 ? meta.size - index * chunkSize : chunkSize
-    const { header } = this
-    if (entry.value.length !== header + expectedLength) {
-      throw errors.integrity(meta.key, `chunk ${index} holds ${entry.value.length - header} bytes, ${expectedLength} expected`, { chunk: index })
-    }
-    if (header && !this.unchecked && !(entry.intact ?? intact(entry.key, entry.value))) throw damagedChunk(meta.key, index)
-    const data = header ? payload(entry.value) : entry.value
+    const data = chunkData(meta, chunkSize, index, entry.key, entry.value, this.unchecked || entry.intact)
     if (this.hash) {
       this.hash.update(data)
       if (index === this.last) this.#verify()
     }
     const offset = index * chunkSize
     const from = Math.max(0, this.start - offset)
-    const to = Math.min(expectedLength, this.end - offset + 1)
-    return from === 0 && to === expectedLength ? data : data.subarray(from, to)
+    const to = Math.min(data.length, this.end - offset + 1)
+    return from === 0 && to === data.length ? data : data.subarray(from, to)
   }
 
   #verify () {
@@ -156,6 +163,46 @@ class ChunkReader {
       this.lease.release()
     }
   }
+}
+
+// What onVersion's fn returns when a commit replaced the version it was given before
+// its chunks were read.
+const REPLACED = Symbol('replaced')
+
+// fn(meta) on the current version of `key` in `shard`, and again on the version current
+// then while it returns REPLACED, at most MAX_ATTEMPTS times. The first version tried:
+// `meta` when given (one read before, maybe replaced since), else from metaHints unless
+// `fresh`.
+async function onVersion (shard, key, { meta, fresh = false }, fn) {
+  for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
+    const current = attempt === 0 && meta ? meta : attempt === 0 && !fresh ? await hintedMeta(shard, key) : await shard.getMeta(key)
+    if (!current) throw errors.notFound(key)
+    const result = await fn(current)
+    if (result !== REPLACED) return result
+  }
+  throw errors.shardBusy(shard.index, `kept replacing ${key} while it was being opened for reading`)
+}
+
+// Chunk `index` of meta's version was not found: REPLACED if a commit replaced that
+// version since, EINTEGRITY if it is still the current one.
+async function missingChunk (shard, meta, index) {
+  const now = await shard.getMeta(meta.key)
+  if (now && now.version === meta.version) throw errors.integrity(meta.key, `chunk ${index} is missing`, { chunk: index })
+  return REPLACED
+}
+
+// The data of chunk `index` of meta's version, from its record `value` stored under
+// `key`: its length checked, and its digest (format 2) unless `intactAlready` says it
+// was checked (true) or found damaged (false) as it arrived.
+function chunkData (meta, chunkSize, index, key, value, intactAlready) {
+  const header = headerOf(meta)
+  const expected = index === meta.chunks - 1 ? meta.size - index * chunkSize : chunkSize
+  if (value.length !== header + expected) {
+    throw errors.integrity(meta.key, `chunk ${index} holds ${value.length - header} bytes, ${expected} expected`, { chunk: index })
+  }
+  if (!header) return value
+  if (!(intactAlready ?? intact(key, value))) throw damagedChunk(meta.key, index)
+  return payload(value)
 }
 
 // shard.getMeta(key), from metaHints while the database had no write since it was read.

@@ -79,15 +79,29 @@ class Files {
     }
   }
 
-  // A ChunkReader of bytes `range` of `key`; sha256 and unchecked as ChunkReader takes them.
-  // Only opening the shard writes (on a full disk, the lease's useReserve gives the
-  // reserve up for that); the reader's own work is reads. `signal` ends its waits (for
-  // the shard, for a place among the store's gets in flight).
-  async openReader (key, range, { sha256, unchecked, signal } = {}) {
+  // A ChunkReader of bytes `range` of `key`; sha256, unchecked and meta as ChunkReader
+  // takes them. Only opening the shard writes (on a full disk, the lease's useReserve
+  // gives the reserve up for that); the reader's own work is reads. `signal` ends its
+  // waits (for the shard, for a place among the store's gets in flight).
+  async openReader (key, range, { sha256, unchecked, meta, signal } = {}) {
+    const lease = await this.#readLease(key, signal)
+    return ChunkReader.open({ lease, readAhead: this.readAhead, key, chunkSize: this.chunkSize, range, meta, sha256, unchecked, signal })
+  }
+
+  // ChunkReader.readSmall of `key`: the whole file if it is of at most one chunk.
+  async readSmall (key, { unchecked } = {}) {
+    const lease = await this.#readLease(key)
+    try {
+      return await ChunkReader.readSmall({ lease, readAhead: this.readAhead, key, chunkSize: this.chunkSize, unchecked })
+    } finally {
+      lease.release()
+    }
+  }
+
+  #readLease (key, signal) {
     const index = this.route(key)
-    if (!this.shards.has(index)) throw errors.notFound(key)
-    const lease = await this.shards.lease(index, { useReserve: true, admitted: true, signal })
-    return ChunkReader.open({ lease, readAhead: this.readAhead, key, chunkSize: this.chunkSize, range, sha256, unchecked, signal })
+    if (!this.shards.has(index)) return Promise.reject(errors.notFound(key))
+    return this.shards.lease(index, { useReserve: true, admitted: true, signal })
   }
 }
 

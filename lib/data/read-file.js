@@ -15,9 +15,12 @@ const THREAD_FAILED = Symbol('the digest thread failed')
 // The whole file `key` in one Buffer, every byte checked before it is returned.
 // files: the store's Files; digester: its Digester. unchecked: perf/throughput.js only.
 async function readFile (files, digester, key, { unchecked = false } = {}) {
+  const { meta, data } = await files.readSmall(key, { unchecked })
+  if (data) return data
   for (let offload = true; ; offload = false) {
-    // The reader leaves the chunk digests to readChecked.
-    const reader = await files.openReader(key, {}, { sha256: false, unchecked: true })
+    // The reader leaves the chunk digests to readChecked. It tries the version read
+    // above first, and reads again if a commit replaced it since.
+    const reader = await files.openReader(key, {}, { sha256: false, unchecked: true, meta })
     try {
       if (reader.length > MAX_LENGTH) throw errors.tooBigToRead(key, reader.length)
       if (!reader.meta.chunkDigest) return await readFormat1(reader, digester)
