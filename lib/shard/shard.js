@@ -189,16 +189,19 @@ class Shard {
     if (meta.size > 0) ops.push({ type: 'put', key: records.deadKey(key, meta.version), value: String(meta.size) })
   }
 
-  // A removal changes the dead share of the ranges left for later: all are weighed again.
+  // A removal's bytes are reclaimable; what the last plan left for later stays
+  // deferred. The next plan of this shard weighs every range again, the deferred ones
+  // too, and the Reclaimer plans a shard for its new dead bytes only: under steady
+  // removals, a shard whose ranges stay below RECLAIM_SHARE is not planned again for
+  // every removal.
   #died (meta) {
     if (meta.size === 0) return
     this.dead += meta.size
-    this.deferred = 0
     this.onDead(this)
   }
 
-  // Dead bytes the Reclaimer may give back now: those in ranges left for later wait for
-  // the next removal in this shard.
+  // Dead bytes the Reclaimer may give back now: those in ranges the last plan left for
+  // later wait until removals since make the shard worth planning again.
   get reclaimable () {
     return this.dead - this.deferred
   }
@@ -214,8 +217,9 @@ class Shard {
   // What reclaiming the dead versions noted so far takes: { pieces: [{ from, to,
   // tables }], ids, bytes }, the key ranges to compact (reclaim-plan.js) whose dead
   // versions are at least RECLAIM_SHARE of `tables`, the bytes of the table files in
-  // the range, and those versions' notes; the others are left for later (`deferred`). Then forgetDead(plan) removes the notes. A crash
-  // midway leaves the notes: the next plan does it again.
+  // the range, and those versions' notes; the others are left for later (`deferred`).
+  // Then forgetDead(plan) removes the notes. A crash midway leaves the notes: the next
+  // plan does it again.
   async reclaimPlan () {
     const dead = await this.#deadVersions()
     const pieces = []
@@ -228,7 +232,8 @@ class Shard {
     }
     const ids = new Set(pieces.flatMap((piece) => piece.ids).filter((id) => !skipped.has(id)))
     const bytes = dead.reduce((sum, d) => sum + (ids.has(d.id) ? d.bytes : 0), 0)
-    this.deferred = Math.max(0, this.dead - bytes)
+    // What was weighed and left; removals noted since the scan stay reclaimable.
+    this.deferred = Math.min(this.dead, dead.reduce((sum, d) => sum + d.bytes, 0) - bytes)
     return { pieces: pieces.map(({ from, to, tables }) => ({ from, to, tables })), ids: [...ids], bytes }
   }
 
