@@ -108,6 +108,22 @@ describe('waits that can be left, and closes that every caller awaits', function
       return { pool, closed }
     }
 
+    it('a shard needing a slot evicts the one used least recently', async () => {
+      const { pool, closed } = fakePool({ maxOpen: 2 })
+      pool.release(await pool.acquire(0))
+      await new Promise((resolve) => setTimeout(resolve, 5)) // distinct release times
+      pool.release(await pool.acquire(1))
+      await new Promise((resolve) => setTimeout(resolve, 5))
+      pool.release(await pool.acquire(0)) // 0 used again: 1 is now the least recent
+      const two = await within(pool.acquire(2), 1000, 'acquire(2)')
+      expect(closed).to.deep.equal([1])
+      pool.release(two)
+      await new Promise((resolve) => setTimeout(resolve, 5))
+      pool.release(await pool.acquire(0))
+      await within(pool.acquire(3), 1000, 'acquire(3)')
+      expect(closed).to.deep.equal([1, 2])
+    })
+
     // Suspected: a slot is never given back when a shard's close fails while a caller's
     // turn holds it. It does not hold: the failed close frees the slot.
     it('a shard whose close fails frees its slot: the callers waiting for it, and for that shard, go on', async () => {

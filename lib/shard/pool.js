@@ -17,7 +17,7 @@ class ShardPool {
     this.waitTimeout = waitTimeout
     this.openShard = open
     this.closeShard = close
-    this.entries = new Map() // index -> { ready, shard, refs, timer, idleSince, closing }, least recently used first
+    this.entries = new Map() // index -> { ready, shard, refs, timer, idleSince, closing }
     this.queue = [] // callers waiting for a slot, first come first served
     this.promised = 0 // slots handed to queued callers that have not taken them yet
     this.evicting = 0 // idle shards being closed to make room
@@ -148,9 +148,9 @@ class ShardPool {
       this.#close(shard.index).catch(() => {})
       return
     }
-    this.entries.delete(shard.index) // re-insert: Map order becomes least recently used first
-    this.entries.set(shard.index, entry)
-    entry.idleSince = performance.now() // monotonic, as timers are: a clock step cannot keep it open
+    // Monotonic, as timers are: a clock step cannot keep it open. Also what #pump
+    // evicts by, least recently used first.
+    entry.idleSince = performance.now()
     if (!entry.timer) this.#closeWhenIdle(shard.index, entry, this.idleTimeout)
     this.#pump()
   }
@@ -182,9 +182,10 @@ class ShardPool {
       this.promised++
       this.queue.shift().resolve(true)
     }
-    for (const [index, entry] of this.entries) {
+    if (this.evicting >= this.queue.length) return
+    const idle = [...this.entries].filter(([, e]) => e.refs === 0 && e.shard && !e.closing).sort(([, a], [, b]) => a.idleSince - b.idleSince)
+    for (const [index] of idle) {
       if (this.evicting >= this.queue.length) return
-      if (entry.refs > 0 || !entry.shard || entry.closing) continue
       this.evicting++
       this.#close(index).catch(() => {}).finally(() => { // its closing failed, but the slot is free
         this.evicting--
