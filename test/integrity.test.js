@@ -183,6 +183,14 @@ describe('integrity', () => {
       expect((await rejects(store.readFile('s'), 'EINTEGRITY')).message).to.contain('chunk 0 is missing')
     })
 
+    it('metadata saying no chunks for 700 bytes fails with EINTEGRITY, not an empty file', async () => {
+      const dir = await storeWithSmallFile()
+      const metaKey = '!m!' + require('../lib/api/keys').coerceKey('s').key
+      await tamper(dir, async (db) => db.put(metaKey, JSON.stringify({ ...JSON.parse(await db.get(metaKey)), chunks: 0 })))
+      const store = t.open()
+      await rejects(store.readFile('s'), 'EINTEGRITY')
+    })
+
     it('an empty file reads as an empty Buffer', async () => {
       const store = t.open({ chunkSize: C })
       await store.writeFile('e', Buffer.alloc(0))
@@ -217,6 +225,20 @@ describe('integrity', () => {
       })
       expect((await store.readFile('s')).equals(v2)).to.equal(true)
       expect(replaced).to.equal(true)
+    })
+
+    it('a larger file is read on one lease of its shard: the metadata and the chunks', async () => {
+      const { Shards } = require('../lib/shard/shards')
+      const store = t.open({ chunkSize: C })
+      const data = bytes(5 * C + 1, 'big')
+      await store.writeFile('f', data)
+      let leases = 0
+      patch(Shards.prototype, 'lease', (lease) => function (...args) {
+        leases++
+        return lease.apply(this, args)
+      })
+      expect((await store.readFile('f')).equals(data)).to.equal(true)
+      expect(leases).to.equal(1)
     })
 
     it('a larger file replaced after readFile read its metadata is read again, whole', async () => {

@@ -384,6 +384,30 @@ describe('a range is compacted once removed versions are a quarter of its tables
       await shard.close()
     }
   })
+  it('a removal while compact() runs stays reclaimable, even after a plan left notes for later', async () => {
+    const store = t.open({ referenceId: REF, reclaim: false })
+    const keys = Array.from({ length: 20 }, (_, i) => keyInShard(REF, 3, `compact ${i}`)).sort()
+    for (const key of keys) await store.writeFile(key, bytes(SIZE, key))
+    await store.close()
+    const shard = await Shard.open({ index: 3, location: path.join(store.location, '003.s'), cap: 1e12, chunkKeys: new ChunkKeys(1e12, 128 * 1024), sync: false })
+    try {
+      await shard.unlink(keys[0])
+      await shard.unlink(keys[19])
+      expect((await shard.reclaimPlan()).ids).to.deep.equal([]) // both left for later
+      expect(shard.deferred).to.equal(2 * SIZE)
+      const compactRange = shard.db.compactRange
+      shard.db.compactRange = async function (...args) {
+        const done = compactRange.apply(this, args)
+        await shard.unlink(keys[10]) // noted while compact() compacts
+        return done
+      }
+      await shard.compact()
+      expect(shard.dead).to.equal(SIZE)
+      expect(shard.reclaimable, 'the removal during compact()').to.equal(SIZE)
+    } finally {
+      await shard.close()
+    }
+  })
 })
 
 describe('dead bytes stay the sum of the notes left', function () {

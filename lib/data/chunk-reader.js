@@ -3,6 +3,7 @@
 const { contentHash } = require('../api/keys')
 const { readAheadShape, MAX_EACH } = require('./read-ahead')
 const { headerOf, payload, intact } = require('../shard/chunk-record')
+const { OFFLOAD_DIGEST_BYTES } = require('./digester')
 const errors = require('../api/errors')
 
 // Only for perf/throughput.js, to measure what checking costs: a read stream or
@@ -47,8 +48,9 @@ class ChunkReader {
   // takes its share from (what it may fetch ahead of its consumer) and gives it back to
   // in the same places; without it, the most a reader takes. The binding fetches a few
   // chunks per trip and the rest waits queued (read-ahead.js), so it fetches the next
-  // trip on its thread while these are checked and handed out. `signal` ends a wait for
-  // a place among the store's gets in flight.
+  // trip on its thread while these are checked and handed out. `meta`: the version to
+  // try first, read before (readSmall), read again if a commit replaced it since.
+  // `signal` ends a wait for a place among the store's gets in flight.
   static async open ({ lease, readAhead, ...options }) {
     const share = readAhead ? readAhead.take() : { bytes: MAX_EACH, give () {}, get: (db, key) => db.get(key) }
     try {
@@ -113,7 +115,10 @@ class ChunkReader {
   static readSmall ({ lease, readAhead, key, chunkSize, unchecked = false }) {
     const { shard } = lease
     return onVersion(shard, key, { fresh: true }, async (meta) => {
-      if (meta.chunks > 1 || !meta.chunkDigest) return { meta }
+      // Metadata whose chunk count disagrees with its size is left to the reader, which
+      // names the damage; a chunk of OFFLOAD_DIGEST_BYTES or more is checked on the
+      // digest thread by readFile.
+      if (meta.chunks > 1 || !meta.chunkDigest || meta.chunks !== Math.ceil(meta.size / chunkSize) || meta.size >= OFFLOAD_DIGEST_BYTES) return { meta }
       if (meta.chunks === 0) return { meta, data: Buffer.alloc(0) }
       const chunkKey = shard.chunkKeys.key(key, meta.version, 0)
       const value = await readAhead.get(shard.db, chunkKey)
@@ -171,16 +176,16 @@ const REPLACED = Symbol('replaced')
 
 // fn(meta) on the current version of `key` in `shard`, and again on the version current
 // then while it returns REPLACED, at most MAX_ATTEMPTS times. The first version tried:
-// `meta` when given (one read before, maybe replaced since), else from metaHints unless
-// `fresh`.
+// read from the database if `fresh`, else `meta` when given (read before, maybe
+// replaced since), else from metaHints.
 async function onVersion (shard, key, { meta, fresh = false }, fn) {
   for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
-    const current = attempt === 0 && meta ? meta : attempt === 0 && !fresh ? await hintedMeta(shard, key) : await shard.getMeta(key)
+    const current = attempt > 0 || fresh ? await shard.getMeta(key) : meta || (await hintedMeta(shard, key))
     if (!current) throw errors.notFound(key)
     const result = await fn(current)
     if (result !== REPLACED) return result
   }
-  throw errors.shardBusy(shard.index, `kept replacing ${key} while it was being opened for reading`)
+  throw errors.shardBusy(shard.index, `kept replacing ${key} while it was being read`)
 }
 
 // Chunk `index` of meta's version was not found: REPLACED if a commit replaced that

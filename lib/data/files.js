@@ -82,20 +82,29 @@ class Files {
   // A ChunkReader of bytes `range` of `key`; sha256, unchecked and meta as ChunkReader
   // takes them. Only opening the shard writes (on a full disk, the lease's useReserve
   // gives the reserve up for that); the reader's own work is reads. `signal` ends its
-  // waits (for the shard, for a place among the store's gets in flight).
-  async openReader (key, range, { sha256, unchecked, meta, signal } = {}) {
-    const lease = await this.#readLease(key, signal)
-    return ChunkReader.open({ lease, readAhead: this.readAhead, key, chunkSize: this.chunkSize, range, meta, sha256, unchecked, signal })
+  // waits (for the shard, for a place among the store's gets in flight). `lease`: a read
+  // lease on the key's shard that readSmall handed over, for the reader to hold.
+  async openReader (key, range, { sha256, unchecked, meta, lease, signal } = {}) {
+    const held = lease || (await this.#readLease(key, signal))
+    return ChunkReader.open({ lease: held, readAhead: this.readAhead, key, chunkSize: this.chunkSize, range, meta, sha256, unchecked, signal })
   }
 
-  // ChunkReader.readSmall of `key`: the whole file if it is of at most one chunk.
+  // ChunkReader.readSmall of `key` on a read lease: { data }, the whole file, when it is
+  // of format 2 and at most one chunk, the lease given back; otherwise { meta, lease },
+  // for the caller to hand both to openReader, so that the read goes on in the shard
+  // it holds rather than queue for it again.
   async readSmall (key, { unchecked } = {}) {
     const lease = await this.#readLease(key)
+    let small
     try {
-      return await ChunkReader.readSmall({ lease, readAhead: this.readAhead, key, chunkSize: this.chunkSize, unchecked })
-    } finally {
+      small = await ChunkReader.readSmall({ lease, readAhead: this.readAhead, key, chunkSize: this.chunkSize, unchecked })
+    } catch (err) {
       lease.release()
+      throw err
     }
+    if (!small.data) return { meta: small.meta, lease }
+    lease.release()
+    return { data: small.data }
   }
 
   #readLease (key, signal) {

@@ -15,12 +15,16 @@ const THREAD_FAILED = Symbol('the digest thread failed')
 // The whole file `key` in one Buffer, every byte checked before it is returned.
 // files: the store's Files; digester: its Digester. unchecked: perf/throughput.js only.
 async function readFile (files, digester, key, { unchecked = false } = {}) {
-  const { meta, data } = await files.readSmall(key, { unchecked })
-  if (data) return data
+  const small = await files.readSmall(key, { unchecked })
+  if (small.data) return small.data
+  let { meta, lease } = small
   for (let offload = true; ; offload = false) {
-    // The reader leaves the chunk digests to readChecked. It tries the version read
-    // above first, and reads again if a commit replaced it since.
-    const reader = await files.openReader(key, {}, { sha256: false, unchecked: true, meta })
+    // The reader leaves the chunk digests to readChecked. It holds readSmall's lease,
+    // and tries the version read there first (reading again if a commit replaced it
+    // since); a second try takes a lease of its own.
+    const reader = await files.openReader(key, {}, { sha256: false, unchecked: true, meta, lease })
+    lease = undefined
+    meta = reader.meta
     try {
       if (reader.length > MAX_LENGTH) throw errors.tooBigToRead(key, reader.length)
       if (!reader.meta.chunkDigest) return await readFormat1(reader, digester)
@@ -41,7 +45,8 @@ async function readFile (files, digester, key, { unchecked = false } = {}) {
 // for perf/throughput.js.)
 async function readChecked (reader, digester, check) {
   // A file of one chunk is its record's payload, a Buffer of its own: returned as it is,
-  // not copied, unless the record goes to the Digester's thread.
+  // not copied, unless the record goes to the Digester's thread. (readSmall reads most
+  // such files; this one was replaced by a file of one chunk after readSmall read it.)
   const whole = reader.index === reader.last && check !== 'thread'
   let out = whole ? undefined : Buffer.allocUnsafe(reader.length)
   const { shard, meta } = reader

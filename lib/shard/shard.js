@@ -36,9 +36,11 @@ class Shard {
     this.writing = new Set() // versions being written by this process right now
     this.tail = Promise.resolve()
     this.dead = 0 // bytes of removed versions whose space no compaction has reclaimed yet
-    this.deferred = 0 // of which in ranges the last plan left for later (RECLAIM_SHARE)
+    this.deferred = 0 // of which the notes the last plan left for later (RECLAIM_SHARE)
     this.onDead = () => {} // called when `dead` grew
   }
+
+  #waiting = new Set() // the ids of the notes the last plan left for later
 
   // Fingerprints of the shard's keys: a commit of a key the shard is known not to hold
   // skips reading its metadata (fingerprints.js).
@@ -232,8 +234,9 @@ class Shard {
     }
     const ids = new Set(pieces.flatMap((piece) => piece.ids).filter((id) => !skipped.has(id)))
     const bytes = dead.reduce((sum, d) => sum + (ids.has(d.id) ? d.bytes : 0), 0)
-    // What was weighed and left; removals noted since the scan stay reclaimable.
-    this.deferred = Math.min(this.dead, dead.reduce((sum, d) => sum + d.bytes, 0) - bytes)
+    // The notes weighed and left; removals noted since the scan stay reclaimable.
+    this.#waiting = new Set(dead.filter((d) => !ids.has(d.id)).map((d) => d.id))
+    this.deferred = Math.min(this.dead, dead.reduce((sum, d) => sum + (this.#waiting.has(d.id) ? d.bytes : 0), 0))
     return { pieces: pieces.map(({ from, to, tables }) => ({ from, to, tables })), ids: [...ids], bytes }
   }
 
@@ -245,16 +248,19 @@ class Shard {
     return this.#forget(ids.map((id) => ({ type: 'del', key: id })))
   }
 
-  // Deletes dead notes (`ops`), then makes `dead` the sum of the notes left. The
-  // Reclaimer and compact() may forget the same notes, on one shard at once, while
-  // removals note new ones: subtracting what each meant to forget would count bytes
-  // twice, or drop a note made meanwhile, and its space would not come back. Exclusive
-  // of commits and unlinks, which note removals and add to `dead` in one section.
+  // Deletes dead notes (`ops`), then makes `dead` the sum of the notes left, and
+  // `deferred` that of those left that the last plan left for later. The Reclaimer and
+  // compact() may forget the same notes, on one shard at once, while removals note new
+  // ones: subtracting what each meant to forget would count bytes twice, or drop a note
+  // made meanwhile, and its space would not come back. Exclusive of commits and
+  // unlinks, which note removals and add to `dead` in one section.
   #forget (ops) {
     return this.exclusive(async () => {
       if (ops.length) await this.db.batch(ops)
-      this.dead = await this.#deadBytes()
-      this.deferred = Math.min(this.deferred, this.dead)
+      const left = await this.#deadVersions()
+      this.dead = left.reduce((sum, d) => sum + d.bytes, 0)
+      this.#waiting = new Set(left.filter((d) => this.#waiting.has(d.id)).map((d) => d.id))
+      this.deferred = left.reduce((sum, d) => sum + (this.#waiting.has(d.id) ? d.bytes : 0), 0)
     })
   }
 
