@@ -41,6 +41,7 @@ class Shard {
   }
 
   #waiting = new Set() // the ids of the notes the last plan left for later
+  #forgets = 0 // notes forgotten so far (#forget): a plan that scanned before one defers nothing
 
   // Fingerprints of the shard's keys: a commit of a key the shard is known not to hold
   // skips reading its metadata (fingerprints.js).
@@ -223,6 +224,7 @@ class Shard {
   // Then forgetDead(plan) removes the notes. A crash midway leaves the notes: the next
   // plan does it again.
   async reclaimPlan () {
+    const forgets = this.#forgets
     const dead = await this.#deadVersions()
     const pieces = []
     const skipped = new Set()
@@ -234,8 +236,10 @@ class Shard {
     }
     const ids = new Set(pieces.flatMap((piece) => piece.ids).filter((id) => !skipped.has(id)))
     const bytes = dead.reduce((sum, d) => sum + (ids.has(d.id) ? d.bytes : 0), 0)
-    // The notes weighed and left; removals noted since the scan stay reclaimable.
-    this.#waiting = new Set(dead.filter((d) => !ids.has(d.id)).map((d) => d.id))
+    // The notes weighed and left; removals noted since the scan stay reclaimable. Notes
+    // forgotten since the scan (compact()) make the scan stale: nothing is deferred then,
+    // and the shard is planned again.
+    this.#waiting = new Set(forgets === this.#forgets ? dead.filter((d) => !ids.has(d.id)).map((d) => d.id) : [])
     this.deferred = Math.min(this.dead, dead.reduce((sum, d) => sum + (this.#waiting.has(d.id) ? d.bytes : 0), 0))
     return { pieces: pieces.map(({ from, to, tables }) => ({ from, to, tables })), ids: [...ids], bytes }
   }
@@ -257,6 +261,7 @@ class Shard {
   #forget (ops) {
     return this.exclusive(async () => {
       if (ops.length) await this.db.batch(ops)
+      this.#forgets++
       const left = await this.#deadVersions()
       this.dead = left.reduce((sum, d) => sum + d.bytes, 0)
       this.#waiting = new Set(left.filter((d) => this.#waiting.has(d.id)).map((d) => d.id))
