@@ -337,6 +337,18 @@ describe('kfs command line under faults', function () {
       expect(fs.lstatSync(link).isSymbolicLink()).to.equal(true)
     })
 
+    it('a file written through is closed by the command itself, not left to the garbage collector', async () => {
+      // In process, as the command does it: close() ends once the bytes are written. The
+      // write stream held a reference to the handle, and its close never ended.
+      const { openTarget } = require('../lib/cli/write-file')
+      const { pipeline } = require('node:stream/promises')
+      const { Readable } = require('node:stream')
+      const target = await openTarget('/dev/null')
+      await target.write((out) => pipeline(Readable.from([data]), out))
+      const closed = await Promise.race([target.close().then(() => true), new Promise((resolve) => setTimeout(resolve, 2000, false))])
+      expect(closed, 'close() ended').to.equal(true)
+    })
+
     it('a regular file is still replaced by a rename: a hard link to it keeps the old bytes', async () => {
       const out = path.join(t.dir, 'out')
       fs.writeFileSync(out, 'previous', { mode: 0o640 })

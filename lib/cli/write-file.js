@@ -59,10 +59,18 @@ function absent (err) {
 }
 
 // Neither created nor truncated: a device or a FIFO takes the bytes as they come. Only
-// a disk is synced: fsync means nothing to the others, and fails on some.
+// a disk is synced: fsync means nothing to the others, and fails on some. The stream
+// holds a reference to the handle until it is destroyed, and a handle's close() waits
+// for its references: left alive, it kept the close from ever ending, and the
+// descriptor was closed by the garbage collector, with a warning on stderr.
 async function writeThrough (handle, stats, fill) {
-  await fill(handle.createWriteStream({ autoClose: false }))
-  if (stats.isBlockDevice()) await handle.sync()
+  const stream = handle.createWriteStream({ autoClose: false })
+  try {
+    await fill(stream)
+    if (stats.isBlockDevice()) await handle.sync()
+  } finally {
+    if (!stream.closed) await new Promise((resolve) => stream.once('close', resolve).destroy())
+  }
 }
 
 // The temporary file replacing an existing one is made 0600, and given the file's mode
