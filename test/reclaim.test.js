@@ -356,85 +356,70 @@ describe('a range is compacted once removed versions are a quarter of its tables
   const t = useTmp()
   const SIZE = 62068
 
-  it('two files removed among 20 wait; six are compacted; the notes of what waits stay', async () => {
+  // fn(shard, keys) on shard 3 of a closed store holding 20 files there (in table files
+  // now), opened alone, with the first and the last removed: one range spanning all 20
+  // files, a tenth of it removed.
+  async function withTwentyFiles (name, fn) {
     const store = t.open({ referenceId: REF, reclaim: false })
-    const keys = Array.from({ length: 20 }, (_, i) => keyInShard(REF, 3, `share ${i}`)).sort()
-    for (const key of keys) await store.writeFile(key, bytes(SIZE, key))
-    await store.close() // the files are in table files now
-    const shard = await Shard.open({ index: 3, location: path.join(store.location, '003.s'), cap: 1e12, chunkKeys: new ChunkKeys(1e12, 128 * 1024), sync: false })
-    try {
-      // The first and the last: one range spanning all 20 files, a tenth of it removed.
-      await shard.unlink(keys[0])
-      await shard.unlink(keys[19])
-      const waiting = await shard.reclaimPlan()
-      expect(waiting.pieces).to.deep.equal([])
-      expect(waiting.ids).to.deep.equal([])
-      expect(shard.dead).to.equal(2 * SIZE)
-      expect(shard.reclaimable).to.equal(0)
-      for (const key of keys.slice(5, 9)) await shard.unlink(key) // 6 of 20: 30%
-      expect(shard.reclaimable, 'the new removals only').to.equal(4 * SIZE)
-      const plan = await shard.reclaimPlan()
-      expect(plan.pieces).to.have.length(1)
-      expect(plan.ids).to.have.length(6)
-      for (const piece of plan.pieces) await shard.compactPiece(piece)
-      await shard.forgetDead(plan)
-      expect(shard.dead).to.equal(0)
-      expect(shard.reclaimable).to.equal(0)
-    } finally {
-      await shard.close()
-    }
-  })
-  it('a plan that scanned before compact() forgot the notes defers nothing: a removal since stays reclaimable', async () => {
-    const store = t.open({ referenceId: REF, reclaim: false })
-    const keys = Array.from({ length: 20 }, (_, i) => keyInShard(REF, 3, `stale ${i}`)).sort()
+    const keys = Array.from({ length: 20 }, (_, i) => keyInShard(REF, 3, `${name} ${i}`)).sort()
     for (const key of keys) await store.writeFile(key, bytes(SIZE, key))
     await store.close()
     const shard = await Shard.open({ index: 3, location: path.join(store.location, '003.s'), cap: 1e12, chunkKeys: new ChunkKeys(1e12, 128 * 1024), sync: false })
     try {
       await shard.unlink(keys[0])
       await shard.unlink(keys[19])
-      const approximateSize = shard.db.approximateSize
-      let once = true
-      shard.db.approximateSize = async function (...args) {
-        if (once) { // after the plan's scan: compact() forgets its notes, then a removal
-          once = false
-          await shard.compact()
-          await shard.unlink(keys[10])
-        }
-        return approximateSize.apply(this, args)
-      }
-      await shard.reclaimPlan()
-      expect(shard.dead).to.equal(SIZE)
-      expect(shard.reclaimable, 'the removal after compact()').to.equal(SIZE)
+      await fn(shard, keys)
     } finally {
       await shard.close()
     }
-  })
+  }
 
-  it('a removal while compact() runs stays reclaimable, even after a plan left notes for later', async () => {
-    const store = t.open({ referenceId: REF, reclaim: false })
-    const keys = Array.from({ length: 20 }, (_, i) => keyInShard(REF, 3, `compact ${i}`)).sort()
-    for (const key of keys) await store.writeFile(key, bytes(SIZE, key))
-    await store.close()
-    const shard = await Shard.open({ index: 3, location: path.join(store.location, '003.s'), cap: 1e12, chunkKeys: new ChunkKeys(1e12, 128 * 1024), sync: false })
-    try {
-      await shard.unlink(keys[0])
-      await shard.unlink(keys[19])
-      expect((await shard.reclaimPlan()).ids).to.deep.equal([]) // both left for later
-      expect(shard.deferred).to.equal(2 * SIZE)
-      const compactRange = shard.db.compactRange
-      shard.db.compactRange = async function (...args) {
-        const done = compactRange.apply(this, args)
-        await shard.unlink(keys[10]) // noted while compact() compacts
-        return done
+  it('two files removed among 20 wait; six are compacted; the notes of what waits stay', () => withTwentyFiles('share', async (shard, keys) => {
+    const waiting = await shard.reclaimPlan()
+    expect(waiting.pieces).to.deep.equal([])
+    expect(waiting.ids).to.deep.equal([])
+    expect(shard.dead).to.equal(2 * SIZE)
+    expect(shard.reclaimable).to.equal(0)
+    for (const key of keys.slice(5, 9)) await shard.unlink(key) // 6 of 20: 30%
+    expect(shard.reclaimable, 'the new removals only').to.equal(4 * SIZE)
+    const plan = await shard.reclaimPlan()
+    expect(plan.pieces).to.have.length(1)
+    expect(plan.ids).to.have.length(6)
+    for (const piece of plan.pieces) await shard.compactPiece(piece)
+    await shard.forgetDead(plan)
+    expect(shard.dead).to.equal(0)
+    expect(shard.reclaimable).to.equal(0)
+  }))
+
+  it('a plan that scanned before compact() forgot the notes defers nothing: a removal since stays reclaimable', () => withTwentyFiles('stale', async (shard, keys) => {
+    const approximateSize = shard.db.approximateSize
+    let once = true
+    shard.db.approximateSize = async function (...args) {
+      if (once) { // after the plan's scan: compact() forgets its notes, then a removal
+        once = false
+        await shard.compact()
+        await shard.unlink(keys[10])
       }
-      await shard.compact()
-      expect(shard.dead).to.equal(SIZE)
-      expect(shard.reclaimable, 'the removal during compact()').to.equal(SIZE)
-    } finally {
-      await shard.close()
+      return approximateSize.apply(this, args)
     }
-  })
+    await shard.reclaimPlan()
+    expect(shard.dead).to.equal(SIZE)
+    expect(shard.reclaimable, 'the removal after compact()').to.equal(SIZE)
+  }))
+
+  it('a removal while compact() runs stays reclaimable, even after a plan left notes for later', () => withTwentyFiles('compact', async (shard, keys) => {
+    expect((await shard.reclaimPlan()).ids).to.deep.equal([]) // both left for later
+    expect(shard.deferred).to.equal(2 * SIZE)
+    const compactRange = shard.db.compactRange
+    shard.db.compactRange = async function (...args) {
+      const done = compactRange.apply(this, args)
+      await shard.unlink(keys[10]) // noted while compact() compacts
+      return done
+    }
+    await shard.compact()
+    expect(shard.dead).to.equal(SIZE)
+    expect(shard.reclaimable, 'the removal during compact()').to.equal(SIZE)
+  }))
 })
 
 describe('dead bytes stay the sum of the notes left', function () {
