@@ -44,11 +44,7 @@ async function readFile (files, digester, key, { unchecked = false } = {}) {
 // it held are gone: THREAD_FAILED, and readFile reads again, checking here. ('no' is
 // for perf/throughput.js.)
 async function readChecked (reader, digester, check) {
-  // A file of one chunk is its record's payload, a Buffer of its own: returned as it is,
-  // not copied, unless the record goes to the Digester's thread. (readSmall reads most
-  // such files; this one was replaced by a file of one chunk after readSmall read it.)
-  const whole = reader.index === reader.last && check !== 'thread'
-  let out = whole ? undefined : Buffer.allocUnsafe(reader.length)
+  const out = Buffer.allocUnsafe(reader.length)
   const { shard, meta } = reader
   const checks = []
   let batch = { first: 0, keys: [], records: [] }
@@ -64,8 +60,7 @@ async function readChecked (reader, digester, check) {
     const chunkKey = shard.chunkKeys.key(meta.key, meta.version, index)
     const record = recordOf(piece)
     if (check === 'here' && !intact(chunkKey, record)) throw damagedChunk(meta.key, index)
-    if (whole) out = piece
-    else offset += piece.copy(out, offset)
+    offset += piece.copy(out, offset)
     if (check !== 'thread') continue
     batch.keys.push(chunkKey)
     batch.records.push(record)
