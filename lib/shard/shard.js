@@ -239,8 +239,8 @@ class Shard {
     // The notes weighed and left; removals noted since the scan stay reclaimable. Notes
     // forgotten since the scan (compact()) make the scan stale: nothing is deferred then,
     // and the shard is planned again.
-    this.#waiting = new Set(forgets === this.#forgets ? dead.filter((d) => !ids.has(d.id)).map((d) => d.id) : [])
-    this.deferred = Math.min(this.dead, dead.reduce((sum, d) => sum + (this.#waiting.has(d.id) ? d.bytes : 0), 0))
+    const stale = forgets !== this.#forgets
+    this.#leave(dead, (id) => !stale && !ids.has(id))
     return { pieces: pieces.map(({ from, to, tables }) => ({ from, to, tables })), ids: [...ids], bytes }
   }
 
@@ -264,9 +264,15 @@ class Shard {
       this.#forgets++
       const left = await this.#deadVersions()
       this.dead = left.reduce((sum, d) => sum + d.bytes, 0)
-      this.#waiting = new Set(left.filter((d) => this.#waiting.has(d.id)).map((d) => d.id))
-      this.deferred = left.reduce((sum, d) => sum + (this.#waiting.has(d.id) ? d.bytes : 0), 0)
+      this.#leave(left, (id) => this.#waiting.has(id))
     })
+  }
+
+  // Of `notes` (dead notes scanned), those whose id `waits` are left for later:
+  // `deferred` is their bytes.
+  #leave (notes, waits) {
+    this.#waiting = new Set(notes.filter((d) => waits(d.id)).map((d) => d.id))
+    this.deferred = notes.reduce((sum, d) => sum + (this.#waiting.has(d.id) ? d.bytes : 0), 0)
   }
 
   // Removes the chunks of an abandoned version and its pending record.
