@@ -107,6 +107,8 @@ declare namespace kfs {
     idleTimeout?: number
     /** Milliseconds an operation waits for a shard slot before EBUSY. Default 30000. */
     shardWaitTimeout?: number
+    /** Bytes of memory for the store's data: writes in flight, read-ahead, LevelDB's caches and memtables. Default 128 MiB, at least 16 MiB. */
+    memory?: number
   }
 
   /** What `writeFile` and `put` accept; strings are stored as UTF-8. */

@@ -2,6 +2,7 @@
 
 const path = require('node:path')
 const { parseOptions } = require('./api/options')
+const { memoryParts } = require('./api/memory')
 const { coerceKey, sha256Of } = require('./api/keys')
 const { Operations } = require('./api/operations')
 const args = require('./api/args')
@@ -41,8 +42,8 @@ class Store {
   #operations = new Operations()
   #streams = new Set()
   #digester = new Digester()
-  #writeBudget = new WriteBudget()
-  #readAhead = new ReadAhead()
+  #writeBudget
+  #readAhead
   #format // set by #open, with:
   #shards
   #files
@@ -57,6 +58,9 @@ class Store {
     this.location = path.resolve(dir)
     this.#given = given
     this.#options = resolved
+    const { writes, readAhead } = memoryParts(resolved.memory)
+    this.#writeBudget = new WriteBudget(writes)
+    this.#readAhead = new ReadAhead(readAhead)
   }
 
   get referenceId () {
@@ -119,7 +123,9 @@ class Store {
       usage,
       reserve: opened.reserve,
       operations: this.#operations,
-      options: this.#options
+      options: this.#options,
+      memory: this.#options.memory,
+      heldAbove: () => this.#writeBudget.held + this.#readAhead.held
     })
     this.#files = new Files({
       shards: this.#shards,

@@ -133,7 +133,7 @@ const CASES = {
     if (engine === 'raw256') {
       // What sharding alone costs: 256 LevelDBs with kfs's shard settings, one put per
       // file into the one its key picks, so successive puts land in different databases.
-      const options = { ...require('../lib/leveldb/leveldb').DEFAULTS, writeBufferSize: require('../lib/shard/shards').writeBufferSize(256) }
+      const options = require('./kfs-work').shardOptions()
       fs.mkdirSync(dir, { recursive: true })
       const dbs = []
       for (let i = 0; i < 256; i++) dbs.push(await openRaw(path.join(dir, String(i)), options))

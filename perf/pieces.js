@@ -8,7 +8,8 @@
 // rounds rotate the engines' order.
 //
 //   npm run benchmark:pieces -- [--size BYTES] [--pieces N] [--workers N] [--rounds N]
-//                                [--idle MS] [--fresh] [--dir DIR] [--out DIR] [--quick]
+//                                [--idle MS] [--fresh] [--memory BYTES] [--engines LIST]
+//                                [--dir DIR] [--out DIR] [--quick]
 //
 //   --size BYTES     a piece's size: 62068, 256K, 1M (62068)
 //   --pieces N       pieces per engine and round (10000)
@@ -17,6 +18,8 @@
 //   --idle MS        how long the engine stays open, idle, after collect (5000)
 //   --fresh          kfs starts from a new store: its shards are made by the first
 //                    pieces, on the clock (without it, they are made before)
+//   --memory BYTES   kfs's memory budget (the `memory` option): 64M, 1G (kfs's default)
+//   --engines LIST   the engines to run, comma-separated (all of those below)
 //   --dir DIR        where the stores go: a new directory made in it and removed at the
 //                    end ($KFS_PERF_DIR, else the temp dir)
 //   --out DIR        pieces.csv, pieces.md and pieces.svg go here (a new directory in
@@ -72,6 +75,7 @@ const { call, chunkKeys, openRaw, openStore, rawShards, writeRecords } = require
 const records = require('../lib/shard/records')
 const chunkRecord = require('../lib/shard/chunk-record')
 const { DEFAULTS: STORE } = require('../lib/api/options')
+const { MEMORY } = require('../lib/api/memory')
 
 const SELF = __filename
 const ENGINES = ['kfs', 'kfs-sync', 'files', 'files-fsync', 'leveldb', 'raw-kfs']
@@ -99,6 +103,8 @@ function parseArgs (argv) {
     else if (['--pieces', '--workers', '--rounds'].includes(arg)) args[arg.slice(2)] = parseCount(value(++i), arg)
     else if (arg === '--idle') args.idleMs = parseCount(value(++i), arg)
     else if (arg === '--fresh') args.fresh = true
+    else if (arg === '--memory') args.memory = parseSize(value(++i), arg)
+    else if (arg === '--engines') args.engines = engineList(value(++i))
     else if (arg === '--dir') args.dir = value(++i)
     else if (arg === '--out') args.out = value(++i)
     else if (arg === '--from-csv') args.fromCsv = value(++i)
@@ -111,6 +117,13 @@ function parseArgs (argv) {
   return args
 }
 
+function engineList (text) {
+  const engines = text.split(',')
+  const unknown = engines.find((e) => !ENGINES.includes(e))
+  if (unknown) throw new UsageError(`unknown engine ${unknown} (known: ${ENGINES.join(', ')})`)
+  return ENGINES.filter((e) => engines.includes(e))
+}
+
 // The comment at the top of a script (this one), as --help prints it.
 function usage (script = SELF) {
   const text = fs.readFileSync(script, 'utf8').split('\n')
@@ -119,10 +132,10 @@ function usage (script = SELF) {
 }
 
 // An engine: put(key, data), get(key) -> Buffer, del(key), close().
-// fresh: a kfs store opened with no shard made yet.
-async function openEngine (engine, dir, fresh) {
+// fresh: a kfs store opened with no shard made yet. memory: kfs's budget, if not its default.
+async function openEngine (engine, dir, fresh, memory) {
   if (engine === 'kfs' || engine === 'kfs-sync') {
-    const options = { sync: engine === 'kfs-sync' }
+    const options = { sync: engine === 'kfs-sync', memory }
     const store = fresh ? require('..')(dir, options) : await openStore(dir, undefined, '..', options)
     await store.open()
     return { put: (k, data) => store.writeFile(k, data), get: (k) => store.readFile(k), del: (k) => store.unlink(k), close: () => store.close() }
@@ -234,13 +247,13 @@ function shuffled (n) {
 
 const CASES = {
   // One engine's round: a row per phase, without round and engine.
-  async pieces ({ engine, dir, size, pieces, workers, idleMs, fresh }) {
+  async pieces ({ engine, dir, size, pieces, workers, idleMs, fresh, memory }) {
     const pool = crypto.randomBytes(size + POOL_SLACK)
     const offsets = Array.from({ length: pieces }, () => crypto.randomInt(POOL_SLACK + 1))
     const content = (i) => pool.subarray(offsets[i], offsets[i] + size)
     const keys = Array.from({ length: pieces }, () => crypto.randomBytes(32).toString('hex'))
     const disk = () => diskBytes(dir, { allocated: true })
-    const store = await openEngine(engine, dir, fresh)
+    const store = await openEngine(engine, dir, fresh, memory)
     const empty = disk()
     const peaks = sampler()
     const rows = []
@@ -347,7 +360,7 @@ function report (args, rows, { loadStart, loadEnd, filesystem, commit }) {
   const live = args.pieces * args.size
   add(`# Storj's piece workload: ${fmt(args.pieces)} pieces of ${fmt(args.size)} bytes, ${args.workers} workers`)
   add()
-  add(`Measured with \`node perf/pieces.js ${process.argv.slice(2).join(' ')}\` at commit ${commit}, ${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC, on ${machine()}; stores on ${filesystem}. ${rounds.length} round${rounds.length === 1 ? '' : 's'}, each engine in its own process and a new store each round, the engines' order rotated round by round. kfs's shards ${args.fresh ? 'were made by the first pieces, on the clock (--fresh: a new store)' : 'were all made before the clock started (a store in use)'}. Figures are medians over rounds; a ratio is the median of the rounds' ratios, each of two engines measured in the same round. Load average (1, 5, 15 min) at the start: ${load(loadStart)}; at the end: ${load(loadEnd)}. The machine was shared with other work: compare engines within this run, not with other runs.${args.quick ? ` **${quickMark('sizes')}.**` : ''}`)
+  add(`Measured with \`node perf/pieces.js ${process.argv.slice(2).join(' ')}\` at commit ${commit}, ${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC, on ${machine()}; stores on ${filesystem}. ${rounds.length} round${rounds.length === 1 ? '' : 's'}, each engine in its own process and a new store each round, the engines' order rotated round by round. kfs's shards ${args.fresh ? 'were made by the first pieces, on the clock (--fresh: a new store)' : 'were all made before the clock started (a store in use)'}; its memory budget: ${fmt((args.memory ?? MEMORY) / MiB)} MiB${args.memory ? ' (--memory)' : ' (its default)'}. Figures are medians over rounds; a ratio is the median of the rounds' ratios, each of two engines measured in the same round. Load average (1, 5, 15 min) at the start: ${load(loadStart)}; at the end: ${load(loadEnd)}. The machine was shared with other work: compare engines within this run, not with other runs.${args.quick ? ` **${quickMark('sizes')}.**` : ''}`)
   add()
   add('Method: perf/pieces.js (the comment at its top) and doc/performance.md, "Storj\'s piece workload".')
   add()
@@ -460,11 +473,11 @@ async function main (args) {
   const { rows, context } = await runRounds({
     script: SELF,
     name: 'pieces',
-    engines: ENGINES,
+    engines: args.engines ?? ENGINES,
     rounds: args.rounds,
     dir: args.dir,
     need: args.pieces * args.size * 2 + 256 * MiB,
-    job: (engine, dir) => ({ name: 'pieces', engine, dir, size: args.size, pieces: args.pieces, workers: args.workers, idleMs: args.idleMs, fresh: args.fresh })
+    job: (engine, dir) => ({ name: 'pieces', engine, dir, size: args.size, pieces: args.pieces, workers: args.workers, idleMs: args.idleMs, fresh: args.fresh, memory: args.memory })
   })
   args.machine = machine(true) // the chart drawn by the run names the machine; --from-csv's does not
   const csv = toCsv(rows)

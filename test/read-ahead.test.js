@@ -1,21 +1,24 @@
 'use strict'
 
 const { expect } = require('chai')
-const { ReadAhead, readAheadShape, MIN_EACH, MAX_EACH, READ_AHEAD_BUDGET, GETS_IN_FLIGHT } = require('../lib/data/read-ahead')
+const { ReadAhead, readAheadShape, MIN_EACH, MAX_EACH, GETS_IN_FLIGHT } = require('../lib/data/read-ahead')
 
 describe('read-ahead shared among readers', () => {
   it('one reader reads ahead the most; 256 readers together stay within the budget plus a minimum each', () => {
-    const readAhead = new ReadAhead()
+    const BUDGET = 128 * 1024 * 1024
+    const readAhead = new ReadAhead(BUDGET)
     const shares = Array.from({ length: 256 }, () => readAhead.take())
     expect(shares[0].bytes).to.equal(MAX_EACH)
     expect(shares[255].bytes).to.equal(MIN_EACH)
     const total = shares.reduce((sum, s) => sum + s.bytes, 0)
-    expect(total).to.be.at.most(READ_AHEAD_BUDGET + 256 * MIN_EACH)
+    expect(total).to.be.at.most(BUDGET + 256 * MIN_EACH)
     expect(total).to.be.below(256 * MAX_EACH / 3) // not every reader got the most
+    expect(readAhead.held).to.equal(total) // what the store's memory budget counts
     for (const share of shares) {
       share.give()
       share.give() // once only
     }
+    expect(readAhead.held).to.equal(0)
     const again = Array.from({ length: 256 }, () => readAhead.take())
     expect(again.map((s) => s.bytes)).to.deep.equal(shares.map((s) => s.bytes))
   })

@@ -1,6 +1,7 @@
 'use strict'
 
 const errors = require('./errors')
+const { MEMORY, MIN_MEMORY } = require('./memory')
 
 const KiB = 1024
 const MiB = 1024 * KiB
@@ -17,7 +18,8 @@ const DEFAULTS = Object.freeze({
   reclaim: true,
   maxOpenShards: undefined, // every shard, as far as the descriptor limit allows
   idleTimeout: 30000,
-  shardWaitTimeout: 30000
+  shardWaitTimeout: 30000,
+  memory: MEMORY
 })
 
 const integer = (min, max) => (name, value) => {
@@ -53,7 +55,8 @@ const CHECKS = {
   reclaim: boolean,
   maxOpenShards: integer(1, 256),
   idleTimeout: integer(0, 2 ** 31 - 1),
-  shardWaitTimeout: integer(0, 2 ** 31 - 1)
+  shardWaitTimeout: integer(0, 2 ** 31 - 1),
+  memory: integer(MIN_MEMORY, Number.MAX_SAFE_INTEGER)
 }
 
 // EINVAL unless `options` is a plain object naming only `known` options.

@@ -1,12 +1,13 @@
 'use strict'
 
 const { abortable } = require('../api/abortable')
+const { memoryParts, MEMORY } = require('../api/memory')
 
-// Bytes that all readers of a store may fetch ahead of their consumers. A reader gets
-// a quarter of what is left when it opens, between MIN_EACH and MAX_EACH, and gives it
-// back when it closes: one reader reads ahead as far as it benefits from, and hundreds
-// of slow readers together hold about READ_AHEAD_BUDGET plus MIN_EACH each.
-const READ_AHEAD_BUDGET = 128 * 1024 * 1024
+// Bytes that all readers of a store may fetch ahead of their consumers: a share of the
+// store's memory budget (api/memory.js). A reader gets a quarter of what is left when
+// it opens, between MIN_EACH and MAX_EACH, and gives it back when it closes: one reader
+// reads ahead as far as it benefits from, and hundreds of slow readers together hold
+// about the budget plus MIN_EACH each.
 const MAX_EACH = 3 * 1024 * 1024
 const MIN_EACH = 384 * 1024
 // Chunk gets a store has in flight at once (a range read fetches one per chunk): two
@@ -17,12 +18,19 @@ const MIN_EACH = 384 * 1024
 const GETS_IN_FLIGHT = 2 * (Number(process.env.UV_THREADPOOL_SIZE) || 4)
 
 class ReadAhead {
+  #total
   #left
   #gets = 0 // in flight
   #queued = [] // gets waiting for one in flight to end
 
-  constructor (bytes = READ_AHEAD_BUDGET) {
+  constructor (bytes = memoryParts(MEMORY).readAhead) {
+    this.#total = bytes
     this.#left = bytes
+  }
+
+  // Bytes of the shares readers hold now.
+  get held () {
+    return this.#total - this.#left
   }
 
   // db.get(key) once fewer than GETS_IN_FLIGHT of this store's are in flight; the wait
@@ -81,4 +89,4 @@ function readAheadShape (bytes, chunkSize) {
   return { highWaterMark: Math.floor((perTrip - 0.5) * chunkSize), prefetch: Math.max(1, chunks - perTrip) }
 }
 
-module.exports = { ReadAhead, readAheadShape, MIN_EACH, MAX_EACH, READ_AHEAD_BUDGET, GETS_IN_FLIGHT }
+module.exports = { ReadAhead, readAheadShape, MIN_EACH, MAX_EACH, GETS_IN_FLIGHT }

@@ -1,21 +1,26 @@
 'use strict'
 
 const { abortable, controller } = require('../api/abortable')
+const { memoryParts, MEMORY } = require('../api/memory')
 
 // Bytes of file data that all writers of a store may hold between taking them from
-// the caller and LevelDB having written them: bounds memory when hundreds of streams
-// write at once, while one writer (3 MiB at most, chunk-writer.js) never waits.
-const WRITE_BUDGET = 64 * 1024 * 1024
-
+// the caller and LevelDB having written them (a share of the store's memory budget,
+// api/memory.js): bounds memory when hundreds of streams write at once, while one
+// writer (3 MiB at most, chunk-writer.js) never waits.
 class WriteBudget {
   #free
   #waiting = [] // { bytes, resolve }, first come first served
   #holders = new Set() // callbacks of writers holding bytes they have not sent yet
   #shut = controller() // aborted once the store closes: every wait fails
 
-  constructor (bytes = WRITE_BUDGET) {
+  constructor (bytes = memoryParts(MEMORY).writes) {
     this.total = bytes
     this.#free = bytes
+  }
+
+  // Bytes writers hold now (more than `total` when one writer took more, alone).
+  get held () {
+    return this.total - this.#free
   }
 
   // A writer's account: what it takes through the ticket it gives back through it.
@@ -140,4 +145,4 @@ class Ticket {
   }
 }
 
-module.exports = { WriteBudget, WRITE_BUDGET }
+module.exports = { WriteBudget }

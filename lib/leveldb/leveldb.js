@@ -16,13 +16,18 @@ const { Lifecycle } = require('../api/lifecycle')
 // A full disk or quota.
 const FULL = new Set(['ENOSPC', 'EDQUOT'])
 
+// A memtable's size: LevelDB's default, as larger ones bought no measurable write speed
+// and smaller ones cost a writer speed (doc/performance.md). What all shards' memtables
+// hold together is the store's memory budget's business (shard/memtables.js).
+const WRITE_BUFFER = 4 * 1024 * 1024
+
 // Tuned for 128 KiB values (perf/throughput.js): no compression (stored files are
-// mostly compressed or encrypted already); LevelDB's default 4 MiB write buffer, as
-// larger ones bought no measurable write speed for more memory per open shard; table
-// files large enough that a full 32 GiB shard is not tens of thousands of files.
+// mostly compressed or encrypted already); table files large enough that a full 32 GiB
+// shard is not tens of thousands of files. A shard's block cache is set by the store's
+// memory budget (api/memory.js).
 const DEFAULTS = {
   compression: false,
-  writeBufferSize: 4 * 1024 * 1024,
+  writeBufferSize: WRITE_BUFFER,
   maxFileSize: 32 * 1024 * 1024,
   cacheSize: 4 * 1024 * 1024,
   maxOpenFiles: 64
@@ -216,6 +221,13 @@ class LevelDb {
     })
   }
 
+  // LevelDB's estimate of the memory it holds for this database: its memtables and its
+  // block cache. 0 once closing (the binding crashes on a call after close).
+  memoryUsage () {
+    if (this.#life.closing) return 0
+    return Number(this.#db.getProperty('leveldb.approximate-memory-usage')) || 0
+  }
+
   // Writes the memtable to a table file (LevelDB's CompactRange flushes it first), so
   // the next open has no log to replay: reopening then writes only a small manifest.
   flush () {
@@ -243,4 +255,4 @@ class LevelDb {
   }
 }
 
-module.exports = { LevelDb, DEFAULTS }
+module.exports = { LevelDb, DEFAULTS, WRITE_BUFFER }

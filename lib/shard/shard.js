@@ -22,7 +22,10 @@ const RECLAIM_SHARE = 0.25
 // Accounting (`used`, `files`) changes only inside the same atomic batch that commits
 // or removes a file, so it is exact after any crash.
 class Shard {
-  constructor ({ index, location, db, cap, chunkKeys, sync, account }) {
+  #memtables
+
+  constructor ({ index, location, db, cap, chunkKeys, sync, memtables, account }) {
+    this.#memtables = memtables
     this.index = index
     this.name = shardName(index)
     this.location = location
@@ -52,13 +55,14 @@ class Shard {
   // reported as damaged, never recreated. Records that LevelDB dropped from a damaged
   // log while opening are noted in the shard, for verify() to report.
   // unnoted: dropped records an earlier open found and could not note.
-  // writeBufferSize: LevelDB's memtable size for this shard. readOnly: see LevelDb.open.
+  // cacheSize: LevelDB's block cache for this shard. memtables: the store's (memtables.js),
+  // which counts this shard's memory while it is open. readOnly: see LevelDb.open.
   // created: made by this process just now (create.js): its files are known, so it holds
   // no dead versions, no keys, and its only log was empty; nothing is read to find out.
-  static async open ({ index, location, cap, chunkKeys, sync, writeBufferSize, readOnly, unnoted = [], created = false }) {
+  static async open ({ index, location, cap, chunkKeys, sync, cacheSize, memtables = UNBOUNDED, readOnly, unnoted = [], created = false }) {
     let db
     try {
-      db = await LevelDb.open(location, { shard: index, writeBufferSize, readOnly })
+      db = await LevelDb.open(location, { shard: index, cacheSize, readOnly })
     } catch (err) {
       throw openFailed(index, location, err)
     }
@@ -66,11 +70,12 @@ class Shard {
     try {
       const raw = await db.get(records.ACCOUNT)
       if (raw === undefined) throw new Error('its accounting record is missing')
-      const shard = new Shard({ index, location, db, cap, chunkKeys, sync, account: JSON.parse(raw) })
+      const shard = new Shard({ index, location, db, cap, chunkKeys, sync, memtables, account: JSON.parse(raw) })
       if (created) shard.#prints.made()
       else shard.dead = await shard.#deadBytes()
       dropped = [...unnoted, ...(created ? [] : await db.droppedOnRecovery())]
       if (dropped.length) await shard.#noteDamage(dropped)
+      memtables.add(shard)
       return shard
     } catch (err) {
       await db.close().catch(() => {})
@@ -128,7 +133,15 @@ class Shard {
     const ops = []
     if (firstIndex === 0) ops.push({ type: 'put', key: records.pendingKey(version), value: key })
     this.#putChunks(ops, key, version, firstIndex, chunks)
-    return this.db.batch(ops, { sync })
+    return this.#write(ops, sync)
+  }
+
+  // A batch that carries file data: it waits while the store's memtables are over its
+  // memory budget and a flush is in flight, and counts in them once written.
+  async #write (ops, sync) {
+    await this.#memtables.room()
+    await this.db.batch(ops, { sync })
+    this.#memtables.wrote(this)
   }
 
   #putChunks (ops, key, version, firstIndex, chunks) {
@@ -178,7 +191,7 @@ class Shard {
   // Writes `ops` with the new accounting in one batch, then adopts it.
   async #apply (ops, account) {
     ops.push({ type: 'put', key: records.ACCOUNT, value: JSON.stringify(account) })
-    await this.db.batch(ops, { sync: this.sync })
+    await this.#write(ops, this.sync)
     this.used = account.used
     this.files = account.files
   }
@@ -342,11 +355,15 @@ class Shard {
   // promise settles once the database is closed.
   close () {
     return this.#life.close(async () => {
+      this.#memtables.remove(this)
       if (this.db.written && !this.db.failed) await this.db.flush().catch(() => {})
       await this.db.close()
     })
   }
 }
+
+// A shard opened alone, outside a store: nothing bounds its memtables but LevelDB.
+const UNBOUNDED = { add () {}, remove () {}, wrote () {}, room () {} }
 
 function openFailed (index, location, err) {
   const name = `shard ${shardName(index)}`

@@ -8,19 +8,15 @@ const { ShardPool } = require('./pool')
 const { Spares } = require('./spares')
 const { defaultOpenShards } = require('../dir/descriptors')
 const { shardName, shardDirName } = require('../base/shard-names')
+const { Memtables } = require('./memtables')
+const { cacheEach } = require('../api/memory')
+const { WRITE_BUFFER } = require('../leveldb/leveldb')
 const errors = require('../api/errors')
 
 // Metadata records read per shard visit by list() and verify().
 const META_PAGE = 1000
-// LevelDB holds up to two memtables per database (one filling, one being written out),
-// each of writeBufferSize. Shared out among the shards that may be open, so that all
-// 256 writing at once stay under 1 GiB; 4 MiB, LevelDB's default, is the most, since
-// smaller memtables cost a single writer speed (doc/performance.md).
-const MEMTABLES = 384 * 1024 * 1024
-const MiB = 1024 * 1024
 // A new shard's figures: the template's accounting record (create.js).
 const NEW_FIGURES = { used: 0, files: 0, diskBytes: 0 }
-const writeBufferSize = (maxOpen) => Math.round(Math.max(MiB, Math.min(4 * MiB, MEMTABLES / maxOpen)))
 
 // The shards of an open store: which exist, leases on them (opening and creating them
 // through the pool), their cached figures, exclusive holds for repair, and the disk
@@ -37,7 +33,9 @@ class Shards {
   #template // promise of the files of a new shard (create.js), made on first need
   #spares // new shards made ahead (spares.js)
 
-  constructor ({ location, tmpDir, cap, chunkKeys, shardCount, existing, usage, reserve, operations, options }) {
+  // memory: the store's budget, shared out (api/memory.js); heldAbove(): the bytes the
+  // store's writers and readers hold, which leave the memtables less of it.
+  constructor ({ location, tmpDir, cap, chunkKeys, shardCount, existing, usage, reserve, operations, options, memory, heldAbove }) {
     this.location = location
     this.tmpDir = tmpDir
     this.cap = cap
@@ -52,7 +50,8 @@ class Shards {
     this.#spares = new Spares(tmpDir, () => !reserve.low) // none made on a full disk
     this.#existing = new Set([...existing, ...usage.known])
     const maxOpen = options.maxOpenShards || defaultOpenShards(shardCount)
-    this.writeBufferSize = writeBufferSize(maxOpen)
+    this.cacheSize = cacheEach(memory, maxOpen)
+    this.memtables = new Memtables({ limit: memory, cacheEach: this.cacheSize, others: heldAbove })
     this.#pool = new ShardPool({
       maxOpen,
       idleTimeout: options.idleTimeout,
@@ -189,7 +188,7 @@ class Shards {
   // shard's LevelDB refusing writes, so the shard is closed with its memtable unwritten,
   // and reopening it (replaying its log) would take the reserve's room.
   roomToCompact (piece) {
-    return this.reserve.hasRoom(piece.tables + 2 * this.writeBufferSize)
+    return this.reserve.hasRoom(piece.tables + 2 * WRITE_BUFFER)
   }
 
   hold (index, why) {
@@ -240,8 +239,8 @@ class Shards {
     if (marked) marked.catch(() => {}) // unless the open fails first
     const shard = await room(async () => {
       try {
-        const { cap, chunkKeys, sync, writeBufferSize, readOnly } = this
-        return await Shard.open({ index, location, cap, chunkKeys, sync, writeBufferSize, readOnly, unnoted: this.#unnoted.get(index), created })
+        const { cap, chunkKeys, sync, cacheSize, memtables, readOnly } = this
+        return await Shard.open({ index, location, cap, chunkKeys, sync, cacheSize, memtables, readOnly, unnoted: this.#unnoted.get(index), created })
       } catch (err) {
         // LevelDB reports dropped log records once, in the LOG of the open that dropped
         // them: if noting them failed, they are kept here for the next try.
@@ -307,4 +306,4 @@ class Shards {
   }
 }
 
-module.exports = { Shards, writeBufferSize }
+module.exports = { Shards }

@@ -24,7 +24,8 @@ async function main (): Promise<void> {
     reclaim: true,
     maxOpenShards: 16,
     idleTimeout: 30000,
-    shardWaitTimeout: 30000
+    shardWaitTimeout: 30000,
+    memory: 64 * 1024 * 1024
   }
   const store = kfs('./store', options)
   assertType<typeof store, kfs.Store>(true)
