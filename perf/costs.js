@@ -29,7 +29,7 @@
 //    MAX_IN_FLIGHT in flight, then the commit batch: metadata, the pending record's
 //    removal, accounting), built before its clock starts; against kfs4 (writeFile, until
 //    its last put is done: its callback comes earlier); and, with no target, against 256
-//    raw LevelDBs with kfs's shard options (1.5 MiB memtables), each file into the one
+//    raw LevelDBs with kfs's shard options (4 MiB memtables), each file into the one
 //    its key routes to, as kfs does. Each round's engines write into new stores.
 // 2. A checked read stream of the whole --big file, against the same stream unchecked
 //    and a raw leveldown iterator over a copy of the shard holding it (the same
