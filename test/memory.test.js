@@ -5,7 +5,7 @@ const path = require('node:path')
 const crypto = require('node:crypto')
 const { expect } = require('chai')
 const kfs = require('..')
-const { Memtables, MIN_FLUSH } = require('../lib/shard/memtables')
+const { Memtables, MIN_FLUSH, FLUSH_AT, MAX_FLUSHING } = require('../lib/shard/memtables')
 const { memoryParts, cacheEach, MEMORY, MIN_MEMORY } = require('../lib/api/memory')
 const { useTmp, throws } = require('./helpers')
 
@@ -42,54 +42,88 @@ const settle = () => new Promise((resolve) => setImmediate(resolve))
 
 describe('memory budget', () => {
   describe('memtables of all shards held to the budget', () => {
-    it('flushes nothing while under the budget', async () => {
+    // A batch written to `shard`, after which its LevelDB holds `bytes`.
+    async function write (memtables, shard, bytes) {
+      await memtables.room(shard)
+      shard.bytes = bytes
+      memtables.wrote(shard)
+    }
+
+    it('flushes nothing while under FLUSH_AT of the budget', async () => {
       const memtables = new Memtables({ limit: 10 * MiB })
-      const shards = ['a', 'b', 'c'].map((n) => fakeShard(n, 3 * MiB))
+      const shards = ['a', 'b', 'c'].map((n) => fakeShard(n, 2 * MiB))
       for (const s of shards) memtables.add(s)
-      expect(memtables.total).to.equal(9 * MiB)
-      await memtables.room()
+      await write(memtables, shards[0], 3 * MiB)
+      expect(FLUSH_AT * 10 * MiB).to.be.above(7 * MiB)
+      expect(memtables.total).to.equal(7 * MiB)
       expect(shards.map((s) => s.flushes)).to.deep.equal([0, 0, 0])
     })
 
-    it('past the budget flushes the fullest shard, and a write waits for that flush', async () => {
+    it('past FLUSH_AT flushes the fullest shard while writes go on; past the budget a write waits for the flush', async () => {
       const memtables = new Memtables({ limit: 10 * MiB })
-      const [a, b, c] = [fakeShard('a', 2 * MiB), fakeShard('b', 5 * MiB), fakeShard('c', 3 * MiB)]
+      const [a, b, c] = [fakeShard('a', 2 * MiB), fakeShard('b', 4 * MiB), fakeShard('c', 1 * MiB)]
       for (const s of [a, b, c]) memtables.add(s)
-      a.bytes = 3 * MiB // a write to a
-      memtables.wrote(a)
+      await write(memtables, c, 2 * MiB) // 8 MiB held
+      expect([a.flushes, b.flushes, c.flushes]).to.deep.equal([0, 1, 0])
+      await write(memtables, a, 5 * MiB) // 11 MiB: over the budget, 7 once b is flushed
       expect([a.flushes, b.flushes, c.flushes]).to.deep.equal([0, 1, 0])
       let passed = false
-      const waiting = memtables.room().then(() => { passed = true })
+      const waiting = memtables.room(c).then(() => { passed = true })
       await settle()
       expect(passed).to.equal(false)
       b.release()
       await waiting
-      expect(memtables.total).to.equal(6 * MiB)
+      memtables.wrote(c)
+      expect(memtables.total).to.equal(7 * MiB)
       expect(memtables.flushes).to.equal(1)
     })
 
-    it('flushes as many shards as it takes to come back under, counting what the writers and readers hold', async () => {
+    it('flushes idle shards before one being written, however full', async () => {
+      const memtables = new Memtables({ limit: 8 * MiB })
+      const [a, b, c] = [fakeShard('a', 4 * MiB), fakeShard('b', 2 * MiB), fakeShard('c', 1 * MiB)]
+      memtables.add(a)
+      await memtables.room(a) // a batch to a, in flight
+      memtables.add(b)
+      memtables.add(c) // 7 MiB held: b, idle, goes
+      expect([a.flushes, b.flushes, c.flushes]).to.deep.equal([0, 1, 0])
+      b.release()
+      await settle()
+      // No idle shard holds enough to be worth a flush: the one being written goes.
+      await write(memtables, c, MIN_FLUSH - 1)
+      await memtables.room(a) // a second batch to a, the first still in flight
+      a.bytes = 7 * MiB
+      memtables.wrote(a)
+      expect([a.flushes, b.flushes, c.flushes]).to.deep.equal([1, 1, 0])
+      a.release()
+      memtables.wrote(a)
+      await settle()
+      expect(memtables.total).to.equal(MIN_FLUSH - 1)
+    })
+
+    it('asks for at most MAX_FLUSHING flushes at a time, and goes on until back under FLUSH_AT, counting what writers and readers hold', async () => {
       let others = 0
       const memtables = new Memtables({ limit: 8 * MiB, others: () => others })
-      const shards = Array.from({ length: 8 }, (_, i) => fakeShard(String(i), MiB))
+      const shards = Array.from({ length: 8 }, (_, i) => fakeShard(String(i), 0.5 * MiB))
       for (const s of shards) memtables.add(s)
-      expect(shards.every((s) => s.flushes === 0)).to.equal(true)
-      others = 3 * MiB
-      shards[0].bytes += 64 * KiB
-      memtables.wrote(shards[0])
-      // 11 MiB + 64 KiB held: three memtables leave, the written one first.
-      expect(shards.filter((s) => s.flushes === 1).length).to.equal(3)
-      expect(shards[0].flushes).to.equal(1)
-      for (const s of shards) s.release()
-      await memtables.room()
-      expect(memtables.total).to.equal(5 * MiB)
+      others = 4 * MiB
+      await write(memtables, shards[0], 1 * MiB) // 8.5 MiB held
+      const flushing = () => shards.filter((s) => s.pending.length > 0)
+      expect(flushing().length).to.equal(MAX_FLUSHING)
+      expect(shards[0].flushes).to.equal(1) // the fullest first
+      for (let round = 0; round < 4 && flushing().length > 0; round++) {
+        expect(flushing().length).to.be.at.most(MAX_FLUSHING)
+        for (const s of flushing()) s.release()
+        await settle()
+      }
+      expect(memtables.total + others).to.be.at.most(FLUSH_AT * 8 * MiB)
+      expect(memtables.flushes).to.equal(4)
     })
 
     it('a write goes on when no flush can help: memtables too small, or the budget held by writers and readers', async () => {
       const memtables = new Memtables({ limit: 1 * MiB, others: () => 2 * MiB })
       const small = fakeShard('small', MIN_FLUSH - 1)
       memtables.add(small)
-      await memtables.room()
+      await write(memtables, small, MIN_FLUSH - 1)
       expect(small.flushes).to.equal(0)
     })
 
@@ -99,19 +133,22 @@ describe('memory budget', () => {
       a.fail = true
       memtables.add(a)
       expect(a.flushes).to.equal(1)
-      memtables.wrote(a) // a write while the flush is in flight: not a second flush
+      const waiting = memtables.room(a) // over the budget: waits for the flush
+      memtables.wrote(a) // an earlier batch ends meanwhile: a is flushing already
       expect(a.flushes).to.equal(1)
-      const waiting = memtables.room()
       a.release()
-      await waiting // the failed flush ended: nothing is in flight, the write goes on
+      await waiting // the flush failed: nothing is in flight, the write goes on
+      memtables.wrote(a, false) // and fails too
       await settle()
       expect(a.flushes).to.equal(1)
-      await memtables.room()
+      await memtables.room(a)
+      memtables.wrote(a, false)
+      expect(a.flushes).to.equal(1)
       a.fail = false
-      memtables.wrote(a) // written again: it may be flushed
+      await write(memtables, a, 5 * MiB) // written again: it may be flushed
       expect(a.flushes).to.equal(2)
       a.release()
-      await memtables.room()
+      await settle()
       expect(memtables.total).to.equal(0)
     })
 
@@ -121,9 +158,10 @@ describe('memory budget', () => {
       memtables.add(a)
       memtables.add(b)
       expect(a.flushes).to.equal(1)
-      const waiting = memtables.room()
+      const waiting = memtables.room(b)
       memtables.remove(a)
       await waiting
+      memtables.wrote(b)
       expect(memtables.total).to.equal(2 * MiB)
       a.release()
       await settle()

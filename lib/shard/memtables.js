@@ -3,13 +3,21 @@
 // LevelDB keeps what was written to a database since its last flush in memory (its
 // memtables: one filling, one being written out, each up to writeBufferSize), and
 // nothing bounds them across databases: 256 shards written evenly hold 256 growing
-// memtables. The store's memory budget does. Once LevelDB's estimate for the open
-// shards (memtables and block caches) plus what `others()` reports (the store's
-// writers and readers) passes `limit`, the shards holding the most are flushed, and a
-// write waits while a flush it would add to is in flight. The shards being written
-// keep LevelDB's full memtable; idle ones give theirs up first, being the fullest.
-// One flush takes a memtable switch, a table written and synced, and a manifest
-// record synced: a memtable smaller than MIN_FLUSH is not worth it.
+// memtables. The store's memory budget does. LevelDB's estimate for the open shards
+// (memtables and block caches) plus what `others()` reports (the store's writers and
+// readers) is held to `limit`: past FLUSH_AT of it, shards are flushed, and past all of
+// it a write waits while a flush is in flight. Flushing starts early so that a steady
+// writer seldom waits for one.
+//
+// Idle shards go first, fullest first: a shard being written keeps LevelDB's full
+// memtable unless no idle shard can give anything. One flush takes a memtable switch,
+// a table written and synced, and a manifest record synced, all on LevelDB's one
+// background thread, which also runs every shard's own flushes and compactions: at
+// most MAX_FLUSHING are asked for at a time (one running, one queued), so that a
+// shard being written, whose own flush queues behind them, does not wait for many. A
+// memtable smaller than MIN_FLUSH is not worth a flush.
+const FLUSH_AT = 0.75
+const MAX_FLUSHING = 2
 const MIN_FLUSH = 64 * 1024
 
 class Memtables {
@@ -20,6 +28,7 @@ class Memtables {
   #total = 0
   #flushing = new Map() // shard -> its flush in flight (settles, never rejects)
   #failed = new Set() // shards whose last flush failed: not flushed again before a write
+  #writing = new Map() // shard -> its batches in flight
   #changed // a promise settled when a flush ends or a shard leaves, made on demand
   #wake = () => {}
 
@@ -50,24 +59,29 @@ class Memtables {
     this.#notify()
   }
 
-  // After a write to `shard`: its memory as LevelDB now says, and flushes started if
-  // the budget is passed.
-  wrote (shard) {
-    if (!this.#held.has(shard)) return
-    this.#failed.delete(shard)
-    this.#read(shard)
-    this.#relieve()
-  }
-
-  // Resolves once a write may add to the memtables: at once while under the budget,
-  // else once the flushes in flight brought it back under, or all ended (a flush
-  // cannot help then: what the budget holds is the writers' and readers'). Never
-  // waits for anything but a flush, which LevelDB always ends.
-  async room () {
-    while (this.#over(0) && this.#flushing.size > 0) {
+  // Resolves once a batch may go to `shard`'s memtable: at once while under the
+  // budget, else once the flushes in flight brought it back under, or all ended (a
+  // flush cannot help then: what the budget holds is the writers' and readers'). Never
+  // waits for anything but a flush, which LevelDB always ends. Every room() is
+  // followed by one wrote(), however the batch ends.
+  async room (shard) {
+    while (this.#over(0, 1) && this.#flushing.size > 0) {
       if (!this.#changed) this.#changed = new Promise((resolve) => { this.#wake = resolve })
       await this.#changed
     }
+    this.#writing.set(shard, (this.#writing.get(shard) || 0) + 1)
+  }
+
+  // After a batch to `shard` (`ok`: written): its memory as LevelDB now says, and
+  // flushes started if the budget asks for them.
+  wrote (shard, ok = true) {
+    const writing = this.#writing.get(shard) - 1
+    if (writing > 0) this.#writing.set(shard, writing)
+    else this.#writing.delete(shard)
+    if (!this.#held.has(shard)) return
+    if (ok) this.#failed.delete(shard)
+    this.#read(shard)
+    this.#relieve()
   }
 
   #notify () {
@@ -77,16 +91,17 @@ class Memtables {
     wake()
   }
 
-  #over (leaving) {
-    return this.#total - leaving + this.#others() > this.#limit
+  // Whether what is held, less `leaving` (flushes in flight), passes `share` of the budget.
+  #over (leaving, share) {
+    return this.#total - leaving + this.#others() > share * this.#limit
   }
 
-  // Starts flushes, fullest first, until what is left once they end fits the budget.
+  // Starts flushes until what is left once they end is back under FLUSH_AT.
   #relieve () {
-    if (!this.#over(0)) return
+    if (!this.#over(0, FLUSH_AT)) return
     let leaving = 0
     for (const shard of this.#flushing.keys()) leaving += this.#held.get(shard) || 0
-    while (this.#over(leaving)) {
+    while (this.#flushing.size < MAX_FLUSHING && this.#over(leaving, FLUSH_AT)) {
       const fullest = this.#fullest()
       if (!fullest) return
       // LevelDB may have flushed it itself since it was last read.
@@ -97,16 +112,19 @@ class Memtables {
     }
   }
 
+  // The idle shard holding the most, else the shard being written that holds the most.
   #fullest () {
-    let fullest
-    let most = MIN_FLUSH + this.#cacheEach
+    const best = { idle: undefined, written: undefined }
+    const most = { idle: MIN_FLUSH + this.#cacheEach, written: MIN_FLUSH + this.#cacheEach }
     for (const [shard, bytes] of this.#held) {
-      if (bytes >= most && !this.#flushing.has(shard) && !this.#failed.has(shard)) {
-        fullest = shard
-        most = bytes
+      if (this.#flushing.has(shard) || this.#failed.has(shard)) continue
+      const kind = this.#writing.has(shard) ? 'written' : 'idle'
+      if (bytes >= most[kind]) {
+        best[kind] = shard
+        most[kind] = bytes
       }
     }
-    return fullest
+    return best.idle || best.written
   }
 
   #read (shard) {
@@ -132,4 +150,4 @@ class Memtables {
   }
 }
 
-module.exports = { Memtables, MIN_FLUSH }
+module.exports = { Memtables, MIN_FLUSH, FLUSH_AT, MAX_FLUSHING }

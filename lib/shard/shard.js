@@ -139,9 +139,14 @@ class Shard {
   // A batch that carries file data: it waits while the store's memtables are over its
   // memory budget and a flush is in flight, and counts in them once written.
   async #write (ops, sync) {
-    await this.#memtables.room()
-    await this.db.batch(ops, { sync })
-    this.#memtables.wrote(this)
+    await this.#memtables.room(this)
+    let ok = false
+    try {
+      await this.db.batch(ops, { sync })
+      ok = true
+    } finally {
+      this.#memtables.wrote(this, ok)
+    }
   }
 
   #putChunks (ops, key, version, firstIndex, chunks) {
