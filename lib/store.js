@@ -313,8 +313,8 @@ class Store {
   // then reported.
   async #close () {
     this.#operations.close()
-    // Writes waiting for memory fail, like those waiting for a shard: nothing they wait
-    // for is certain to come now.
+    // Writes waiting for the write budget fail, like those waiting for a shard: nothing
+    // they wait for is certain to come now. (A wait for a memtable flush ends with it.)
     this.#writeBudget.shutdown(errors.closed())
     for (const stream of this.#streams) {
       // A stream that already finished (close() from its 'finish' or 'end' handler) has

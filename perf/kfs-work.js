@@ -19,12 +19,10 @@ const call = (fn) => new Promise((resolve, reject) => fn((err, value) => (err ? 
 const randomKey = () => crypto.randomBytes(32).toString('hex')
 const chunkKeys = () => new records.ChunkKeys(STORE.maxTableSize / STORE.shardCount, STORE.chunkSize)
 
-// kfs's options for a shard's LevelDB with every shard open and the default memory
-// budget. Nothing flushes these databases for the budget (shard/memtables.js).
+// kfs's options for a shard's LevelDB. Nothing flushes these databases for a memory
+// budget (shard/memtables.js).
 function shardOptions () {
-  const { DEFAULTS } = require('../lib/leveldb/leveldb')
-  const { cacheEach, MEMORY } = require('../lib/api/memory')
-  return { ...DEFAULTS, cacheSize: cacheEach(MEMORY, STORE.shardCount) }
+  return { ...require('../lib/leveldb/leveldb').DEFAULTS }
 }
 
 // The records kfs writes for `data` under `key`: its batches of chunk records, then the

@@ -18,7 +18,7 @@
 //   --idle MS        how long the engine stays open, idle, after collect (5000)
 //   --fresh          kfs starts from a new store: its shards are made by the first
 //                    pieces, on the clock (without it, they are made before)
-//   --memory BYTES   kfs's memory budget (the `memory` option): 64M, 1G (kfs's default)
+//   --memory BYTES   kfs's memory budget (the `memory` option): 64M, 1G (128M, kfs's default)
 //   --engines LIST   the engines to run, comma-separated (all of those below)
 //   --dir DIR        where the stores go: a new directory made in it and removed at the
 //                    end ($KFS_PERF_DIR, else the temp dir)

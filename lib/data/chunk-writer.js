@@ -174,6 +174,9 @@ class ChunkWriter {
     this.batch = []
     this.batchBytes = 0
     for (const batch of this.shard.sync ? [chunks] : chunks.map((chunk) => [chunk])) {
+      // While the store's memtables are past its memory budget, a flush ends first.
+      const room = this.shard.room()
+      if (room) await room
       const first = this.chunks
       const written = this.#send(first, batch, batch.reduce((sum, chunk) => sum + chunk.length, 0))
       // The first batch carries the pending record: it must land before any other batch,

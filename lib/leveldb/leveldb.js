@@ -23,8 +23,8 @@ const WRITE_BUFFER = 4 * 1024 * 1024
 
 // Tuned for 128 KiB values (perf/throughput.js): no compression (stored files are
 // mostly compressed or encrypted already); table files large enough that a full 32 GiB
-// shard is not tens of thousands of files. A shard's block cache is set by the store's
-// memory budget (api/memory.js).
+// shard is not tens of thousands of files. The block cache stays empty: every read
+// passes fillCache: false, and LevelDB never caches the blocks of a table it maps.
 const DEFAULTS = {
   compression: false,
   writeBufferSize: WRITE_BUFFER,

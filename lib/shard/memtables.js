@@ -3,11 +3,11 @@
 // LevelDB keeps what was written to a database since its last flush in memory (its
 // memtables: one filling, one being written out, each up to writeBufferSize), and
 // nothing bounds them across databases: 256 shards written evenly hold 256 growing
-// memtables. The store's memory budget does. LevelDB's estimate for the open shards
-// (memtables and block caches) plus what `others()` reports (the store's writers and
-// readers) is held to `limit`: past FLUSH_AT of it, shards are flushed, and past all of
-// it a write waits while a flush is in flight. Flushing starts early so that a steady
-// writer seldom waits for one.
+// memtables. The store's memory budget does. The memtables get what the store's
+// writers and readers (`others()`) leave of `limit`, and at least a quarter of it
+// (FLOOR), so that writes go on when readers hold the rest. Past FLUSH_AT of that
+// allowance shards are flushed, and past all of it a write waits while a flush is in
+// flight: flushing starts early so that a steady writer seldom waits for one.
 //
 // Idle shards go first, fullest first: a shard being written keeps LevelDB's full
 // memtable unless no idle shard can give anything. One flush takes a memtable switch,
@@ -15,26 +15,27 @@
 // background thread, which also runs every shard's own flushes and compactions: at
 // most MAX_FLUSHING are asked for at a time (one running, one queued), so that a
 // shard being written, whose own flush queues behind them, does not wait for many. A
-// memtable smaller than MIN_FLUSH is not worth a flush.
+// memtable smaller than MIN_FLUSH is not worth a flush. A shard being compacted is
+// not flushed: LevelDB flushed it as the compaction began, and a flush asked for
+// meanwhile ends only once the compaction does.
 const FLUSH_AT = 0.75
+const FLOOR = 0.25
 const MAX_FLUSHING = 2
 const MIN_FLUSH = 64 * 1024
 
 class Memtables {
   #limit
   #others
-  #cacheEach // bytes of a shard's estimate that are its block cache, which no flush frees
   #held = new Map() // shard -> LevelDB's estimate of its memory, as last read
   #total = 0
   #flushing = new Map() // shard -> its flush in flight (settles, never rejects)
-  #failed = new Set() // shards whose last flush failed: not flushed again before a write
+  #failed = new Set() // shards a flush did not empty: not flushed again before a write
   #writing = new Map() // shard -> its batches in flight
-  #changed // a promise settled when a flush ends or a shard leaves, made on demand
+  #changed // a promise settled when a wait may end, made on demand
   #wake = () => {}
 
-  constructor ({ limit, cacheEach = 0, others = () => 0 }) {
+  constructor ({ limit, others = () => 0 }) {
     this.#limit = limit
-    this.#cacheEach = cacheEach
     this.#others = others
     this.flushes = 0 // flushes started for the budget
   }
@@ -59,29 +60,47 @@ class Memtables {
     this.#notify()
   }
 
-  // Resolves once a batch may go to `shard`'s memtable: at once while under the
-  // budget, else once the flushes in flight brought it back under, or all ended (a
-  // flush cannot help then: what the budget holds is the writers' and readers'). Never
-  // waits for anything but a flush, which LevelDB always ends. Every room() is
-  // followed by one wrote(), however the batch ends.
-  async room (shard) {
-    while (this.#over(0, 1) && this.#flushing.size > 0) {
-      if (!this.#changed) this.#changed = new Promise((resolve) => { this.#wake = resolve })
-      await this.#changed
-    }
+  // undefined when a batch may go to a memtable now; else a promise that resolves once
+  // the flushes in flight brought the memtables back under their allowance, or all
+  // ended (no flush can help then). Nothing but a flush, which LevelDB always ends, is
+  // waited for. A caller that has nothing to wait for goes on without a turn of the
+  // event loop: a batch built from records about to be reused is sent at once.
+  wait () {
+    if (!this.#mustWait()) return undefined
+    return (async () => {
+      while (this.#mustWait()) {
+        if (!this.#changed) this.#changed = new Promise((resolve) => { this.#wake = resolve })
+        await this.#changed
+      }
+    })()
+  }
+
+  // A batch to `shard` begins; wrote(shard, ok) follows it however it ends.
+  begin (shard) {
     this.#writing.set(shard, (this.#writing.get(shard) || 0) + 1)
   }
 
   // After a batch to `shard` (`ok`: written): its memory as LevelDB now says, and
-  // flushes started if the budget asks for them.
+  // flushes started if the budget asks for them, the shard still counted as written.
   wrote (shard, ok = true) {
+    if (this.#held.has(shard)) {
+      if (ok) this.#failed.delete(shard)
+      this.#read(shard)
+      this.#relieve()
+      if (!this.#mustWait()) this.#notify()
+    }
     const writing = this.#writing.get(shard) - 1
     if (writing > 0) this.#writing.set(shard, writing)
     else this.#writing.delete(shard)
-    if (!this.#held.has(shard)) return
-    if (ok) this.#failed.delete(shard)
-    this.#read(shard)
-    this.#relieve()
+  }
+
+  #mustWait () {
+    return this.#flushing.size > 0 && this.#total > this.#allowance()
+  }
+
+  // What the memtables may hold now.
+  #allowance () {
+    return Math.max(this.#limit - this.#others(), FLOOR * this.#limit)
   }
 
   #notify () {
@@ -91,17 +110,14 @@ class Memtables {
     wake()
   }
 
-  // Whether what is held, less `leaving` (flushes in flight), passes `share` of the budget.
-  #over (leaving, share) {
-    return this.#total - leaving + this.#others() > share * this.#limit
-  }
-
-  // Starts flushes until what is left once they end is back under FLUSH_AT.
+  // Starts flushes until what is left once they end is back under FLUSH_AT of the
+  // allowance.
   #relieve () {
-    if (!this.#over(0, FLUSH_AT)) return
+    const target = FLUSH_AT * this.#allowance()
+    if (this.#total <= target) return
     let leaving = 0
     for (const shard of this.#flushing.keys()) leaving += this.#held.get(shard) || 0
-    while (this.#flushing.size < MAX_FLUSHING && this.#over(leaving, FLUSH_AT)) {
+    while (this.#flushing.size < MAX_FLUSHING && this.#total - leaving > target) {
       const fullest = this.#fullest()
       if (!fullest) return
       // LevelDB may have flushed it itself since it was last read.
@@ -115,9 +131,9 @@ class Memtables {
   // The idle shard holding the most, else the shard being written that holds the most.
   #fullest () {
     const best = { idle: undefined, written: undefined }
-    const most = { idle: MIN_FLUSH + this.#cacheEach, written: MIN_FLUSH + this.#cacheEach }
+    const most = { idle: MIN_FLUSH, written: MIN_FLUSH }
     for (const [shard, bytes] of this.#held) {
-      if (this.#flushing.has(shard) || this.#failed.has(shard)) continue
+      if (this.#flushing.has(shard) || this.#failed.has(shard) || shard.db.failed || shard.compacting > 0) continue
       const kind = this.#writing.has(shard) ? 'written' : 'idle'
       if (bytes >= most[kind]) {
         best[kind] = shard
@@ -134,15 +150,18 @@ class Memtables {
     return bytes
   }
 
+  // LevelDB's CompactRange reports no error: a shard whose LevelDB keeps a failed
+  // write (a full disk) returns from it at once, its memtable still full. A flush that
+  // freed nothing, or failed (the shard closing), marks the shard: it is not flushed
+  // again before a batch to it succeeds, which LevelDB refuses until it is reopened.
   #flush (shard) {
     this.flushes++
-    // A flush fails when the shard closed meanwhile (its memory is gone with it) or
-    // LevelDB keeps a failed write (a full disk): the shard's next write reports it, and
-    // until that write the shard is not flushed again.
-    const done = shard.db.flush().catch(() => this.#failed.add(shard)).then(() => {
+    const before = this.#held.get(shard)
+    const done = shard.db.flush().then(() => true, () => false).then((flushed) => {
       this.#flushing.delete(shard)
-      if (this.#held.has(shard)) this.#read(shard)
-      else this.#failed.delete(shard)
+      if (this.#held.has(shard)) {
+        if (!flushed || this.#read(shard) >= before) this.#failed.add(shard)
+      }
       this.#notify()
       this.#relieve()
     })
@@ -150,4 +169,4 @@ class Memtables {
   }
 }
 
-module.exports = { Memtables, MIN_FLUSH, FLUSH_AT, MAX_FLUSHING }
+module.exports = { Memtables, MIN_FLUSH, FLUSH_AT, FLOOR, MAX_FLUSHING }

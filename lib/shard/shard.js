@@ -40,6 +40,7 @@ class Shard {
     this.tail = Promise.resolve()
     this.dead = 0 // bytes of removed versions whose space no compaction has reclaimed yet
     this.deferred = 0 // of which the notes the last plan left for later (RECLAIM_SHARE)
+    this.compacting = 0 // compactions of its key ranges in flight
     this.onDead = () => {} // called when `dead` grew
   }
 
@@ -55,14 +56,14 @@ class Shard {
   // reported as damaged, never recreated. Records that LevelDB dropped from a damaged
   // log while opening are noted in the shard, for verify() to report.
   // unnoted: dropped records an earlier open found and could not note.
-  // cacheSize: LevelDB's block cache for this shard. memtables: the store's (memtables.js),
-  // which counts this shard's memory while it is open. readOnly: see LevelDb.open.
+  // memtables: the store's (memtables.js), which counts this shard's memory while it is
+  // open. readOnly: see LevelDb.open.
   // created: made by this process just now (create.js): its files are known, so it holds
   // no dead versions, no keys, and its only log was empty; nothing is read to find out.
-  static async open ({ index, location, cap, chunkKeys, sync, cacheSize, memtables = UNBOUNDED, readOnly, unnoted = [], created = false }) {
+  static async open ({ index, location, cap, chunkKeys, sync, memtables = UNBOUNDED, readOnly, unnoted = [], created = false }) {
     let db
     try {
-      db = await LevelDb.open(location, { shard: index, cacheSize, readOnly })
+      db = await LevelDb.open(location, { shard: index, readOnly })
     } catch (err) {
       throw openFailed(index, location, err)
     }
@@ -136,17 +137,20 @@ class Shard {
     return this.#write(ops, sync)
   }
 
-  // A batch that carries file data: it waits while the store's memtables are over its
-  // memory budget and a flush is in flight, and counts in them once written.
-  async #write (ops, sync) {
-    await this.#memtables.room(this)
-    let ok = false
-    try {
-      await this.db.batch(ops, { sync })
-      ok = true
-    } finally {
-      this.#memtables.wrote(this, ok)
-    }
+  // undefined, or a promise to await before writeChunks(): the store's memtables are
+  // over its memory budget and a flush is in flight (memtables.js). writeChunks() itself
+  // never waits, so that the records it is given are sent before the caller reuses them.
+  room () {
+    return this.#memtables.wait()
+  }
+
+  // A batch, counted in the store's memtables once written. Sent at once, in this turn
+  // of the event loop (LevelDb#batch copies what it is given before it returns).
+  #write (ops, sync) {
+    this.#memtables.begin(this)
+    const written = this.db.batch(ops, { sync })
+    written.then(() => this.#memtables.wrote(this, true), () => this.#memtables.wrote(this, false))
+    return written
   }
 
   #putChunks (ops, key, version, firstIndex, chunks) {
@@ -196,6 +200,7 @@ class Shard {
   // Writes `ops` with the new accounting in one batch, then adopts it.
   async #apply (ops, account) {
     ops.push({ type: 'put', key: records.ACCOUNT, value: JSON.stringify(account) })
+    await this.room()
     await this.#write(ops, this.sync)
     this.used = account.used
     this.files = account.files
@@ -263,7 +268,7 @@ class Shard {
   }
 
   compactPiece ({ from, to }) {
-    return this.db.compactRange(from, to)
+    return this.#compactRange(from, to)
   }
 
   forgetDead ({ ids }) {
@@ -345,9 +350,18 @@ class Shard {
   async compact () {
     await this.discardAbandoned()
     const dead = await this.#deadVersions()
-    await this.db.compactRange('!', '\xff')
+    await this.#compactRange('!', '\xff')
     // Also the probe: a delete of a key that never exists.
     await this.#forget([...dead.map(({ id }) => ({ type: 'del', key: id })), { type: 'del', key: records.ACCOUNT + '~probe' }])
+  }
+
+  async #compactRange (from, to) {
+    this.compacting++
+    try {
+      await this.db.compactRange(from, to)
+    } finally {
+      this.compacting--
+    }
   }
 
   get status () {
@@ -368,7 +382,7 @@ class Shard {
 }
 
 // A shard opened alone, outside a store: nothing bounds its memtables but LevelDB.
-const UNBOUNDED = { add () {}, remove () {}, wrote () {}, room () {} }
+const UNBOUNDED = { add () {}, remove () {}, wait () {}, begin () {}, wrote () {} }
 
 function openFailed (index, location, err) {
   const name = `shard ${shardName(index)}`

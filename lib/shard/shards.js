@@ -9,7 +9,6 @@ const { Spares } = require('./spares')
 const { defaultOpenShards } = require('../dir/descriptors')
 const { shardName, shardDirName } = require('../base/shard-names')
 const { Memtables } = require('./memtables')
-const { cacheEach } = require('../api/memory')
 const { WRITE_BUFFER } = require('../leveldb/leveldb')
 const errors = require('../api/errors')
 
@@ -50,8 +49,7 @@ class Shards {
     this.#spares = new Spares(tmpDir, () => !reserve.low) // none made on a full disk
     this.#existing = new Set([...existing, ...usage.known])
     const maxOpen = options.maxOpenShards || defaultOpenShards(shardCount)
-    this.cacheSize = cacheEach(memory, maxOpen)
-    this.memtables = new Memtables({ limit: memory, cacheEach: this.cacheSize, others: heldAbove })
+    this.memtables = new Memtables({ limit: memory, others: heldAbove })
     this.#pool = new ShardPool({
       maxOpen,
       idleTimeout: options.idleTimeout,
@@ -239,8 +237,8 @@ class Shards {
     if (marked) marked.catch(() => {}) // unless the open fails first
     const shard = await room(async () => {
       try {
-        const { cap, chunkKeys, sync, cacheSize, memtables, readOnly } = this
-        return await Shard.open({ index, location, cap, chunkKeys, sync, cacheSize, memtables, readOnly, unnoted: this.#unnoted.get(index), created })
+        const { cap, chunkKeys, sync, memtables, readOnly } = this
+        return await Shard.open({ index, location, cap, chunkKeys, sync, memtables, readOnly, unnoted: this.#unnoted.get(index), created })
       } catch (err) {
         // LevelDB reports dropped log records once, in the LOG of the open that dropped
         // them: if noting them failed, they are kept here for the next try.
