@@ -107,7 +107,7 @@ declare namespace kfs {
     idleTimeout?: number
     /** Milliseconds an operation waits for a shard slot before EBUSY. Default 30000. */
     shardWaitTimeout?: number
-    /** Bytes of memory for the store's data: writes in flight, read-ahead, LevelDB's caches and memtables. Default 128 MiB, at least 16 MiB. */
+    /** Bytes of memory for the store's data: writes not yet in LevelDB, read-ahead, and LevelDB's memtables. Default 128 MiB, at least 16 MiB. */
     memory?: number
   }
 

@@ -7,7 +7,7 @@ const { expect } = require('chai')
 const kfs = require('..')
 const { Memtables, MIN_FLUSH, FLUSH_AT, FLOOR, MAX_FLUSHING } = require('../lib/shard/memtables')
 const { memoryParts, MEMORY, MIN_MEMORY } = require('../lib/api/memory')
-const { useTmp, throws } = require('./helpers')
+const { useTmp, throws, rejects } = require('./helpers')
 
 const KiB = 1024
 const MiB = 1024 * KiB
@@ -161,7 +161,7 @@ describe('memory budget', () => {
         expect(a.flushes).to.equal(1)
         const waiting = memtables.wait() // over the budget: waits for the flush
         memtables.begin(a)
-        memtables.wrote(a) // an earlier batch ends meanwhile: a is flushing already
+        memtables.wrote(a, how === 'fails') // an earlier batch ends meanwhile: a is flushing already
         expect(a.flushes).to.equal(1)
         a.release()
         await waiting // the flush ended: nothing is in flight, writes go on
@@ -177,6 +177,30 @@ describe('memory budget', () => {
         expect(memtables.total).to.equal(0)
       })
     }
+
+    it('a flush that freed nothing while batches to the shard succeeded is asked for again', async () => {
+      const memtables = new Memtables({ limit: 4 * MiB })
+      const a = fakeShard('a', 5 * MiB)
+      a.stuck = true // the writes meanwhile refilled what the flush freed
+      memtables.add(a)
+      memtables.begin(a)
+      memtables.wrote(a)
+      a.release()
+      await settle()
+      expect(a.flushes).to.equal(2)
+    })
+
+    it('counts a shard with a file being written to it as written, between its batches too', async () => {
+      const memtables = new Memtables({ limit: 8 * MiB })
+      const [a, b] = [fakeShard('a', 4 * MiB), fakeShard('b', 1 * MiB)]
+      a.writing = new Set(['a version'])
+      memtables.add(a)
+      memtables.add(b)
+      await write(memtables, b, 1.75 * MiB)
+      expect([a.flushes, b.flushes]).to.deep.equal([0, 0])
+      memtables.add(fakeShard('c', 0.5 * MiB)) // past 6 MiB: b goes, though a holds more
+      expect([a.flushes, b.flushes]).to.deep.equal([0, 1])
+    })
 
     it('a shard closing leaves the count, and a write waiting on its flush goes on', async () => {
       const memtables = new Memtables({ limit: 4 * MiB })
@@ -232,8 +256,40 @@ describe('memory budget', () => {
       const store = t.open({ memory: MIN_MEMORY })
       const files = Array.from({ length: 24 }, (_, i) => ({ key: `big ${i}`, data: crypto.randomBytes(3 * MiB + i * 4099) }))
       await Promise.all(files.map((f) => store.writeFile(f.key, f.data)))
+      expect(flushed(store)).to.be.above(0)
       for (const f of files) expect((await store.readFile(f.key)).equals(f.data), f.key).to.equal(true)
     })
+
+    // The memtables' wait held open by the test: a flush that takes long.
+    function holdWaits () {
+      const real = Memtables.prototype.wait
+      let release
+      const held = new Promise((resolve) => { release = resolve })
+      let waiting = 0
+      Memtables.prototype.wait = function () { waiting++; return held }
+      return { waiting: () => waiting, release: () => { Memtables.prototype.wait = real; release() } }
+    }
+
+    for (const size of [100, 3 * MiB]) {
+      it(`a stream of ${size} bytes destroyed while its write waits for a flush is not committed`, async () => {
+        const store = t.open()
+        await store.writeFile('other', 'x') // the shards are open
+        const hold = holdWaits()
+        try {
+          const ws = store.createWriteStream('destroyed')
+          ws.end(crypto.randomBytes(size))
+          while (hold.waiting() === 0) await new Promise((resolve) => setTimeout(resolve, 5))
+          const closed = new Promise((resolve) => ws.once('close', resolve))
+          ws.destroy()
+          hold.release()
+          await closed
+        } finally {
+          hold.release()
+        }
+        await rejects(store.readFile('destroyed'), 'ENOENT')
+        expect((await store.usage()).files).to.equal(1)
+      })
+    }
 
     it('flushes none while what was written fits its budget', async () => {
       const store = t.open()

@@ -176,7 +176,10 @@ class ChunkWriter {
     for (const batch of this.shard.sync ? [chunks] : chunks.map((chunk) => [chunk])) {
       // While the store's memtables are past its memory budget, a flush ends first.
       const room = this.shard.room()
-      if (room) await room
+      if (room) {
+        await room
+        if (this.aborting) throw errors.cancelled(this.key) // the rest is not sent
+      }
       const first = this.chunks
       const written = this.#send(first, batch, batch.reduce((sum, chunk) => sum + chunk.length, 0))
       // The first batch carries the pending record: it must land before any other batch,

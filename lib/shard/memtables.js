@@ -31,6 +31,7 @@ class Memtables {
   #flushing = new Map() // shard -> its flush in flight (settles, never rejects)
   #failed = new Set() // shards a flush did not empty: not flushed again before a write
   #writing = new Map() // shard -> its batches in flight
+  #written = new Map() // shard -> batches to it that succeeded
   #changed // a promise settled when a wait may end, made on demand
   #wake = () => {}
 
@@ -57,6 +58,7 @@ class Memtables {
     this.#total -= this.#held.get(shard)
     this.#held.delete(shard)
     this.#failed.delete(shard)
+    this.#written.delete(shard)
     this.#notify()
   }
 
@@ -84,7 +86,10 @@ class Memtables {
   // flushes started if the budget asks for them, the shard still counted as written.
   wrote (shard, ok = true) {
     if (this.#held.has(shard)) {
-      if (ok) this.#failed.delete(shard)
+      if (ok) {
+        this.#failed.delete(shard)
+        this.#written.set(shard, (this.#written.get(shard) || 0) + 1)
+      }
       this.#read(shard)
       this.#relieve()
       if (!this.#mustWait()) this.#notify()
@@ -128,13 +133,14 @@ class Memtables {
     }
   }
 
-  // The idle shard holding the most, else the shard being written that holds the most.
+  // The idle shard holding the most, else the shard being written (a batch in flight,
+  // or a file being written to it: Shard#writing) that holds the most.
   #fullest () {
     const best = { idle: undefined, written: undefined }
     const most = { idle: MIN_FLUSH, written: MIN_FLUSH }
     for (const [shard, bytes] of this.#held) {
       if (this.#flushing.has(shard) || this.#failed.has(shard) || shard.db.failed || shard.compacting > 0) continue
-      const kind = this.#writing.has(shard) ? 'written' : 'idle'
+      const kind = this.#writing.has(shard) || shard.writing?.size > 0 ? 'written' : 'idle'
       if (bytes >= most[kind]) {
         best[kind] = shard
         most[kind] = bytes
@@ -152,15 +158,18 @@ class Memtables {
 
   // LevelDB's CompactRange reports no error: a shard whose LevelDB keeps a failed
   // write (a full disk) returns from it at once, its memtable still full. A flush that
-  // freed nothing, or failed (the shard closing), marks the shard: it is not flushed
-  // again before a batch to it succeeds, which LevelDB refuses until it is reopened.
+  // failed (the shard closing), or freed nothing while no batch to the shard succeeded,
+  // marks the shard: it is not flushed again before a batch to it succeeds, which
+  // LevelDB refuses until it is reopened.
   #flush (shard) {
     this.flushes++
     const before = this.#held.get(shard)
+    const written = this.#written.get(shard)
     const done = shard.db.flush().then(() => true, () => false).then((flushed) => {
       this.#flushing.delete(shard)
       if (this.#held.has(shard)) {
-        if (!flushed || this.#read(shard) >= before) this.#failed.add(shard)
+        const freedNothing = this.#read(shard) >= before && this.#written.get(shard) === written
+        if (!flushed || freedNothing || shard.db.failed) this.#failed.add(shard)
       }
       this.#notify()
       this.#relieve()

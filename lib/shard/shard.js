@@ -164,10 +164,11 @@ class Shard {
   // removal of the previous version's chunks and of the pending record, and the new
   // accounting. `inline`: the file's chunks, when they were not written before (a file
   // that fits in one batch has no pending record). Consumes the reservation.
-  // `cancelled()` is asked once the commit's turn comes: a write destroyed while
-  // waiting for it is not committed.
+  // `cancelled()` is asked once the commit's turn comes, and the store's memtables
+  // have room (room()): a write destroyed while waiting for either is not committed.
   commit (meta, reservation, cancelled = () => false, inline = []) {
     return this.exclusive(async () => {
+      await this.room()
       if (cancelled()) throw errors.cancelled(meta.key)
       const old = this.#prints.lacks(meta.key) ? undefined : await this.#replaced(meta.key)
       const ops = []
@@ -187,6 +188,7 @@ class Shard {
 
   unlink (key) {
     return this.exclusive(async () => {
+      await this.room()
       const old = await this.getMeta(key)
       if (!old) throw errors.notFound(key)
       const ops = [{ type: 'del', key: records.metaKey(key) }]
@@ -200,7 +202,6 @@ class Shard {
   // Writes `ops` with the new accounting in one batch, then adopts it.
   async #apply (ops, account) {
     ops.push({ type: 'put', key: records.ACCOUNT, value: JSON.stringify(account) })
-    await this.room()
     await this.#write(ops, this.sync)
     this.used = account.used
     this.files = account.files
