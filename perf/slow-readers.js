@@ -1,7 +1,8 @@
 'use strict'
 
 // Memory of 256 slow readers, one per shard, each pausing 500 ms after its first chunk
-// (issue 21's target: RSS growth under 1 GiB), measured side by side on the same data:
+// (targets: RSS growth under 1 GiB; private memory growth under the store's memory
+// budget, kfs's default), measured side by side on the same data:
 // kfs read streams, raw leveldown iterators over the same shards' databases (the floor
 // LevelDB 1.20 sets), and fs read streams (1 MiB highWaterMark) over the same bytes as
 // plain files. Each case runs in a process of its own, rounds alternating. Growth is
@@ -18,6 +19,7 @@ const path = require('node:path')
 const crypto = require('node:crypto')
 const { inChild } = require('./child')
 const { runScript, optionValue, parseCount, parseSize, fmt, MiB } = require('./script')
+const { MEMORY } = require('../lib/api/memory')
 
 const PAUSE_MS = 500
 const REF = '00112233445566778899aabbccddeeff00112233'
@@ -158,11 +160,13 @@ async function main (args) {
     print('| round | engine | s | RSS growth MiB | private MiB | file-backed MiB | of which mapped tables MiB |')
     print('|---|---|---|---|---|---|---|')
     const growth = { kfs: [], raw: [], fs: [] }
+    const privately = { kfs: [], raw: [], fs: [] }
     for (let round = 1; round <= args.rounds; round++) {
       for (const engine of ['kfs', 'raw', 'fs']) {
         const r = await inChild(__filename, { name: engine, dir: root })
         if (r.bytes !== args.readers * args.size && engine !== 'raw') throw new Error(`${engine} read ${r.bytes} bytes, not ${args.readers * args.size}`)
         growth[engine].push(r.anon + r.file)
+        privately[engine].push(r.anon)
         print(`| ${round} | ${engine} | ${fmt(r.ms / 1000, 2)} | ${fmt(r.anon + r.file)} | ${fmt(r.anon)} | ${fmt(r.file)} | ${fmt(r.tables)} |`)
       }
     }
@@ -170,6 +174,9 @@ async function main (args) {
     const kfs = median(growth.kfs)
     print()
     print(`kfs RSS growth: ${fmt(kfs)} MiB (target under 1,024): ${kfs < 1024 ? 'met' : 'MISSED'}; raw LevelDB iterators, the floor: ${fmt(median(growth.raw))} MiB; fs: ${fmt(median(growth.fs))} MiB (medians)`)
+    const own = median(privately.kfs)
+    const budget = MEMORY / MiB
+    print(`kfs private memory growth: ${fmt(own)} MiB (target under the memory budget, ${fmt(budget)}): ${own < budget ? 'met' : 'MISSED'}; raw LevelDB iterators, the floor: ${fmt(median(privately.raw))} MiB; fs: ${fmt(median(privately.fs))} MiB (medians)`)
   } finally {
     fs.rmSync(root, { recursive: true, force: true })
   }

@@ -17,6 +17,7 @@ describe('perf/slow-readers.js', function () {
     expect(rows.map((row) => row.split(' | ')[1])).to.deep.equal(['kfs', 'raw', 'fs', 'kfs', 'raw', 'fs'])
     for (const row of rows) expect(row).to.match(/^\| \d \| \w+ \| [\d.]+ \| -?[\d,]+ \| -?[\d,]+ \| -?[\d,]+ \| -?[\d,]+ \|$/)
     expect(stdout).to.match(/kfs RSS growth: -?[\d,]+ MiB \(target under 1,024\): (met|MISSED); raw LevelDB iterators, the floor: -?[\d,]+ MiB; fs: -?[\d,]+ MiB/)
+    expect(stdout).to.match(/kfs private memory growth: -?[\d,]+ MiB \(target under the memory budget, 128\): (met|MISSED); raw LevelDB iterators, the floor: -?[\d,]+ MiB; fs: -?[\d,]+ MiB/)
   })
 
   it('refuses a bad argument with exit code 2', async () => {

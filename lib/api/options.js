@@ -17,7 +17,10 @@ const DEFAULTS = Object.freeze({
   diskReserve: 16 * MiB,
   reclaim: true,
   maxOpenShards: undefined, // every shard, as far as the descriptor limit allows
-  idleTimeout: 30000,
+  // None: an idle shard stays open. It holds 4 descriptors (within maxOpenShards), and
+  // its memtable is the memory budget's; reopening one costs the next write 5 to 10 ms
+  // (doc/about.md, Resources).
+  idleTimeout: undefined,
   shardWaitTimeout: 30000,
   memory: MEMORY
 })
