@@ -103,7 +103,7 @@ declare namespace kfs {
     reclaim?: boolean
     /** Shards open at once, 1 to 256. Default: every shard the descriptor limit allows. */
     maxOpenShards?: number
-    /** Milliseconds before an unused shard closes. Default: none, an idle shard stays open until close() or until maxOpenShards needs its slot. */
+    /** Milliseconds before an unused shard closes. Default 600000 (10 minutes). */
     idleTimeout?: number
     /** Milliseconds an operation waits for a shard slot before EBUSY. Default 30000. */
     shardWaitTimeout?: number

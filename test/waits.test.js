@@ -6,7 +6,6 @@ const path = require('node:path')
 const { Readable } = require('node:stream')
 const { useTmp, rejects, bytes, collect, keysForShards, REF } = require('./helpers')
 const { ShardPool } = require('../lib/shard/pool')
-const { DEFAULTS } = require('../lib/api/options')
 const { LevelDb } = require('../lib/leveldb/leveldb')
 const { abortable } = require('../lib/api/abortable')
 const { UsageCache } = require('../lib/dir/usage-cache')
@@ -108,23 +107,6 @@ describe('waits that can be left, and closes that every caller awaits', function
       })
       return { pool, closed }
     }
-
-    it('without idleTimeout (the default), an idle shard stays open until its slot is needed', async () => {
-      const closed = []
-      const pool = new ShardPool({
-        maxOpen: 1,
-        idleTimeout: DEFAULTS.idleTimeout,
-        waitTimeout: 2000,
-        open: async (index) => ({ index, db: {} }),
-        close: async (shard) => { closed.push(shard.index) }
-      })
-      expect(DEFAULTS.idleTimeout).to.equal(undefined)
-      pool.release(await pool.acquire(0))
-      await new Promise((resolve) => setTimeout(resolve, 50))
-      expect(closed).to.deep.equal([])
-      pool.release(await within(pool.acquire(1), 1000, 'acquire(1)'))
-      expect(closed).to.deep.equal([0])
-    })
 
     it('a shard needing a slot evicts the one used least recently', async () => {
       const { pool, closed } = fakePool({ maxOpen: 2 })

@@ -17,10 +17,11 @@ const DEFAULTS = Object.freeze({
   diskReserve: 16 * MiB,
   reclaim: true,
   maxOpenShards: undefined, // every shard, as far as the descriptor limit allows
-  // None: an idle shard stays open. It holds 4 descriptors (within maxOpenShards), and
-  // its memtable is the memory budget's; reopening one costs the next write 5 to 10 ms
+  // Reopening a shard costs its next write 5 to 10 ms, and an open one holds its
+  // descriptors, mapped tables and cached records, while the memory budget bounds its
+  // memtable: shards in use stay open, a store left idle gives them back
   // (doc/about.md, Resources).
-  idleTimeout: undefined,
+  idleTimeout: 10 * 60 * 1000,
   shardWaitTimeout: 30000,
   memory: MEMORY
 })

@@ -4,8 +4,8 @@ const errors = require('../api/errors')
 const { abortable, controller } = require('../api/abortable')
 const { Lifecycle } = require('../api/lifecycle')
 
-// Keeps at most `maxOpen` shards open. Shards open on first use and close when another
-// shard needs the slot, or after `idleTimeout` ms without users if it is set. When
+// Keeps at most `maxOpen` shards open. Shards open on first use and close after
+// `idleTimeout` ms without users, or sooner when another shard needs the slot. When
 // every slot is in use, callers queue and get slots in the order they asked.
 class ShardPool {
   #shut = controller() // aborted by shutdown(): every wait for a slot ends
@@ -151,7 +151,7 @@ class ShardPool {
     // Monotonic, as timers are: a clock step cannot keep it open. Also what #pump
     // evicts by, least recently used first.
     entry.idleSince = performance.now()
-    if (!entry.timer && this.idleTimeout !== undefined) this.#closeWhenIdle(shard.index, entry, this.idleTimeout)
+    if (!entry.timer) this.#closeWhenIdle(shard.index, entry, this.idleTimeout)
     this.#pump()
   }
 
