@@ -16,4 +16,3 @@ function memoryParts (memory) {
 }
 
 module.exports = { memoryParts, MEMORY, MIN_MEMORY }
-

@@ -16,8 +16,8 @@
 // most MAX_FLUSHING are asked for at a time (one running, one queued), so that a
 // shard being written, whose own flush queues behind them, does not wait for many. A
 // memtable smaller than MIN_FLUSH is not worth a flush. A shard being compacted is
-// not flushed: LevelDB flushed it as the compaction began, and a flush asked for
-// meanwhile ends only once the compaction does.
+// not flushed: a flush asked for meanwhile would end only once the compaction does,
+// holding its place among the MAX_FLUSHING all along.
 const FLUSH_AT = 0.75
 const FLOOR = 0.25
 const MAX_FLUSHING = 2
