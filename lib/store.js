@@ -124,7 +124,6 @@ class Store {
       reserve: opened.reserve,
       operations: this.#operations,
       options: this.#options,
-      memory: this.#options.memory,
       heldAbove: () => this.#writeBudget.held + this.#readAhead.held
     })
     this.#files = new Files({

@@ -108,7 +108,9 @@ class Memtables {
     return Math.max(this.#limit - this.#others(), FLOOR * this.#limit)
   }
 
+  // Wakes the waits, if any.
   #notify () {
+    if (!this.#changed) return
     const wake = this.#wake
     this.#changed = undefined
     this.#wake = () => {}

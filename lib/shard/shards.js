@@ -32,9 +32,9 @@ class Shards {
   #template // promise of the files of a new shard (create.js), made on first need
   #spares // new shards made ahead (spares.js)
 
-  // memory: the store's budget, shared out (api/memory.js); heldAbove(): the bytes the
-  // store's writers and readers hold, which leave the memtables less of it.
-  constructor ({ location, tmpDir, cap, chunkKeys, shardCount, existing, usage, reserve, operations, options, memory, heldAbove }) {
+  // heldAbove(): the bytes the store's writers and readers hold, which leave the
+  // memtables less of its memory budget (options.memory, api/memory.js).
+  constructor ({ location, tmpDir, cap, chunkKeys, shardCount, existing, usage, reserve, operations, options, heldAbove }) {
     this.location = location
     this.tmpDir = tmpDir
     this.cap = cap
@@ -49,7 +49,7 @@ class Shards {
     this.#spares = new Spares(tmpDir, () => !reserve.low) // none made on a full disk
     this.#existing = new Set([...existing, ...usage.known])
     const maxOpen = options.maxOpenShards || defaultOpenShards(shardCount)
-    this.memtables = new Memtables({ limit: memory, others: heldAbove })
+    this.memtables = new Memtables({ limit: options.memory, others: heldAbove })
     this.#pool = new ShardPool({
       maxOpen,
       idleTimeout: options.idleTimeout,
