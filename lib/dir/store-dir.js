@@ -4,6 +4,7 @@ const fs = require('node:fs/promises')
 const path = require('node:path')
 const crypto = require('node:crypto')
 const { LevelDb } = require('../leveldb/leveldb')
+const { syncDir } = require('../base/sync-dir')
 const { openFailure } = require('../leveldb/classify')
 const { DiskReserve } = require('./disk-reserve')
 const { FORMAT_VERSION, FORMAT_FILE, readFormat, writeFormat, checkOptions } = require('./format')
@@ -33,11 +34,12 @@ async function openStoreDir (dir, given, resolved) {
     const foreign = entries.find((e) => e !== STATE_DB && e !== TMP_DIR && !e.startsWith(FORMAT_FILE + '.'))
     if (foreign) throw errors.notStore(dir, foreign)
     if (!create) throw errors.noStore(dir, entries.length ? `it holds no ${FORMAT_FILE}` : 'it is empty')
-    await fs.mkdir(dir, { recursive: true })
+    await makeDirs(dir)
   }
 
   const tmpDir = path.join(dir, TMP_DIR)
   const reserve = new DiskReserve(dir, tmpDir, resolved.diskReserve)
+  if (!entries.includes(STATE_DB)) await createState(dir, tmpDir)
   const state = await openState(dir, reserve)
   try {
     return await prepare(dir, given, resolved, { tmpDir, reserve, state })
@@ -98,13 +100,51 @@ async function listShards (dir) {
   return new Set((await fs.readdir(dir)).map((e) => SHARD_DIR.exec(e)).filter(Boolean).map((m) => Number(m[1])))
 }
 
+const STATE_OPTIONS = { writeBufferSize: 64 * 1024, maxOpenFiles: 16 }
+
 // Opening writes (a manifest, the log replayed), and every read needs the store open:
 // on a full disk, `reserve` (when given) is given up to make room.
 function openState (dir, reserve, readOnly = false) {
-  const open = () => LevelDb.open(path.join(dir, STATE_DB), { createIfMissing: !readOnly, readOnly, writeBufferSize: 64 * 1024, maxOpenFiles: 16 }).catch((err) => {
-    throw openFailure(err, { dir, what: `the store at ${dir}`, damaged: `the store state at ${path.join(dir, STATE_DB)}`, props: { path: dir } })
-  })
+  const open = () => LevelDb.open(path.join(dir, STATE_DB), { ...STATE_OPTIONS, readOnly }).catch((err) => stateFailure(dir, err))
   return reserve ? reserve.withRoom(open) : open()
+}
+
+// Makes the `state` LevelDB in tmp/ and renames it into place whole, as shards are
+// made: LevelDB 1.20 makes a new database's first manifest without syncing it, and
+// renames CURRENT without syncing the directory, so a power cut while it made one in
+// place could leave a state that names an empty manifest, which no open accepts.
+async function createState (dir, tmpDir) {
+  const staging = path.join(tmpDir, `state-${crypto.randomBytes(4).toString('hex')}`)
+  try {
+    await fs.mkdir(tmpDir, { recursive: true })
+    await fs.mkdir(staging)
+    const db = await LevelDb.open(staging, { ...STATE_OPTIONS, createIfMissing: true, errorIfExists: true }).catch((err) => stateFailure(dir, err))
+    await db.close()
+    await syncDir(staging)
+    await fs.rename(staging, path.join(dir, STATE_DB))
+    await syncDir(dir)
+  } catch (err) {
+    await fs.rm(staging, { recursive: true, force: true }).catch(() => {})
+    // Another process made it meanwhile (and may have emptied tmp/ under its lock):
+    // the open that follows meets theirs.
+    if (await fs.access(path.join(dir, STATE_DB)).then(() => true, () => false)) return
+    throw errors.NOT_WRITABLE.includes(err.code) && err.syscall ? errors.notWritable(`the store at ${dir} could not be created`, err, { path: dir }) : err
+  }
+}
+
+function stateFailure (dir, err) {
+  throw openFailure(err, { dir, what: `the store at ${dir}`, damaged: `the store state at ${path.join(dir, STATE_DB)}`, props: { path: dir } })
+}
+
+// fs.mkdir(dir, { recursive: true }), each new directory's entry then synced: a store
+// whose own name a power cut could take is lost whole.
+async function makeDirs (dir) {
+  const first = await fs.mkdir(dir, { recursive: true })
+  if (first === undefined) return
+  for (let made = path.resolve(dir); ; made = path.dirname(made)) {
+    await syncDir(path.dirname(made))
+    if (made === path.resolve(first)) break
+  }
 }
 
 async function listDir (dir, create) {

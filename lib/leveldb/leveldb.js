@@ -12,6 +12,7 @@ const { classify, classifyOpenError } = require('./classify')
 const { shardName } = require('../base/shard-names')
 const errors = require('../api/errors')
 const { Lifecycle } = require('../api/lifecycle')
+const { syncDir } = require('../base/sync-dir')
 
 // A full disk or quota.
 const FULL = new Set(['ENOSPC', 'EDQUOT'])
@@ -41,13 +42,17 @@ class LevelDb {
   #shadow
   #writesBegun = 0
   #writesEnded = 0
+  #writeBuffer
+  #compactions = 0 // compactRange() calls in flight
+  #compactionsBegun = 0
 
   // shard: the shard index this database is, named by the errors it raises.
-  constructor (db, location, shard, shadow) {
+  constructor (db, location, shard, shadow, writeBuffer) {
     this.#db = db
     this.location = location
     this.shard = shard
     this.#shadow = shadow
+    this.#writeBuffer = writeBuffer
     this.#dir = shadow ? shadow.dir : location
     this.readOnly = Boolean(shadow) // every write is refused with EROFS
     this.failed = undefined // a write failed for a reason LevelDB keeps until reopened
@@ -102,7 +107,7 @@ class LevelDb {
       close: () => new Promise((resolve) => db.close(() => resolve())),
       classify: (status) => classifyOpenError(new Error(status))
     })
-    return new LevelDb(db, location, shard, shadow)
+    return new LevelDb(db, location, shard, shadow, tuning.writeBufferSize || WRITE_BUFFER)
   }
 
   // What LevelDB dropped from damaged logs when it opened this database: a log record
@@ -137,22 +142,50 @@ class LevelDb {
   // The binding copies every key and value before this returns: callers may reuse their
   // Buffers at once (data/record-pool.js does). Keep the call synchronous on every path.
   batch (ops, { sync = false } = {}) {
-    return this.#write((done) => this.#db.batch(ops, { sync }, done))
+    return this.#write((done) => this.#db.batch(ops, { sync }, done), sync)
   }
 
   put (key, value, { sync = false } = {}) {
-    return this.#write((done) => this.#db.put(key, value, { sync }, done))
+    return this.#write((done) => this.#db.put(key, value, { sync }, done), sync)
   }
 
   clear (range) {
     return this.#write((done) => this.#db.clear(range, done))
   }
 
-  #write (fn) {
+  // sync: the write is durable when the promise resolves. LevelDB syncs the log it
+  // wrote to, but not the directory after starting a new log, which it does when it
+  // switches memtables: on a filesystem that makes a name durable only with its
+  // directory, a synced write into a new log would not survive a power cut. LevelDB
+  // syncs the directory with the manifest once the old memtable is in a table, so the
+  // directory is synced here only when a switch may be newer than that: during a
+  // compactRange() (which switches whatever the memtable holds), or while LevelDB holds
+  // more than one memtable's worth (#mayHaveNewLog).
+  #write (fn, sync = false) {
     if (this.#life.closing) return Promise.reject(errors.closed())
     if (this.readOnly) return Promise.reject(this.#refused())
     this.written = true
     this.#writesBegun++
+    const written = this.#writeOnce(fn)
+    if (!sync) return written
+    const compacting = this.#compactions > 0
+    const compactionsBegun = this.#compactionsBegun
+    return written.then(() => {
+      if (!compacting && compactionsBegun === this.#compactionsBegun && !this.#mayHaveNewLog()) return
+      return syncDir(this.#dir).catch((err) => {
+        throw errors.system(this.#what(), { code: err.code || 'EIO', message: `a synced write was written, but its directory could not be synced: ${err.message}` }, { shard: this.shard, cause: err })
+      })
+    })
+  }
+
+  // A write switches memtables when it finds the memtable past its size, and the old
+  // one is counted by memoryUsage() until it is in a table: below one memtable's size,
+  // no switch is waiting for its directory sync.
+  #mayHaveNewLog () {
+    return this.memoryUsage() > this.#writeBuffer
+  }
+
+  #writeOnce (fn) {
     return new Promise((resolve, reject) => {
       let ended = false
       const done = (err) => {
@@ -216,9 +249,11 @@ class LevelDb {
   compactRange (start, end) {
     if (this.#life.closing) return Promise.reject(errors.closed())
     if (this.readOnly) return Promise.reject(this.#refused())
+    this.#compactions++
+    this.#compactionsBegun++
     return new Promise((resolve, reject) => {
       this.#db.compactRange(start, end, (err) => (err ? reject(classify(err, this.shard)) : resolve()))
-    })
+    }).finally(() => { this.#compactions-- })
   }
 
   // LevelDB's estimate of the memory it holds for this database: its memtables and its
@@ -235,7 +270,11 @@ class LevelDb {
   }
 
   #refused () {
-    return errors.readOnly(this.shard === undefined ? 'the store state' : `shard ${shardName(this.shard)}`, { shard: this.shard })
+    return errors.readOnly(this.#what(), { shard: this.shard })
+  }
+
+  #what () {
+    return this.shard === undefined ? 'the store state' : `shard ${shardName(this.shard)}`
   }
 
   get status () {

@@ -1,0 +1,141 @@
+'use strict'
+
+// Power cuts: every workload of test/crash/workloads.js is recorded under a FUSE
+// filesystem (test/crash/recordfs.py), and the states a power cut could leave are
+// built under three models of a filesystem (test/crash/states.js) and opened, each in
+// a fresh process. `node test/crash/run.js` checks every state instead of a spread.
+const fs = require('node:fs')
+const os = require('node:os')
+const path = require('node:path')
+const { expect } = require('chai')
+const { unavailable, record, check, summarize } = require('./crash/harness')
+const { workloads } = require('./crash/workloads')
+const { MODELS, readLog, crashStates, cutPoints, materialize, expectations, judge } = require('./crash/states')
+
+// States of each model checked per workload: enough for at least 500 of kfs in all.
+const PER_MODEL = Number(process.env.KFS_CRASH_STATES_PER_MODEL) || 35
+
+describe('crash states: the models', function () {
+  let dir
+  beforeEach(() => { dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kfs-states-')) })
+  afterEach(() => fs.rmSync(dir, { recursive: true, force: true }))
+
+  // A recorded run, written as recordfs.py writes it.
+  function logOf (entries, data = '') {
+    fs.writeFileSync(path.join(dir, 'ops.jsonl'), entries.map((e) => JSON.stringify(e)).join('\n') + '\n')
+    fs.writeFileSync(path.join(dir, 'data.bin'), data)
+    return readLog(dir)
+  }
+  // The files of each model's state at `cut`, as { path: content }.
+  function disks (log, cut) {
+    const out = {}
+    for (const state of crashStates(log, [cut])) {
+      const at = path.join(fs.mkdtempSync(path.join(dir, 'state-')), 'disk')
+      materialize(log, dir, state.entries, at)
+      const files = {}
+      for (const e of state.entries) files[e.path] = e.type === 'd' ? 'dir' : fs.readFileSync(path.join(at, e.path), 'utf8')
+      ;(out[state.model] = out[state.model] || []).push(files)
+    }
+    return out
+  }
+
+  // mkdir d; create d/f; write "hello"; fsync f; fsyncdir d; write "!"; rename f to g;
+  // fsyncdir / (then d's entry is durable).
+  const run = [
+    { o: 'create', p: '/d', i: 2, t: 'd' },
+    { o: 'create', p: '/d/f', i: 3, t: 'f' },
+    { o: 'w', i: 3, off: 0, n: 5, d: 0 },
+    { o: 'fsync', i: 3 },
+    { o: 'fsyncdir', p: '/d' },
+    { o: 'w', i: 3, off: 5, n: 1, d: 5 },
+    { o: 'rename', a: '/d/f', b: '/d/g' },
+    { o: 'fsyncdir', p: '/' }
+  ]
+
+  it('prefix: every call up to the cut', () => {
+    const log = logOf(run, 'hello!')
+    expect(disks(log, 3).prefix).to.deep.equal([{ '/d': 'dir', '/d/f': 'hello' }])
+    expect(disks(log, 7).prefix).to.deep.equal([{ '/d': 'dir', '/d/g': 'hello!' }])
+  })
+
+  it('posix: a name only once its directory is synced, data only once its file is', () => {
+    const log = logOf(run, 'hello!')
+    // d's own entry in / is not durable until / is synced: nothing survives.
+    expect(disks(log, 7).posix).to.deep.equal([{}])
+    // Then d holds f as of its sync (the rename came after), with the synced data.
+    expect(disks(log, 8).posix).to.deep.equal([{ '/d': 'dir', '/d/f': 'hello' }])
+  })
+
+  it('journal: data as of its fsync, names as of the last fsync or as of the cut', () => {
+    const log = logOf(run, 'hello!')
+    expect(disks(log, 7).journal).to.deep.equal([{ '/d': 'dir', '/d/f': 'hello' }, { '/d': 'dir', '/d/g': 'hello' }])
+    // A file created and written but never synced is empty once its name is durable.
+    const unsynced = logOf([{ o: 'create', p: '/f', i: 2, t: 'f' }, { o: 'w', i: 2, off: 0, n: 3, d: 0 }, { o: 'fsyncdir', p: '/' }], 'abc')
+    expect(disks(unsynced, 3).journal).to.deep.equal([{ '/f': '' }, { '/f': '' }])
+    expect(disks(unsynced, 3).posix).to.deep.equal([{ '/f': '' }])
+  })
+
+  it('hard links are one file, removed names are gone, and cuts fall around every fsync', () => {
+    const log = logOf([
+      { o: 'create', p: '/f', i: 2, t: 'f' },
+      { o: 'w', i: 2, off: 0, n: 2, d: 0 },
+      { o: 'link', p: '/g', i: 2 },
+      { o: 'fsync', i: 2 },
+      { o: 'unlink', p: '/f' },
+      { o: 'fsyncdir', p: '/' }
+    ], 'ab')
+    expect(disks(log, 4).prefix).to.deep.equal([{ '/f': 'ab', '/g': 'ab' }])
+    expect(disks(log, 6).posix).to.deep.equal([{ '/g': 'ab' }])
+    expect(cutPoints(log)).to.deep.equal([0, 1, 3, 4, 5, 6])
+  })
+
+  it('what may be read: a synced write once resolved, before that the old or the new version', () => {
+    const log = logOf([{ o: 'mark', t: 'begin open' }, { o: 'mark', t: 'ack open' }, { o: 'mark', t: 'begin 0' }, { o: 'mark', t: 'ack 0' }, { o: 'mark', t: 'begin 1' }])
+    const outcomes = [{ key: 'a', sha256: 'A1', sync: true }, { key: 'a', sha256: 'A2', sync: true }, { key: 'b', sha256: 'B', sync: false }]
+    expect(expectations(log, outcomes, 3).keys.get('a').allowed).to.deep.equal([null, 'A1'])
+    expect(expectations(log, outcomes, 4).keys.get('a').allowed).to.deep.equal(['A1'])
+    expect(expectations(log, outcomes, 5).keys.get('a').allowed).to.deep.equal(['A1', 'A2'])
+    expect(expectations(log, outcomes, 5).keys.get('b').allowed).to.deep.equal([null])
+    const expected = expectations(log, outcomes, 5)
+    expect(judge(expected, { opened: true, reads: { a: 'A2', b: 'ENOENT' } })).to.deep.equal([])
+    expect(judge(expected, { opened: true, reads: { a: 'ENOENT', b: 'ENOENT' } })).to.have.length(1)
+    expect(judge(expected, { opened: true, reads: { a: 'EINTEGRITY', b: 'ENOENT' } })).to.have.length(1)
+    expect(judge(expected, { opened: false, error: 'ECORRUPT' })).to.deep.equal(['did not open: ECORRUPT'])
+  })
+})
+
+describe('crash states: a power cut at any point of a run', function () {
+  this.timeout(600000)
+  const reason = unavailable()
+  const tried = Object.fromEntries(MODELS.map((m) => [m, 0]))
+
+  before(function () {
+    if (reason) {
+      console.log(`      skipped: ${reason}`)
+      this.skip()
+    }
+  })
+
+  for (const workload of workloads) {
+    const promise = workload.control ? 'shown, not required' : 'every state opens, every synced write resolved reads back whole, every other file is its old or new version or absent'
+    it(`${workload.name}: ${promise} (prefix, journal and posix models)`, async function () {
+      const recorded = await record(workload)
+      try {
+        const by = summarize(await check(workload, recorded, { perModel: PER_MODEL }))
+        for (const m of MODELS) if (!workload.control) tried[m] += by[m].states
+        console.log(`      ${workload.name}: ${MODELS.map((m) => `${m} ${by[m].broken} broken of ${by[m].states}`).join(', ')}`)
+        if (workload.control) return
+        for (const m of MODELS) expect(by[m].examples, `${m} model`).to.deep.equal([])
+        for (const m of MODELS) expect(by[m].states, `${m} model`).to.be.above(0)
+      } finally {
+        fs.rmSync(recorded.root, { recursive: true, force: true })
+      }
+    })
+  }
+
+  it('kfs was checked in at least 500 states', function () {
+    const total = MODELS.reduce((n, m) => n + tried[m], 0)
+    if (process.env.KFS_CRASH_STATES_PER_MODEL) this.skip()
+    expect(total).to.be.at.least(500)
+  })
+})

@@ -1,0 +1,93 @@
+'use strict'
+
+// Runs one crash-state workload (states.test.js) against a store, or against one raw
+// LevelDB, under the recording filesystem, and marks on it what each step began and
+// when its promise resolved. Writes the steps' outcomes (key, SHA-256 of the data or
+// null for an unlink, synced or not) as JSON to `spec.outcomes`, outside the mount.
+// usage: node workload.js SPEC_JSON
+
+const fs = require('node:fs')
+const crypto = require('node:crypto')
+
+const spec = JSON.parse(process.argv[2])
+const markFd = fs.openSync(spec.mark, 'w')
+const mark = (text) => fs.writeSync(markFd, text + '\n')
+const outcomes = []
+
+// Deterministic bytes, so that a run can be repeated: the step's number and size seed them.
+function data (n, size) {
+  const out = Buffer.alloc(size)
+  let block = crypto.createHash('sha256').update(`${spec.seed || 0}/${n}/${size}`).digest()
+  for (let at = 0; at < size; at += block.length) {
+    block.copy(out, at)
+    block = crypto.createHash('sha256').update(block).digest()
+  }
+  return out
+}
+
+// Runs one step: ['write', key, size], ['put', size] (the key is the content's
+// SHA-256), ['unlink', key], ['compact'], or ['together', ...steps] run at once.
+async function step (engine, s, sync) {
+  if (s[0] === 'together') return Promise.all(s.slice(1).map((t) => step(engine, t, sync)))
+  if (s[0] === 'compact') {
+    mark('begin compact')
+    await engine.compact()
+    return mark('ack compact')
+  }
+  const n = outcomes.length
+  const [op, ...args] = s
+  const size = op === 'put' ? args[0] : args[1]
+  const bytes = op === 'unlink' ? undefined : data(n, size)
+  const sha256 = bytes ? crypto.createHash('sha256').update(bytes).digest('hex') : null
+  const key = op === 'put' ? sha256 : args[0]
+  outcomes.push({ key, sha256, sync })
+  mark(`begin ${n}`)
+  if (op === 'put') {
+    if (await engine.put(bytes) !== key) throw new Error(`put() did not resolve to the content's SHA-256 ${key}`)
+  } else {
+    await (op === 'write' ? engine.write(key, bytes) : engine.unlink(key))
+  }
+  mark(`ack ${n}`)
+}
+
+async function kfsEngine () {
+  const kfs = require('../..')
+  const store = await kfs(spec.dir, spec.options)
+  return {
+    write: (key, bytes) => store.writeFile(key, bytes),
+    put: (bytes) => store.put(bytes),
+    unlink: (key) => store.unlink(key),
+    compact: () => store.compact(),
+    close: () => store.close()
+  }
+}
+
+// One raw LevelDB: each file one value, every write synced.
+async function leveldbEngine () {
+  const leveldown = require('leveldown')
+  const db = leveldown(spec.dir)
+  const call = (fn) => new Promise((resolve, reject) => fn((err) => (err ? reject(err) : resolve())))
+  fs.mkdirSync(spec.dir, { recursive: true })
+  await call((cb) => db.open({ createIfMissing: true, compression: false }, cb))
+  return {
+    write: (key, bytes) => call((cb) => db.put(key, bytes, { sync: true }, cb)),
+    unlink: (key) => call((cb) => db.del(key, { sync: true }, cb)),
+    compact: () => call((cb) => db.compactRange('\x00', '\xff', cb)),
+    close: () => call((cb) => db.close(cb))
+  }
+}
+
+async function main () {
+  mark('begin open')
+  const engine = spec.engine === 'leveldb' ? await leveldbEngine() : await kfsEngine()
+  mark('ack open')
+  const sync = spec.engine === 'leveldb' || Boolean(spec.options && spec.options.sync)
+  for (const s of spec.steps) await step(engine, s, sync)
+  await engine.close()
+  fs.writeFileSync(spec.outcomes, JSON.stringify(outcomes))
+}
+
+main().catch((err) => {
+  console.error(err)
+  process.exit(1)
+})

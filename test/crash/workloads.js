@@ -1,0 +1,81 @@
+'use strict'
+
+// The crash-state workloads (harness.js): short runs of what kfs does to a
+// filesystem, each recorded whole. Steps (workload.js): ['write', key, bytes],
+// ['put', bytes], ['unlink', key], ['compact'], ['together', ...steps] (at once). `prepare` runs before recording, on
+// the real disk, and is durable when recording starts.
+const KiB = 1024
+const MiB = 1024 * KiB
+
+// Few shards and a small reserve: the same code paths in less data, so that more
+// states are checked in the time.
+const synced = { sync: true, shardCount: 2, diskReserve: 64 * KiB }
+const unsynced = { ...synced, sync: false }
+
+// Writes of 1 KiB to 3 MiB, about 14 MiB in all: each shard's 4 MiB memtable fills
+// more than once, so LevelDB starts new logs during the run.
+const sizes = [KiB, 700 * KiB, 3 * MiB, 64 * KiB, 1536 * KiB, 5 * KiB, 2 * MiB, 300 * KiB, 3 * MiB, 20 * KiB, 2560 * KiB]
+const writes = sizes.map((size, i) => ['write', `f${i}`, size])
+
+const workloads = [
+  {
+    // kfs makes the store and the directories above it.
+    name: 'new store',
+    engine: 'kfs',
+    store: 'a/b/store',
+    options: { ...synced, shardCount: 4 },
+    steps: [['write', 'k1', KiB], ['put', 300 * KiB], ['write', 'k1', 2 * MiB], ['put', 3 * MiB], ['unlink', 'k1']]
+  },
+  {
+    // A new store's shards: the first made from the template, the next from spares.
+    name: 'new shards',
+    engine: 'kfs',
+    store: 'store',
+    options: { ...synced, shardCount: 16 },
+    steps: Array.from({ length: 8 }, (_, i) => ['write', `s${i}`, 4 * KiB])
+  },
+  {
+    name: 'synced writes',
+    engine: 'kfs',
+    store: 'store',
+    options: synced,
+    prepare: [['write', 'f0', 3 * MiB], ['write', 'old', 100 * KiB]],
+    steps: [...writes, ['write', 'f2', 5 * MiB], ['unlink', 'old'], ['put', 2 * MiB], ['write', 'f0', 2 * KiB]]
+  },
+  {
+    name: 'writes at once',
+    engine: 'kfs',
+    store: 'store',
+    options: synced,
+    prepare: [['write', 'p', 2 * MiB]],
+    steps: [['together', ...writes.slice(0, 4)], ['together', ['write', 'p', 3 * MiB], ...writes.slice(4, 8)], ['together', ['unlink', 'f1'], ...writes.slice(8)]]
+  },
+  {
+    name: 'unsynced writes',
+    engine: 'kfs',
+    store: 'store',
+    options: unsynced,
+    prepare: [['write', 'f0', 3 * MiB], ['write', 'old', 100 * KiB]],
+    steps: [...writes, ['write', 'f2', 5 * MiB], ['unlink', 'old'], ['write', 'f0', 2 * KiB]]
+  },
+  {
+    // Overwritten and removed files' space reclaimed by compact().
+    name: 'reclaiming',
+    engine: 'kfs',
+    store: 'store',
+    options: synced,
+    prepare: [...writes.slice(0, 6)],
+    steps: [['write', 'f2', 2 * MiB], ['unlink', 'f1'], ['unlink', 'f4'], ['compact'], ['write', 'f1', 1024 * KiB], ['compact']]
+  },
+  {
+    // One raw LevelDB doing synced puts and deletes: what LevelDB alone promises.
+    name: 'raw LevelDB',
+    engine: 'leveldb',
+    store: 'db',
+    control: true,
+    prepare: [['write', 'f0', 3 * MiB], ['write', 'old', 100 * KiB]],
+    steps: [...writes, ['write', 'f2', 5 * MiB], ['unlink', 'old'], ['write', 'f0', 2 * KiB]]
+  }
+]
+
+module.exports = { workloads }
