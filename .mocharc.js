@@ -9,7 +9,7 @@ const path = require('node:path')
 //
 // Workers take the files in this order, so the longest start first and the short ones
 // fill in around them, rather than a long one starting last and running alone.
-const LONGEST = ['perf-node', 'disk-full', 'perf', 'reclaim', 'open-shards', 'read-only', 'store', 'cli', 'crash', 'perf-costs', 'lifecycle', 'cli-faults']
+const LONGEST = ['crash-states', 'perf-node', 'disk-full', 'perf', 'reclaim', 'open-shards', 'read-only', 'store', 'cli', 'crash', 'perf-costs', 'lifecycle', 'cli-faults']
 const files = fs.readdirSync(path.join(__dirname, 'test')).filter((name) => name.endsWith('.test.js')).sort()
 const rank = (name) => {
   const i = LONGEST.indexOf(name.replace(/\.test\.js$/, ''))

@@ -201,4 +201,131 @@ describe('durability of what is renamed into place', function () {
     expect(calls.findIndex((c, i) => i > lastWrite && i < renamed && c.call === 'fsync' && c.path === tmp), 'reserve synced before the rename').to.be.above(-1)
     expect(calls.findIndex((c, i) => i > renamed && c.call === 'fsync' && c.path === t.dir), 'store directory synced after the rename').to.be.above(-1)
   })
+
+  it('a new store\'s state is made whole in tmp/ and renamed into place, and each directory made for the store is synced into its parent, before the open resolves', () => {
+    const script = `
+      const store = require('./')(process.argv[1] + '/a/b/store')
+      store.open().then(() => {
+        require('node:fs').mkdirSync(process.argv[1] + '/resolved')
+        return store.close()
+      })`
+    const calls = trace(script, t.dir)
+    const store = path.join(t.dir, 'a/b/store')
+    const resolved = calls.findIndex((c) => c.call === 'create' && c.path === path.join(t.dir, 'resolved'))
+    const renamed = calls.findIndex((c) => c.call === 'rename' && c.path === path.join(store, 'state'))
+    expect(renamed, 'state renamed into place').to.be.above(-1)
+    expect(renamed).to.be.below(resolved)
+    expect(calls.some((c, i) => i < renamed && c.call === 'create' && c.path === path.join(store, 'state'))).to.equal(false)
+    const staging = calls[renamed].from
+    expect(path.dirname(staging)).to.equal(path.join(store, 'tmp'))
+    expect(entriesSynced(calls, staging, renamed), 'every entry of the new state synced before its rename').to.equal(true)
+    expect(entriesSynced(calls, store, resolved, (c) => c.path === path.join(store, 'state')), 'state synced into the store').to.equal(true)
+    for (const made of ['a', 'a/b', 'a/b/store']) {
+      const dir = path.dirname(path.join(t.dir, made))
+      expect(entriesSynced(calls, dir, resolved, (c) => c.path === path.join(t.dir, made)), `${made} synced into ${dir}`).to.equal(true)
+    }
+  })
+
+  it('a synced write that went into a log LevelDB started meanwhile syncs the log\'s directory before it resolves', () => {
+    // 1 MiB writes into one shard: LevelDB switches to a new log about every fourth.
+    const script = `
+      const fs = require('node:fs')
+      const store = require('./')(process.argv[1] + '/store', { sync: true, shardCount: 1 })
+      ;(async () => {
+        for (let i = 0; i < 24; i++) {
+          await store.writeFile('k' + (i % 3), Buffer.alloc(${MiB}, i))
+          fs.mkdirSync(process.argv[1] + '/resolved-' + i)
+        }
+        await store.close()
+      })()`
+    const calls = trace(script, t.dir)
+    const resolvedAt = calls.map((c, i) => [c, i]).filter(([c]) => c.call === 'create' && /\/resolved-\d+$/.test(c.path)).map(([, i]) => i)
+    expect(resolvedAt).to.have.length(24)
+    let checked = 0
+    resolvedAt.forEach((resolved, n) => {
+      const began = n ? resolvedAt[n - 1] : 0
+      const logs = new Set(calls.filter((c, i) => i > began && i < resolved && c.call === 'fsync' && /\/\d{3}\.s\/\d+\.log$/.test(c.path)).map((c) => c.path))
+      for (const log of logs) {
+        checked++
+        expect(entriesSynced(calls, path.dirname(log), resolved, (c) => c.path === log), `write ${n}: ${path.basename(log)} synced into its directory`).to.equal(true)
+      }
+    })
+    const logsMade = calls.filter((c) => c.call === 'create' && /\/\d{3}\.s\/\d+\.log$/.test(c.path)).length
+    expect(logsMade, 'new logs started during the writes').to.be.above(3)
+    expect(checked).to.be.at.least(24)
+  })
+})
+
+// A synced write that needs its directory synced (after LevelDB started a new log) and
+// whose directory sync fails: the write was made, so nobody may undo it.
+describe('a directory sync that fails after a synced write', function () {
+  this.timeout(60000)
+  const t = useTmp()
+  const fsp = require('node:fs/promises')
+  const { LevelDb } = require('../lib/leveldb/leveldb')
+  const records = require('../lib/shard/records')
+  const open = fsp.open
+  const batch = LevelDb.prototype.batch
+  afterEach(() => {
+    fsp.open = open
+    LevelDb.prototype.batch = batch
+  })
+
+  it('LevelDb: a synced batch written during a compaction whose directory sync fails rejects with EIO and `written`, and is applied', async () => {
+    const db = await LevelDb.open(path.join(t.dir, 'db'), { createIfMissing: true })
+    try {
+      fsp.open = async (file, flags, ...rest) => {
+        if (flags === 'r' && file === db.location) throw Object.assign(new Error(`EIO: i/o error, open '${file}'`), { code: 'EIO', syscall: 'open' })
+        return open(file, flags, ...rest)
+      }
+      const compacting = db.compactRange('\x00', '\xff')
+      const err = await db.batch([{ type: 'put', key: 'k', value: 'v' }], { sync: true }).then(() => undefined, (e) => e)
+      await compacting
+      expect(err, 'the batch was rejected').to.be.an('error')
+      expect(err.code).to.equal('EIO')
+      expect(err.written).to.equal(true)
+      expect(err.message).to.match(/may not survive a power cut/)
+      expect(String(await db.get('k'))).to.equal('v')
+      // Unsynced writes never sync the directory.
+      const unsynced = db.compactRange('\x00', '\xff')
+      await db.batch([{ type: 'put', key: 'k2', value: 'v' }])
+      await unsynced
+    } finally {
+      await db.close()
+    }
+  })
+
+  it('a commit or unlink rejected with `written` is taken as made: the file is the new version (or gone), whole, with exact accounting', async () => {
+    const store = require('..')(path.join(t.dir, 'store'), { sync: true, shardCount: 1 })
+    const old = Buffer.alloc(3 * MiB, 1)
+    const data = Buffer.alloc(3 * MiB + 5, 2) // four batches: the chunks are written before the commit
+    await store.writeFile('k', old)
+    await store.writeFile('other', 'x')
+    // The next commit or unlink batch is applied, then rejected as LevelDb#write does
+    // when the directory sync after it fails.
+    let failNext = false
+    LevelDb.prototype.batch = function (ops, options) {
+      const done = batch.call(this, ops, options)
+      if (!failNext || !ops.some((op) => op.key.startsWith(records.metaKey('')))) return done
+      failNext = false
+      return done.then(() => { throw Object.assign(new Error('a synced write was made, but may not survive a power cut'), { code: 'EIO', written: true }) })
+    }
+    failNext = true
+    const err = await store.writeFile('k', data).then(() => undefined, (e) => e)
+    expect(err, 'the write was rejected').to.be.an('error')
+    expect(err.written).to.equal(true)
+    expect((await store.readFile('k')).equals(data)).to.equal(true)
+    let usage = await store.usage()
+    expect([usage.files, usage.used]).to.deep.equal([2, data.length + 1])
+
+    failNext = true
+    const unlinkErr = await store.unlink('k').then(() => undefined, (e) => e)
+    expect(unlinkErr, 'the unlink was rejected').to.be.an('error')
+    expect(unlinkErr.written).to.equal(true)
+    expect(await store.exists('k')).to.equal(false)
+    usage = await store.usage()
+    expect([usage.files, usage.used]).to.deep.equal([1, 1])
+    expect((await store.verify()).problems).to.deep.equal([])
+    await store.close()
+  })
 })

@@ -37,6 +37,31 @@ describe('opening a store', () => {
     return err
   }
 
+  // A power cut while an earlier kfs made the state in place could leave it naming an
+  // empty manifest, or without CURRENT; format.json comes after the state.
+  it('a store whose creation was cut off, its state half-made and no format.json, opens as a new store; with format.json, the state is named damaged', async () => {
+    for (const halfMade of ['no CURRENT', 'an empty manifest']) {
+      const dir = path.join(t.dir, halfMade.replace(/ /g, '-'))
+      fs.mkdirSync(path.join(dir, 'state'), { recursive: true })
+      fs.writeFileSync(path.join(dir, 'state', 'LOCK'), '')
+      if (halfMade === 'an empty manifest') {
+        fs.writeFileSync(path.join(dir, 'state', 'MANIFEST-000001'), '')
+        fs.writeFileSync(path.join(dir, 'state', 'CURRENT'), 'MANIFEST-000001\n')
+      }
+      const store = kfs(dir)
+      await store.writeFile('a', 'made')
+      expect(String(await store.readFile('a'))).to.equal('made')
+      await store.close()
+      expect(fs.readdirSync(path.join(dir, 'state'))).to.include('CURRENT')
+    }
+    const dir = path.join(t.dir, 'made')
+    const made = kfs(dir)
+    await made.open()
+    await made.close()
+    fs.rmSync(path.join(dir, 'state', 'CURRENT'))
+    await rejects(kfs(dir).open(), 'ECORRUPT')
+  })
+
   it('refuses a store made by a newer kfs with ENOTSUP, writing nothing', async () => {
     const dir = await existingStore()
     const file = path.join(dir, 'format.json')

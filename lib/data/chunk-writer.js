@@ -258,7 +258,11 @@ class ChunkWriter {
       throw errors.integrity(this.key, 'the content written does not have the expected SHA-256; nothing was committed', { expected: this.expectedSha256, found: sha256 })
     }
     const meta = newMeta({ key: this.key, name: this.name, version: this.version, size: this.size, chunks: this.chunks, sha256 })
-    await this.shard.commit(meta, this.reservation, () => this.aborting, inline)
+    await this.shard.commit(meta, this.reservation, () => this.aborting, inline).catch((err) => {
+      // Committed, perhaps not durably (LevelDb#write): the version is the file now.
+      if (err.written) this.state = 'committed'
+      throw err
+    })
     return meta
   }
 

@@ -40,7 +40,14 @@ async function openStoreDir (dir, given, resolved) {
   const tmpDir = path.join(dir, TMP_DIR)
   const reserve = new DiskReserve(dir, tmpDir, resolved.diskReserve)
   if (!entries.includes(STATE_DB)) await createState(dir, tmpDir)
-  const state = await openState(dir, reserve)
+  const state = await openState(dir, reserve).catch(async (err) => {
+    // A store whose creation never finished holds nothing: a state an earlier kfs left
+    // half-made in it (made in place, cut off by a crash) is made again.
+    if (err.code !== 'ECORRUPT' || await exists(path.join(dir, FORMAT_FILE))) throw err
+    await fs.rm(path.join(dir, STATE_DB), { recursive: true, force: true })
+    await createState(dir, tmpDir)
+    return openState(dir, reserve)
+  })
   try {
     return await prepare(dir, given, resolved, { tmpDir, reserve, state })
   } catch (err) {
@@ -55,8 +62,7 @@ async function openStoreDir (dir, given, resolved) {
 async function prepare (dir, given, resolved, { tmpDir, reserve, state }) {
   // Decided again under the lock: another process may have created the store since
   // the listing above, and its reference ID must never be replaced.
-  const formatExists = await fs.access(path.join(dir, FORMAT_FILE)).then(() => true, () => false)
-  if (!formatExists) {
+  if (!await exists(path.join(dir, FORMAT_FILE))) {
     await writeFormat(dir, {
       format: FORMAT_VERSION,
       referenceId: given.referenceId || crypto.randomBytes(20).toString('hex'),
@@ -72,9 +78,11 @@ async function prepare (dir, given, resolved, { tmpDir, reserve, state }) {
     await writeFormat(dir, { ...format, format: FORMAT_VERSION, upgraded: new Date().toISOString() })
     format = await readFormat(dir)
   }
-  // Whatever is in tmp/ was left by a process that died: spooled input, half-made shards.
-  await fs.rm(tmpDir, { recursive: true, force: true })
-  await fs.mkdir(tmpDir)
+  // Whatever is in tmp/ was left by a process that died (spooled input, half-made
+  // shards), or is a state another process is making for a store it found without one
+  // (createState), which then meets ours.
+  await fs.rm(tmpDir, { recursive: true, force: true, maxRetries: 5 })
+  await fs.mkdir(tmpDir, { recursive: true })
   await reserve.init()
   // Reopened after a failed write (UsageCache): whoever needed the write decides
   // whether it may give up the reserve (DiskReserve#withRoom), never the reopen itself.
@@ -115,6 +123,7 @@ function openState (dir, reserve, readOnly = false) {
 // place could leave a state that names an empty manifest, which no open accepts.
 async function createState (dir, tmpDir) {
   const staging = path.join(tmpDir, `state-${crypto.randomBytes(4).toString('hex')}`)
+  let placed = false
   try {
     await fs.mkdir(tmpDir, { recursive: true })
     await fs.mkdir(staging)
@@ -122,28 +131,37 @@ async function createState (dir, tmpDir) {
     await db.close()
     await syncDir(staging)
     await fs.rename(staging, path.join(dir, STATE_DB))
+    placed = true
     await syncDir(dir)
   } catch (err) {
-    await fs.rm(staging, { recursive: true, force: true }).catch(() => {})
-    // Another process made it meanwhile (and may have emptied tmp/ under its lock):
-    // the open that follows meets theirs.
-    if (await fs.access(path.join(dir, STATE_DB)).then(() => true, () => false)) return
-    throw errors.NOT_WRITABLE.includes(err.code) && err.syscall ? errors.notWritable(`the store at ${dir} could not be created`, err, { path: dir }) : err
+    if (!placed) {
+      await fs.rm(staging, { recursive: true, force: true }).catch(() => {})
+      // Another process made one meanwhile (and may have emptied tmp/ under its lock):
+      // the open that follows meets theirs.
+      if (await exists(path.join(dir, STATE_DB))) return
+    }
+    if (!err.syscall) throw err // from LevelDB, classified
+    throw (errors.NOT_WRITABLE.includes(err.code) ? errors.notWritable : errors.system)(`the store at ${dir} could not be created`, err, { path: dir })
   }
+}
+
+function exists (file) {
+  return fs.access(file).then(() => true, () => false)
 }
 
 function stateFailure (dir, err) {
   throw openFailure(err, { dir, what: `the store at ${dir}`, damaged: `the store state at ${path.join(dir, STATE_DB)}`, props: { path: dir } })
 }
 
-// fs.mkdir(dir, { recursive: true }), each new directory's entry then synced: a store
-// whose own name a power cut could take is lost whole.
+// fs.mkdir(dir, { recursive: true }), then the entries of `dir` and of each directory
+// made above it synced into their parents: a store whose own name a power cut could
+// take is lost whole. `dir` may have been made by a process that died before syncing.
 async function makeDirs (dir) {
   const first = await fs.mkdir(dir, { recursive: true })
-  if (first === undefined) return
-  for (let made = path.resolve(dir); ; made = path.dirname(made)) {
+  const top = path.resolve(first === undefined ? dir : first)
+  for (let made = path.resolve(dir); path.dirname(made) !== made; made = path.dirname(made)) {
     await syncDir(path.dirname(made))
-    if (made === path.resolve(first)) break
+    if (made === top) break
   }
 }
 

@@ -17,6 +17,11 @@ const { syncDir } = require('../base/sync-dir')
 // A full disk or quota.
 const FULL = new Set(['ENOSPC', 'EDQUOT'])
 
+// A directory sync that failed for want of descriptors is tried again, this many times
+// in all.
+const RETRIED = new Set(['EMFILE', 'ENFILE', 'EINTR', 'EAGAIN'])
+const DIR_SYNC_ATTEMPTS = 4
+
 // A memtable's size: LevelDB's default, as larger ones bought no measurable write speed
 // and smaller ones cost a writer speed (doc/performance.md). What all shards' memtables
 // hold together is the store's memory budget's business (shard/memtables.js).
@@ -172,17 +177,33 @@ class LevelDb {
     const compactionsBegun = this.#compactionsBegun
     return written.then(() => {
       if (!compacting && compactionsBegun === this.#compactionsBegun && !this.#mayHaveNewLog()) return
-      return syncDir(this.#dir).catch((err) => {
-        throw errors.system(this.#what(), { code: err.code || 'EIO', message: `a synced write was written, but its directory could not be synced: ${err.message}` }, { shard: this.shard, cause: err })
-      })
+      return this.#syncDir()
     })
   }
 
   // A write switches memtables when it finds the memtable past its size, and the old
   // one is counted by memoryUsage() until it is in a table: below one memtable's size,
-  // no switch is waiting for its directory sync.
+  // no switch is waiting for its directory sync. Once closing, LevelDB may stop before
+  // it writes that table: the directory is synced.
   #mayHaveNewLog () {
-    return this.memoryUsage() > this.#writeBuffer
+    return this.#life.closing || this.memoryUsage() > this.#writeBuffer
+  }
+
+  // Out of descriptors is tried again a few times. A failure rejects with `written`:
+  // the batch was applied and is visible, but may not survive a power cut, so whoever
+  // wrote it must not undo it as if it had failed.
+  async #syncDir () {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await syncDir(this.#dir)
+      } catch (err) {
+        if (attempt < DIR_SYNC_ATTEMPTS && RETRIED.has(err.code)) {
+          await new Promise((resolve) => setTimeout(resolve, 10 * attempt))
+          continue
+        }
+        throw errors.system(this.#what(), { code: err.code || 'EIO', message: `a synced write was made, but may not survive a power cut: its directory could not be synced (${err.message})` }, { shard: this.shard, written: true })
+      }
+    }
   }
 
   #writeOnce (fn) {

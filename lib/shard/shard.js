@@ -134,7 +134,11 @@ class Shard {
     const ops = []
     if (firstIndex === 0) ops.push({ type: 'put', key: records.pendingKey(version), value: key })
     this.#putChunks(ops, key, version, firstIndex, chunks)
-    return this.#write(ops, sync)
+    // The write fails, written or not: it is never committed.
+    return this.#write(ops, sync).catch((err) => {
+      if (!err.written) throw err
+      throw errors.system(`shard ${this.name}`, { code: err.code, message: 'a synced batch of chunks was written, but its directory could not be synced: the write is abandoned' }, { shard: this.index, cause: err })
+    })
   }
 
   // undefined, or a promise to await before writeChunks(): the store's memtables are
@@ -176,13 +180,14 @@ class Shard {
       ops.push({ type: 'put', key: records.metaKey(meta.key), value: records.encodeMeta(meta) })
       if (meta.chunks > inline.length) ops.push({ type: 'del', key: records.pendingKey(meta.version) })
       if (old) this.#deleteChunks(ops, meta.key, old)
-      await this.#apply(ops, { used: this.used - (old ? old.size : 0) + meta.size, files: this.files + (old ? 0 : 1) })
+      const notDurable = await this.#apply(ops, { used: this.used - (old ? old.size : 0) + meta.size, files: this.files + (old ? 0 : 1) })
       if (old) this.#died(old)
       else this.#prints.added(meta.key, this.files)
       reservation.release()
       // Inside the exclusive section: discardAbandoned(), which runs there too, can
       // never see this version as pending and no longer being written.
       this.writing.delete(meta.version)
+      if (notDurable) throw notDurable
     })
   }
 
@@ -193,18 +198,28 @@ class Shard {
       if (!old) throw errors.notFound(key)
       const ops = [{ type: 'del', key: records.metaKey(key) }]
       this.#deleteChunks(ops, key, old)
-      await this.#apply(ops, { used: this.used - old.size, files: this.files - 1 })
+      const notDurable = await this.#apply(ops, { used: this.used - old.size, files: this.files - 1 })
       this.#died(old)
       this.#prints.removed(key, this.files)
+      if (notDurable) throw notDurable
     })
   }
 
-  // Writes `ops` with the new accounting in one batch, then adopts it.
+  // Writes `ops` with the new accounting in one batch, then adopts it. Resolves to the
+  // error of a write that was made but may not be durable (LevelDb#write, `written`),
+  // which the caller throws once it has taken the write as made.
   async #apply (ops, account) {
     ops.push({ type: 'put', key: records.ACCOUNT, value: JSON.stringify(account) })
-    await this.#write(ops, this.sync)
+    let notDurable
+    try {
+      await this.#write(ops, this.sync)
+    } catch (err) {
+      if (!err.written) throw err
+      notDurable = err
+    }
     this.used = account.used
     this.files = account.files
+    return notDurable
   }
 
   // Deletes a version's chunks, and notes the version as dead, whatever its size:

@@ -39,16 +39,10 @@ async function mount (back, mnt, logDir) {
   const child = spawn(PYTHON, [RECORDFS, back, mnt, logDir], { stdio: ['ignore', stderr, stderr] })
   fs.closeSync(stderr)
   const exited = new Promise((resolve) => child.on('exit', resolve))
-  for (let waited = 0; !mounted(mnt); waited += 20) {
-    if (child.exitCode !== null || waited > 20000) {
-      child.kill('SIGKILL')
-      throw new Error(`recordfs did not mount: ${fs.readFileSync(path.join(logDir, 'recordfs.err'), 'utf8')}`)
-    }
-    await sleep(20)
-  }
-  return async function unmount () {
+  const unmount = async () => {
     for (let tries = 0; mounted(mnt); tries++) {
       // Busy while a process that used it is exiting: retried, then detached.
+      if (tries > 60) throw new Error(`${mnt} could not be unmounted`)
       const result = spawnSync('umount', tries < 50 ? [mnt] : ['-l', mnt], { stdio: 'ignore' })
       if (result.status !== 0) await sleep(100)
     }
@@ -56,6 +50,16 @@ async function mount (back, mnt, logDir) {
     await exited
     clearTimeout(timer)
   }
+  for (let waited = 0; !mounted(mnt); waited += 20) {
+    if (child.exitCode !== null || waited > 20000) {
+      child.kill('SIGKILL')
+      await exited
+      await unmount() // a mount whose server died
+      throw new Error(`recordfs did not mount: ${fs.readFileSync(path.join(logDir, 'recordfs.err'), 'utf8')}`)
+    }
+    await sleep(20)
+  }
+  return unmount
 }
 
 function node (script, spec, timeout) {
@@ -114,9 +118,9 @@ async function recordIn (root, workload) {
 }
 
 // Builds every distinct crash state of a recorded workload and checks each in a fresh
-// process, `parallel` at a time; `perModel`: at most that many states of each model,
+// process, `parallel` at a time; `perModel`: { model: at most that many states },
 // spread evenly over the run. Resolves to [{ model, cut, broken: [...], problems }].
-async function check (workload, recorded, { parallel = 2, perModel = Infinity } = {}) {
+async function check (workload, recorded, { parallel = 2, perModel = {} } = {}) {
   const { log, outcomes, before, snapshot, root } = recorded
   const seen = new Set()
   const states = []
@@ -128,7 +132,7 @@ async function check (workload, recorded, { parallel = 2, perModel = Infinity } 
     seen.add(id)
     states.push(state)
   }
-  const chosen = MODELS.flatMap((model) => spread(states.filter((s) => s.model === model), perModel))
+  const chosen = MODELS.flatMap((model) => spread(states.filter((s) => s.model === model), perModel[model] ?? Infinity))
   const results = []
   let next = 0
   const worker = async () => {

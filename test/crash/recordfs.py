@@ -36,7 +36,7 @@ class RecordFs(Operations):
         self.ids['/'] = self.new_id()
         by_inode = {}  # hard links share an id
         for top, dirs, files in os.walk(self.root):
-            rel = '/' + os.path.relpath(top, self.root).lstrip('.').lstrip('/')
+            rel = '/' if top == self.root else '/' + os.path.relpath(top, self.root)
             for name in sorted(dirs) + sorted(files):
                 path = os.path.join(rel, name)
                 if path == MARK:
@@ -95,8 +95,9 @@ class RecordFs(Operations):
     def rename(self, old, new):
         os.rename(self.real(old), self.real(new))
         if self.hidden(new):
-            # Not a name anyone gave: the file was removed while open.
-            self.log(o='unlink', p=old)
+            # Not a name anyone gave: the file was removed while open, or is being
+            # replaced by a rename (which comes next, and which no cut may split from this).
+            self.log(o='unlink', p=old, hidden=True)
         else:
             self.log(o='rename', a=old, b=new)
         prefix = old + '/'
@@ -124,11 +125,14 @@ class RecordFs(Operations):
     # Contents
 
     def open(self, path, flags):
+        id_ = self.ids.get(path)
         fd = os.open(self.real(path), flags & ~os.O_CREAT)
         if path == MARK:
             self.mark_fds.add(fd)
-        elif path in self.ids:
-            self.fds[fd] = self.ids[path]
+        elif id_ is not None:
+            self.fds[fd] = id_
+            if flags & os.O_TRUNC:
+                self.log(o='trunc', i=id_, n=0)
         return fd
 
     def write(self, path, data, offset, fh):
@@ -136,9 +140,10 @@ class RecordFs(Operations):
             for line in data.decode().splitlines():
                 self.log(o='mark', t=line)
             return len(data)
+        id_ = self.fds[fh]  # before the write: a call that fails has done nothing
         n = os.pwrite(fh, data, offset)
         self.data.write(data[:n])
-        self.log(o='w', i=self.fds[fh], off=offset, n=n, d=self.data_at)
+        self.log(o='w', i=id_, off=offset, n=n, d=self.data_at)
         self.data_at += n
         return n
 
@@ -155,11 +160,12 @@ class RecordFs(Operations):
     def fsync(self, path, datasync, fh):
         if fh in self.mark_fds:
             return 0
+        id_ = self.fds[fh]
         if datasync:
             os.fdatasync(fh)
         else:
             os.fsync(fh)
-        self.log(o='fsync', i=self.fds[fh])
+        self.log(o='fsync', i=id_)
         return 0
 
     def fsyncdir(self, path, datasync, fh):

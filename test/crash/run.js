@@ -14,7 +14,8 @@ async function main () {
   const { values } = parseArgs({ options: { 'per-model': { type: 'string' }, workload: { type: 'string' } } })
   const reason = unavailable()
   if (reason) throw new Error(`crash states cannot be recorded here: ${reason}`)
-  const perModel = values['per-model'] ? Number(values['per-model']) : Infinity
+  const limit = values['per-model'] ? Number(values['per-model']) : Infinity
+  const perModel = Object.fromEntries(MODELS.map((m) => [m, limit]))
   const rows = []
   for (const workload of workloads.filter((w) => !values.workload || w.name === values.workload)) {
     const recorded = await record(workload)

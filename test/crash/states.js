@@ -50,7 +50,8 @@ function split (p) {
 }
 
 // Cut points (a cut at k keeps calls [0, k)): just before and just after every fsync,
-// halfway between two fsyncs, and the end.
+// halfway between two fsyncs, and the end. Never between libfuse hiding a file that is
+// open and the rename over its name that made it do so: one call on a disk.
 function cutPoints (log) {
   const cuts = new Set([0, log.ops.length])
   let last = 0
@@ -61,7 +62,11 @@ function cutPoints (log) {
     cuts.add(i + 1)
     last = i + 1
   })
-  return [...cuts].sort((a, b) => a - b)
+  const splits = (k) => {
+    const [hidden, next] = [log.ops[k - 1], log.ops[k]]
+    return hidden && hidden.hidden && next && next.o === 'rename' && next.b === hidden.p
+  }
+  return [...cuts].filter((k) => !splits(k)).sort((a, b) => a - b)
 }
 
 // Yields { model, cut, entries, key } for each cut and model: entries are

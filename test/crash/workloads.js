@@ -48,7 +48,14 @@ const workloads = [
     store: 'store',
     options: synced,
     prepare: [['write', 'p', 2 * MiB]],
-    steps: [['together', ...writes.slice(0, 4)], ['together', ['write', 'p', 3 * MiB], ...writes.slice(4, 8)], ['together', ['unlink', 'f1'], ...writes.slice(8)]]
+    steps: [
+      ['together', ...writes.slice(0, 4)],
+      ['together', ['write', 'p', 3 * MiB], ...writes.slice(4, 8)],
+      ['together', ['unlink', 'f1'], ...writes.slice(8)],
+      // Past 4 batches a write flushes the memtable before its commit: the others'
+      // synced writes meet that compaction.
+      ['together', ['write', 'big', 5 * MiB], ['write', 's1', 32 * KiB], ['put', 200 * KiB], ['unlink', 'f2'], ['write', 's2', 600 * KiB]]
+    ]
   },
   {
     name: 'unsynced writes',
@@ -65,7 +72,11 @@ const workloads = [
     store: 'store',
     options: synced,
     prepare: [...writes.slice(0, 6)],
-    steps: [['write', 'f2', 2 * MiB], ['unlink', 'f1'], ['unlink', 'f4'], ['compact'], ['write', 'f1', 1024 * KiB], ['compact']]
+    steps: [
+      ['write', 'f2', 2 * MiB], ['unlink', 'f1'], ['unlink', 'f4'], ['compact'], ['write', 'f1', 1024 * KiB],
+      // Synced writes and unlinks during compactions of their shards.
+      ['together', ['compact'], ['write', 'r1', 64 * KiB], ['unlink', 'f3'], ['write', 'r2', 900 * KiB], ['write', 'f0', 300 * KiB]]
+    ]
   },
   {
     // One raw LevelDB doing synced puts and deletes: what LevelDB alone promises.
