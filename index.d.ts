@@ -70,7 +70,7 @@ declare namespace kfs {
     free?: number
     /** ENOSPC: true when the disk, not a shard's cap, is full. */
     disk?: boolean
-    /** OS errors of a synced write or unlink: true when it was made, but may not survive a power cut (its directory could not be synced). */
+    /** EIO of a synced write or unlink: true when it was made, but may not survive a power cut (its directory could not be synced). */
     written?: boolean
     /** EINTEGRITY: the index of a missing or wrong-sized chunk. */
     chunk?: number

@@ -262,7 +262,7 @@ describe('a directory sync that fails after a synced write', function () {
   this.timeout(60000)
   const t = useTmp()
   const fsp = require('node:fs/promises')
-  const { LevelDb } = require('../lib/leveldb/leveldb')
+  const { LevelDb, madeNotDurable, notDurable } = require('../lib/leveldb/leveldb')
   const records = require('../lib/shard/records')
   const open = fsp.open
   const batch = LevelDb.prototype.batch
@@ -271,7 +271,7 @@ describe('a directory sync that fails after a synced write', function () {
     LevelDb.prototype.batch = batch
   })
 
-  it('LevelDb: a synced batch written during a compaction whose directory sync fails rejects with EIO and `written`, and is applied', async () => {
+  it('LevelDb: a synced batch written during a compaction whose directory sync fails rejects with EIO, marked as made, and is applied', async () => {
     const db = await LevelDb.open(path.join(t.dir, 'db'), { createIfMissing: true })
     try {
       fsp.open = async (file, flags, ...rest) => {
@@ -283,7 +283,7 @@ describe('a directory sync that fails after a synced write', function () {
       await compacting
       expect(err, 'the batch was rejected').to.be.an('error')
       expect(err.code).to.equal('EIO')
-      expect(err.written).to.equal(true)
+      expect(madeNotDurable(err)).to.equal(true)
       expect(err.message).to.match(/may not survive a power cut/)
       expect(String(await db.get('k'))).to.equal('v')
       // Unsynced writes never sync the directory.
@@ -308,12 +308,14 @@ describe('a directory sync that fails after a synced write', function () {
       const done = batch.call(this, ops, options)
       if (!failNext || !ops.some((op) => op.key.startsWith(records.metaKey('')))) return done
       failNext = false
-      return done.then(() => { throw Object.assign(new Error('a synced write was made, but may not survive a power cut'), { code: 'EIO', written: true }) })
+      return done.then(() => { throw notDurable('shard 000', 0, Object.assign(new Error('EIO: i/o error, fsync'), { code: 'EIO' })) })
     }
     failNext = true
     const err = await store.writeFile('k', data).then(() => undefined, (e) => e)
     expect(err, 'the write was rejected').to.be.an('error')
     expect(err.written).to.equal(true)
+    expect(err.code).to.equal('EIO')
+    expect(err.message).to.match(/made and is visible, but may not survive a power cut/)
     expect((await store.readFile('k')).equals(data)).to.equal(true)
     let usage = await store.usage()
     expect([usage.files, usage.used]).to.deep.equal([2, data.length + 1])

@@ -259,7 +259,7 @@ class ChunkWriter {
     }
     const meta = newMeta({ key: this.key, name: this.name, version: this.version, size: this.size, chunks: this.chunks, sha256 })
     await this.shard.commit(meta, this.reservation, () => this.aborting, inline).catch((err) => {
-      // Committed, perhaps not durably (LevelDb#write): the version is the file now.
+      // Committed, perhaps not durably (Shard#apply): the version is the file now.
       if (err.written) this.state = 'committed'
       throw err
     })

@@ -41,12 +41,10 @@ async function openStoreDir (dir, given, resolved) {
   const reserve = new DiskReserve(dir, tmpDir, resolved.diskReserve)
   if (!entries.includes(STATE_DB)) await createState(dir, tmpDir)
   const state = await openState(dir, reserve).catch(async (err) => {
-    // A store whose creation never finished holds nothing: a state an earlier kfs left
-    // half-made in it (made in place, cut off by a crash) is made again.
+    // A state an earlier kfs made in place, cut off by a crash, in a store whose creation
+    // never finished: what to do is named, and nothing is removed for the user.
     if (err.code !== 'ECORRUPT' || await exists(path.join(dir, FORMAT_FILE))) throw err
-    await fs.rm(path.join(dir, STATE_DB), { recursive: true, force: true })
-    await createState(dir, tmpDir)
-    return openState(dir, reserve)
+    throw errors.corrupt(`the store state at ${path.join(dir, STATE_DB)}`, `${err.cause ? err.cause.message : err.message}; the store was never fully created (it has no ${FORMAT_FILE}), so it holds no files: if no other program uses ${dir}, remove its ${STATE_DB} directory and open it again`, { path: dir, cause: err })
   })
   try {
     return await prepare(dir, given, resolved, { tmpDir, reserve, state })
@@ -155,13 +153,15 @@ function stateFailure (dir, err) {
 
 // fs.mkdir(dir, { recursive: true }), then the entries of `dir` and of each directory
 // made above it synced into their parents: a store whose own name a power cut could
-// take is lost whole. `dir` may have been made by a process that died before syncing.
+// take is lost whole. A `dir` that existed may have been made by a process that died
+// before syncing it, or by the user, in a parent this process may not read: its sync
+// is tried, not required.
 async function makeDirs (dir) {
   const first = await fs.mkdir(dir, { recursive: true })
-  const top = path.resolve(first === undefined ? dir : first)
+  if (first === undefined) return syncDir(path.dirname(path.resolve(dir))).catch(() => {})
   for (let made = path.resolve(dir); path.dirname(made) !== made; made = path.dirname(made)) {
     await syncDir(path.dirname(made))
-    if (made === top) break
+    if (made === path.resolve(first)) break
   }
 }
 

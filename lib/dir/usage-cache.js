@@ -2,6 +2,7 @@
 
 const { shardName } = require('../base/shard-names')
 const { retryOnce } = require('./retry')
+const { madeNotDurable } = require('../leveldb/leveldb')
 
 // Each shard's figures { used, files, diskBytes }, kept in the store's `state` LevelDB
 // so usage() need not open every shard. A shard is marked open while this process may
@@ -123,14 +124,21 @@ class UsageCache {
     ], { sync: true }))
   }
 
+  // Made but perhaps not durable (madeNotDurable), the record is what the state holds:
+  // this process goes by it, and the failure is still reported.
   async repaired (index, figures) {
+    let failure
     await this.#write((state) => state.batch([
       { type: 'del', key: repairKey(index) },
       { type: 'put', key: usageKey(index), value: JSON.stringify({ ...figures, open: false }) }
-    ], { sync: true }))
+    ], { sync: true })).catch((err) => {
+      if (!madeNotDurable(err)) throw err
+      failure = err
+    })
     this.#repairing.delete(index)
     this.known.add(index)
     this.#trusted.set(index, figures)
+    if (failure) throw failure
   }
 }
 

@@ -22,6 +22,10 @@ const FULL = new Set(['ENOSPC', 'EDQUOT'])
 const RETRIED = new Set(['EMFILE', 'ENFILE', 'EINTR', 'EAGAIN'])
 const DIR_SYNC_ATTEMPTS = 4
 
+// Marks the failure of a synced write that was applied, but whose directory could not
+// be synced after it (LevelDb#write): see madeNotDurable().
+const NOT_DURABLE = Symbol('kfs.notDurable')
+
 // A memtable's size: LevelDB's default, as larger ones bought no measurable write speed
 // and smaller ones cost a writer speed (doc/performance.md). What all shards' memtables
 // hold together is the store's memory budget's business (shard/memtables.js).
@@ -189,9 +193,10 @@ class LevelDb {
     return this.#life.closing || this.memoryUsage() > this.#writeBuffer
   }
 
-  // Out of descriptors is tried again a few times. A failure rejects with `written`:
-  // the batch was applied and is visible, but may not survive a power cut, so whoever
-  // wrote it must not undo it as if it had failed.
+  // Out of descriptors is tried again a few times. A failure is EIO (never a full disk,
+  // which would have the write tried again), marked madeNotDurable(): the batch was
+  // applied and is visible, but may not survive a power cut, so whoever wrote it must
+  // not undo it as if it had failed.
   async #syncDir () {
     for (let attempt = 1; ; attempt++) {
       try {
@@ -201,7 +206,7 @@ class LevelDb {
           await new Promise((resolve) => setTimeout(resolve, 10 * attempt))
           continue
         }
-        throw errors.system(this.#what(), { code: err.code || 'EIO', message: `a synced write was made, but may not survive a power cut: its directory could not be synced (${err.message})` }, { shard: this.shard, written: true })
+        throw notDurable(this.#what(), this.shard, err)
       }
     }
   }
@@ -315,4 +320,19 @@ class LevelDb {
   }
 }
 
-module.exports = { LevelDb, DEFAULTS, WRITE_BUFFER }
+// The failure of a synced write to `what` that was made, whose directory sync then
+// failed with `cause`.
+function notDurable (what, shard, cause) {
+  const failure = errors.system(what, { code: 'EIO', message: `a synced write was made, but may not survive a power cut: its directory could not be synced (${cause.message})` }, { shard })
+  failure.cause = cause
+  failure[NOT_DURABLE] = true
+  return failure
+}
+
+// Whether `err` rejected a synced write that was made (and is visible), but may not be
+// durable.
+function madeNotDurable (err) {
+  return Boolean(err && err[NOT_DURABLE])
+}
+
+module.exports = { LevelDb, DEFAULTS, WRITE_BUFFER, madeNotDurable, notDurable }

@@ -3,6 +3,7 @@
 const { LevelDb } = require('../leveldb/leveldb')
 const { openFailure } = require('../leveldb/classify')
 const { shardName } = require('../base/shard-names')
+const { madeNotDurable } = require('../leveldb/leveldb')
 const records = require('./records')
 const chunkRecord = require('./chunk-record')
 const scans = require('./scans')
@@ -134,11 +135,9 @@ class Shard {
     const ops = []
     if (firstIndex === 0) ops.push({ type: 'put', key: records.pendingKey(version), value: key })
     this.#putChunks(ops, key, version, firstIndex, chunks)
-    // The write fails, written or not: it is never committed.
-    return this.#write(ops, sync).catch((err) => {
-      if (!err.written) throw err
-      throw errors.system(`shard ${this.name}`, { code: err.code, message: 'a synced batch of chunks was written, but its directory could not be synced: the write is abandoned' }, { shard: this.index, cause: err })
-    })
+    // A batch made but perhaps not durable fails the write like any other failure: it is
+    // never committed.
+    return this.#write(ops, sync)
   }
 
   // undefined, or a promise to await before writeChunks(): the store's memtables are
@@ -153,7 +152,7 @@ class Shard {
   #write (ops, sync) {
     this.#memtables.begin(this)
     const written = this.db.batch(ops, { sync })
-    written.then(() => this.#memtables.wrote(this, true), () => this.#memtables.wrote(this, false))
+    written.then(() => this.#memtables.wrote(this, true), (err) => this.#memtables.wrote(this, madeNotDurable(err)))
     return written
   }
 
@@ -206,16 +205,16 @@ class Shard {
   }
 
   // Writes `ops` with the new accounting in one batch, then adopts it. Resolves to the
-  // error of a write that was made but may not be durable (LevelDb#write, `written`),
-  // which the caller throws once it has taken the write as made.
+  // error of a batch that was made but may not be durable (madeNotDurable), with
+  // `written`, which the caller throws once it has taken the write as made.
   async #apply (ops, account) {
     ops.push({ type: 'put', key: records.ACCOUNT, value: JSON.stringify(account) })
     let notDurable
     try {
       await this.#write(ops, this.sync)
     } catch (err) {
-      if (!err.written) throw err
-      notDurable = err
+      if (!madeNotDurable(err)) throw err
+      notDurable = errors.system(`shard ${this.name}`, { code: err.code, message: `it was made and is visible, but may not survive a power cut: its directory could not be synced (${err.cause.message})` }, { shard: this.index, written: true, cause: err })
     }
     this.used = account.used
     this.files = account.files
@@ -351,7 +350,9 @@ class Shard {
     const at = new Date()
     const note = { at: at.toISOString(), dropped, pending }
     if (this.db.readOnly) this.#unsaved.push(note)
-    else await this.db.put(records.damageKey(at.getTime()), JSON.stringify(note), { sync: true })
+    // Made, even if perhaps not durably: noting it again at the next open would name the
+    // damage twice.
+    else await this.db.put(records.damageKey(at.getTime()), JSON.stringify(note), { sync: true }).catch((err) => { if (!madeNotDurable(err)) throw err })
   }
 
   // Exact accounting, and LevelDB's approximate size on disk.
