@@ -38,6 +38,7 @@ declare namespace kfs {
     | 'ENOTDIR'
     | 'EEXIST'
     | 'EMFILE'
+    | 'ENFILE'
     | 'EACCES'
     | 'EPERM'
     | 'EROFS'

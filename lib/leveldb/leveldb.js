@@ -19,7 +19,7 @@ const FULL = new Set(['ENOSPC', 'EDQUOT'])
 
 // A directory sync that failed for want of descriptors is tried again, this many times
 // in all.
-const RETRIED = new Set(['EMFILE', 'ENFILE', 'EINTR', 'EAGAIN'])
+const RETRIED = new Set(['EMFILE', 'ENFILE'])
 const DIR_SYNC_ATTEMPTS = 4
 
 // Marks the failure of a synced write that was applied, but whose directory could not
