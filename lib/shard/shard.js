@@ -1,9 +1,8 @@
 'use strict'
 
-const { LevelDb } = require('../leveldb/leveldb')
+const { LevelDb, madeNotDurable } = require('../leveldb/leveldb')
 const { openFailure } = require('../leveldb/classify')
 const { shardName } = require('../base/shard-names')
-const { madeNotDurable } = require('../leveldb/leveldb')
 const records = require('./records')
 const chunkRecord = require('./chunk-record')
 const scans = require('./scans')
