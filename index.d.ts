@@ -39,6 +39,7 @@ declare namespace kfs {
     | 'EEXIST'
     | 'EMFILE'
     | 'ENFILE'
+    | 'ECONNRESET'
     | 'EACCES'
     | 'EPERM'
     | 'EROFS'
@@ -112,6 +113,8 @@ declare namespace kfs {
     shardWaitTimeout?: number
     /** Bytes of memory for the store's data: writes not yet in LevelDB, read-ahead, and LevelDB's memtables. Default 128 MiB, at least 16 MiB. */
     memory?: number
+    /** Serve the store to other processes while holding it, and use a holder when another has it (default true). */
+    share?: boolean
   }
 
   /** What `writeFile` and `put` accept; strings are stored as UTF-8. */

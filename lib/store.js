@@ -26,6 +26,9 @@ const { verify } = require('./maintenance/verify')
 const { repair } = require('./maintenance/repair')
 const { compact } = require('./maintenance/compact')
 const { Reclaimer } = require('./maintenance/reclaimer')
+const { Holder } = require('./share/server')
+const { Remote } = require('./share/client')
+const { socketPath } = require('./share/protocol')
 
 // writeFile hashes data up to this size in one call (larger, chunk by chunk as it goes).
 const ONE_CALL_HASH = 1024 * 1024
@@ -51,6 +54,8 @@ class Store {
   #usage
   #reserve
   #reclaimer
+  #holder // serving other processes, while this one holds the store
+  #remote // the process that holds the store, when another does
 
   constructor (dir, options) {
     if (typeof dir !== 'string' || dir === '') throw errors.invalidType('dir', 'a non-empty string', dir)
@@ -101,7 +106,20 @@ class Store {
   }
 
   async #open () {
-    const opened = await storeDir.openStoreDir(this.location, this.#given, this.#options)
+    let opened
+    try {
+      opened = await storeDir.openStoreDir(this.location, this.#given, this.#options)
+    } catch (err) {
+      if (err.code !== 'EBUSY' || !this.#options.share) throw err
+      // Held by another process: used through it, if it shares the store.
+      const remote = await Remote.connect(socketPath(this.location)).catch(() => undefined)
+      if (!remote) throw err
+      this.#remote = remote
+      this.#format = { referenceId: remote.info.referenceId, chunkSize: remote.info.chunkSize, shardCap: remote.info.shardCapacity, shardCount: remote.info.shardCount }
+      this.#reclaimer = { stop: async () => {} }
+      if (!this.#operations.closed) this.#life.opened()
+      return
+    }
     let usage
     try {
       usage = await UsageCache.load(opened.state, opened.reopenState)
@@ -145,15 +163,21 @@ class Store {
     })
     shards.onDead = () => this.#reclaimer.noteDead()
     shards.onWrite = () => this.#reclaimer.noteWrite()
+    if (this.#options.share && !this.#options.readOnly) {
+      const holder = new Holder(this, this.location)
+      if (await holder.listen(await storeDir.mode(this.location)).catch(() => false)) this.#holder = holder
+    }
     if (!this.#operations.closed) this.#life.opened()
   }
 
-  // Runs fn on the open store as an operation close() waits for. A write (`write`)
-  // to a store opened read-only is refused (EROFS) before it opens.
-  #op (fn, write = false) {
+  // Runs fn on the open store as an operation close() waits for, or `remote` on the
+  // process that holds it (`share`). A write (`write`) to a store opened read-only is
+  // refused (EROFS) before it opens.
+  #op (fn, write = false, remote) {
     return this.#operations.run(() => {
       if (write) this.#writable()
-      return this.#reclaimer ? fn() : this.open().then(fn) // #open() made #reclaimer last
+      const run = () => (this.#remote ? remote(this.#remote) : fn())
+      return this.#reclaimer ? run() : this.open().then(run) // #open() made #reclaimer last
     })
   }
 
@@ -176,13 +200,13 @@ class Store {
     const buffer = args.toBuffer(data)
     // A small file is hashed in one call, cheaper than a hash object fed chunk by chunk.
     const sha256 = buffer.length <= ONE_CALL_HASH ? sha256Of(buffer) : undefined
-    await this.#op(() => this.#files.write(target, [buffer], { size: buffer.length, sha256 }), true)
+    await this.#op(() => this.#files.write(target, [buffer], { size: buffer.length, sha256 }), true, (r) => r.writeFile(key, buffer))
   }
 
   async readFile (key, options) {
     const { key: k } = coerceKey(key)
     const unchecked = Boolean(options && options[UNCHECKED])
-    return this.#op(() => readFile(this.#files, this.#digester, k, { unchecked }))
+    return this.#op(() => readFile(this.#files, this.#digester, k, { unchecked }), false, (r) => r.readFile(key))
   }
 
   createWriteStream (key, options) {
@@ -190,7 +214,9 @@ class Store {
     const { sha256: expectedSha256, size } = args.writeOptions(options)
     return this.#track(new WriteStream((signal) => {
       if (this.#operations.closed) return Promise.reject(errors.closed())
-      return Promise.resolve().then(() => this.#writable()).then(() => this.open()).then(() => this.#files.openWriter(target, { expectedSha256, size, signal }))
+      return Promise.resolve().then(() => this.#writable()).then(() => this.open()).then(() => {
+        return this.#remote ? this.#remote.openWriter(key, { expectedSha256, size }) : this.#files.openWriter(target, { expectedSha256, size, signal })
+      })
     }))
   }
 
@@ -200,7 +226,7 @@ class Store {
     const unchecked = Boolean(options && options[UNCHECKED])
     return this.#track(new ReadStream((signal) => {
       if (this.#operations.closed) return Promise.reject(errors.closed())
-      return this.open().then(() => this.#files.openReader(k, range, { unchecked, signal }))
+      return this.open().then(() => (this.#remote ? this.#remote.openReader(key, range) : this.#files.openReader(k, range, { unchecked, signal })))
     }))
   }
 
@@ -209,7 +235,7 @@ class Store {
   async put (data) {
     if (args.isReadable(data)) return this.#putStream(data)
     const buffer = args.toBuffer(data)
-    return this.#op(() => this.#puts.put(buffer), true)
+    return this.#op(() => this.#puts.put(buffer), true, (r) => r.put(buffer))
   }
 
   // The Readable gets its first 'error' listener only when spooling starts, once the
@@ -223,7 +249,10 @@ class Store {
       return await this.#op(() => {
         if (early) throw early
         return this.#puts.putStream(readable)
-      }, true)
+      }, true, (r) => {
+        if (early) throw early
+        return r.put(readable)
+      })
     } catch (err) {
       readable.destroy()
       throw err
@@ -234,7 +263,7 @@ class Store {
 
   async exists (key) {
     const { key: k } = coerceKey(key)
-    return this.#op(() => this.#files.inShardOf(k, async (shard) => Boolean(await shard.getMeta(k)), () => false))
+    return this.#op(() => this.#files.inShardOf(k, async (shard) => Boolean(await shard.getMeta(k)), () => false), false, (r) => r.call('exists', key))
   }
 
   async stat (key) {
@@ -245,12 +274,12 @@ class Store {
       const stat = { key: k, size: meta.size, chunks: meta.chunks, shard: shard.index, mtime: new Date(meta.mtime), sha256: meta.sha256 }
       if (meta.name !== undefined) stat.name = meta.name
       return stat
-    }, () => { throw errors.notFound(k) }))
+    }, () => { throw errors.notFound(k) }), false, (r) => r.stat(key))
   }
 
   async unlink (key) {
     const { key: k } = coerceKey(key)
-    await this.#op(() => this.#files.inShardOf(k, (shard) => shard.unlink(k), () => { throw errors.notFound(k) }), true)
+    await this.#op(() => this.#files.inShardOf(k, (shard) => shard.unlink(k), () => { throw errors.notFound(k) }), true, (r) => r.call('unlink', key))
   }
 
   // An async iterable of { key, size, name } for every committed file (lib/data/list.js).
@@ -260,9 +289,10 @@ class Store {
   }
 
   async * #list (only) {
-    await this.#op(() => {})
+    await this.#op(() => {}, false, () => {})
     if (only !== undefined) args.shardIndex(only, this.shardCount)
-    yield * list(this.#shards, only, this.#operations)
+    if (this.#remote) yield * this.#remote.list(only)
+    else yield * list(this.#shards, only, this.#operations)
   }
 
   async usage () {
@@ -275,32 +305,32 @@ class Store {
       const used = shards.reduce((sum, s) => sum + s.used, 0)
       const capacity = this.shardCapacity * this.shardCount
       return { used, free: capacity - used, capacity, files: shards.reduce((sum, s) => sum + s.files, 0), shards }
-    })
+    }, false, (r) => r.call('usage'))
   }
 
   // Bytes of the store's files on disk, leaving out its disk reserve.
   async diskUsage () {
-    return this.#op(() => diskUsage(this.location))
+    return this.#op(() => diskUsage(this.location), false, (r) => r.call('diskUsage'))
   }
 
   // Gives back now the disk space of files removed or replaced that the store would
   // otherwise reclaim in the background (the reclaim option), in the shards open.
   async reclaim () {
-    return this.#op(() => this.#reclaimer.reclaimNow(), true)
+    return this.#op(() => this.#reclaimer.reclaimNow(), true, (r) => r.call('reclaim'))
   }
 
   async compact () {
-    return this.#op(() => compact(this.#shards), true)
+    return this.#op(() => compact(this.#shards), true, (r) => r.call('compact'))
   }
 
   async verify (options) {
     const checked = args.verifyOptions(options, this.shardCount)
-    return this.#op(() => verify(this.#maintenance(), checked))
+    return this.#op(() => verify(this.#maintenance(), checked), false, (r) => r.verify(options))
   }
 
   async repair (shard) {
     args.shardIndex(shard, this.shardCount)
-    return this.#op(() => repair(this.#maintenance(), shard), true)
+    return this.#op(() => repair(this.#maintenance(), shard), true, (r) => r.call('repair', shard))
   }
 
   // Every caller's promise settles once the store released everything it holds.
@@ -327,6 +357,8 @@ class Store {
     } catch {
       return // never opened: nothing to close
     }
+    if (this.#remote) return this.#operations.drained()
+    if (this.#holder) await this.#holder.close() // other processes' requests end first
     this.#puts.stop()
     await this.#reclaimer.stop()
     this.#shards.shutdown() // operations waiting for a shard fail now, so they drain

@@ -281,8 +281,8 @@ describe('kfs command line', function () {
       expect(r.stderr).to.equal(`kfs: ${path.join(t.dir, 'absent.bin')}: no such file or directory\n`)
     })
 
-    it('a store in use by another process', async () => {
-      const store = kfs(db)
+    it('a store in use by another process that does not share it', async () => {
+      const store = kfs(db, { share: false })
       await store.open()
       try {
         const r = await cli(['put'], { input: 'x' })

@@ -307,9 +307,10 @@ describe('lifecycle', () => {
     })
   })
 
+  // With share: false; with sharing, test/share.test.js.
   describe('one store, one process', () => {
     it('a second store instance on the same directory gets EBUSY', async () => {
-      const first = t.open()
+      const first = t.open({ share: false })
       await first.writeFile('a', 'b')
       const err = await rejects(t.open().open(), 'EBUSY')
       expect(err.message).to.contain(first.location).and.to.contain('in use')
@@ -317,7 +318,7 @@ describe('lifecycle', () => {
     })
 
     it('a store that got EBUSY can open once the other instance closed', async () => {
-      const first = t.open()
+      const first = t.open({ share: false })
       await first.writeFile('a', 'b')
       const second = t.open()
       await rejects(second.open(), 'EBUSY')
@@ -327,7 +328,7 @@ describe('lifecycle', () => {
     })
 
     it('a second process gets EBUSY naming the store; the first is unaffected', async () => {
-      const first = t.open()
+      const first = t.open({ share: false })
       await first.writeFile('a', 'b')
       const script = `require('./')(process.argv[1]).open().then(() => console.log('opened'), (e) => console.log(e.code + ' ' + e.message))`
       const { stdout, code } = await runChild(script, first.location)

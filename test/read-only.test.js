@@ -303,10 +303,10 @@ describe('a store opened read-only', function () {
     expect(JSON.parse(fs.readFileSync(path.join(dir, 'format.json'), 'utf8')).format).to.equal(1)
   })
 
-  it('is EBUSY while another store instance has the store, and keeps a read-write open out meanwhile', async () => {
+  it('is EBUSY while another store instance has the store (share: false), and keeps a read-write open out meanwhile', async () => {
     const dir = path.join(t.dir, 'store')
     await writeStore(dir)
-    const writer = t.open()
+    const writer = t.open({ share: false })
     await writer.open()
     const err = await rejects(open(dir, { readOnly: true }).open(), 'EBUSY')
     expect(err.message).to.contain(dir)
@@ -434,8 +434,8 @@ describe('a store opened read-only', function () {
       expect(err.path).to.equal(dir)
     })
 
-    it('on a read-only mount: EBUSY while a process has the store open read-write through another path', async () => {
-      await open(path.join(src, 'store')).open()
+    it('on a read-only mount: EBUSY while a process has the store open read-write through another path (share: false)', async () => {
+      await open(path.join(src, 'store'), { share: false }).open()
       await rejects(open(path.join(mnt, 'store'), { readOnly: true }).open(), 'EBUSY')
     })
 

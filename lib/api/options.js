@@ -23,7 +23,9 @@ const DEFAULTS = Object.freeze({
   // (doc/about.md, Resources).
   idleTimeout: 10 * 60 * 1000,
   shardWaitTimeout: 30000,
-  memory: MEMORY
+  memory: MEMORY,
+  // Other processes use the store through this one while it holds it (lib/share/).
+  share: true
 })
 
 const integer = (min, max) => (name, value) => {
@@ -60,7 +62,8 @@ const CHECKS = {
   maxOpenShards: integer(1, 256),
   idleTimeout: integer(0, 2 ** 31 - 1),
   shardWaitTimeout: integer(0, 2 ** 31 - 1),
-  memory: integer(MIN_MEMORY, Number.MAX_SAFE_INTEGER)
+  memory: integer(MIN_MEMORY, Number.MAX_SAFE_INTEGER),
+  share: boolean
 }
 
 // EINVAL unless `options` is a plain object naming only `known` options.

@@ -1,0 +1,190 @@
+'use strict'
+
+const http = require('node:http')
+const { VERSION, ERROR_TRAILER, decodeError } = require('./protocol')
+const errors = require('../api/errors')
+
+// A store held by another process, reached through its socket (server.js): the same
+// calls as a Store opened here, answered by the holder. Each request has a connection
+// of its own, which nothing keeps open between requests.
+class Remote {
+  #socket
+
+  constructor (socket, info) {
+    this.#socket = socket
+    this.info = info
+  }
+
+  // Resolves to a Remote once the holder answered, or rejects (no holder there).
+  static async connect (socket) {
+    const remote = new Remote(socket)
+    remote.info = await remote.call('info')
+    return remote
+  }
+
+  // Resolves to the response once its headers came; a failure status rejects with the
+  // holder's error.
+  #request (method, path, { headers, body } = {}) {
+    return new Promise((resolve, reject) => {
+      const req = http.request({ socketPath: this.#socket, method, path: VERSION + path, headers, agent: false })
+      req.once('error', (err) => reject(lost(err)))
+      req.once('response', (res) => {
+        if (res.statusCode < 400) return resolve(res)
+        readAll(res).then((text) => reject(responseError(res, text)), (err) => reject(lost(err)))
+      })
+      if (body === undefined) req.end()
+      else if (typeof body.pipe === 'function') body.pipe(req)
+      else req.end(body)
+    })
+  }
+
+  async call (method, ...args) {
+    const res = await this.#request('POST', `/call/${method}`, { body: JSON.stringify(args), headers: { 'content-type': 'application/json' } })
+    return JSON.parse(await readAll(res)).result
+  }
+
+  async stat (key) {
+    const stat = await this.call('stat', key)
+    return { ...stat, mtime: new Date(stat.mtime) }
+  }
+
+  async readFile (key) {
+    const res = await this.#request('GET', `/files/${encodeURIComponent(key)}`)
+    const parts = []
+    for await (const part of guarded(res)) parts.push(part)
+    return Buffer.concat(parts)
+  }
+
+  async writeFile (key, data) {
+    await this.#written(key, data, {})
+  }
+
+  async put (data) {
+    const res = await this.#request('POST', '/put', { body: data })
+    return JSON.parse(await readAll(res)).result
+  }
+
+  // A reader for ReadStream (data/streams.js): read() resolves to the next chunk, or
+  // undefined at the end; close() stops.
+  async openReader (key, range) {
+    const headers = range ? { range: `bytes=${range.start || 0}-${range.end === undefined ? '' : range.end}` } : {}
+    const res = await this.#request('GET', `/files/${encodeURIComponent(key)}`, { headers })
+    const chunks = guarded(res)[Symbol.asyncIterator]()
+    return {
+      read: async () => (await chunks.next()).value,
+      close: async () => res.destroy()
+    }
+  }
+
+  // A writer for WriteStream: the body of one PUT, committed when it ends.
+  async openWriter (key, { expectedSha256, size } = {}) {
+    const query = new URLSearchParams()
+    if (expectedSha256 !== undefined) query.set('sha256', expectedSha256)
+    if (size !== undefined) query.set('size', String(size))
+    let req
+    let failure
+    const response = new Promise((resolve, reject) => {
+      req = http.request({ socketPath: this.#socket, method: 'PUT', path: `${VERSION}/files/${encodeURIComponent(key)}?${query}`, agent: false })
+      req.once('error', (err) => reject(lost(err)))
+      req.once('response', (res) => {
+        readAll(res).then((text) => (res.statusCode < 400 ? resolve(JSON.parse(text).result) : reject(responseError(res, text))), (err) => reject(lost(err)))
+      })
+    })
+    response.catch((err) => { failure = failure || err })
+    return {
+      write: (chunk) => {
+        if (failure) return Promise.reject(failure)
+        if (req.write(chunk)) return Promise.resolve()
+        return new Promise((resolve, reject) => {
+          const onDrain = () => resolve()
+          req.once('drain', onDrain)
+          response.then(() => { req.off('drain', onDrain); resolve() }, (err) => { req.off('drain', onDrain); reject(err) })
+        })
+      },
+      finish: () => {
+        req.end()
+        return response
+      },
+      abort: async () => {
+        req.destroy()
+        await response.catch(() => {})
+      }
+    }
+  }
+
+  async #written (key, data, options) {
+    const writer = await this.openWriter(key, options)
+    try {
+      await writer.write(data)
+    } catch (err) {
+      await writer.abort()
+      throw err
+    }
+    return writer.finish()
+  }
+
+  async * list (shard) {
+    const res = await this.#request('GET', `/list${shard === undefined ? '' : `?shard=${shard}`}`)
+    yield * jsonLines(res)
+  }
+
+  async verify (options = {}) {
+    const { onProgress, ...rest } = options
+    const res = await this.#request('POST', '/verify', { body: JSON.stringify({ ...rest, progress: Boolean(onProgress) }), headers: { 'content-type': 'application/json' } })
+    try {
+      for await (const line of jsonLines(res)) {
+        if (line.result) return line.result
+        onProgress(line.progress)
+      }
+    } finally {
+      res.destroy()
+    }
+    throw errors.system('the store\'s holder', { code: 'EIO', message: 'its answer to verify ended without a result' })
+  }
+}
+
+// The body's chunks; its end raises the error the holder put in its trailer.
+async function * guarded (res) {
+  try {
+    for await (const chunk of res) yield chunk
+  } catch (err) {
+    throw lost(err)
+  }
+  const trailer = res.trailers[ERROR_TRAILER]
+  if (trailer) throw decodeError(JSON.parse(trailer))
+  if (!res.complete) throw lost(new Error('the answer ended early'))
+}
+
+async function * jsonLines (res) {
+  let rest = ''
+  for await (const chunk of guarded(res)) {
+    const text = rest + chunk.toString('utf8')
+    const parts = text.split('\n')
+    rest = parts.pop()
+    for (const line of parts) if (line) yield JSON.parse(line)
+  }
+}
+
+async function readAll (res) {
+  const parts = []
+  for await (const part of res) parts.push(part)
+  return Buffer.concat(parts).toString('utf8')
+}
+
+function responseError (res, text) {
+  try {
+    return decodeError(JSON.parse(text).error)
+  } catch {
+    return errors.system('the store\'s holder', { code: 'EIO', message: `answered ${res.statusCode}: ${text.slice(0, 200)}` })
+  }
+}
+
+// The connection to the holder failed (a system error: it went away, closed or
+// crashed, or never was): ECONNRESET, whatever the socket said, as the request may or
+// may not have been carried out. kfs's own errors pass.
+function lost (err) {
+  if (!err.syscall && err.code) return err
+  return errors.system('the process holding the store', { code: 'ECONNRESET', message: `could not be reached or went away: ${err.message}` })
+}
+
+module.exports = { Remote }

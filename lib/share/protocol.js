@@ -1,0 +1,75 @@
+'use strict'
+
+const path = require('node:path')
+
+// What the process holding a store (server.js) and the others (client.js) share: HTTP
+// over a Unix socket in the store's directory, so that `curl --unix-socket` speaks it.
+//
+//   GET    /v1/files/KEY          the file (Range: bytes=A-B for a range)
+//   PUT    /v1/files/KEY          writes the body (?sha256=HEX&size=N), answers its stat
+//   DELETE /v1/files/KEY          unlink
+//   POST   /v1/put                content addressing: the body's key
+//   GET    /v1/list[?shard=N]     one JSON line per file
+//   POST   /v1/verify             JSON lines: { progress }, then { result }
+//   POST   /v1/call/METHOD        JSON [args] in, { result } out: the other methods
+//
+// KEY is the key or name as the caller gave it, URI-encoded. A failure is its status and
+// a JSON body { error: { code, message, ...props } }; a failure once a body is under
+// way ends it with the trailer kfs-error holding the same JSON.
+const SOCKET = 'kfs.sock'
+const VERSION = '/v1'
+const ERROR_TRAILER = 'kfs-error'
+
+// The methods /v1/call/ serves, with whether they write.
+const CALLS = {
+  info: false,
+  exists: false,
+  stat: false,
+  usage: false,
+  diskUsage: false,
+  unlink: true,
+  reclaim: true,
+  compact: true,
+  repair: true
+}
+
+// Linux refuses a socket path longer than this (sun_path, with its final NUL).
+const MAX_SOCKET_PATH = 107
+
+function socketPath (dir) {
+  return path.join(dir, SOCKET)
+}
+
+const STATUS = {
+  EINVAL: 400,
+  EROFS: 403,
+  ENOENT: 404,
+  EEXIST: 409,
+  EBUSY: 503,
+  ECLOSED: 503,
+  ENOSPC: 507,
+  EDQUOT: 507
+}
+
+// Properties of kfs errors (index.d.ts, KfsError) carried across.
+const PROPS = ['argument', 'key', 'path', 'shard', 'shards', 'needed', 'free', 'disk', 'chunk', 'expected', 'found', 'supported', 'written', 'size']
+
+function encodeError (err) {
+  const out = { code: err.code || 'EIO', message: err.message, name: err.name }
+  for (const prop of PROPS) if (err[prop] !== undefined) out[prop] = err[prop]
+  return out
+}
+
+function decodeError (data) {
+  const Class = data.name === 'TypeError' ? TypeError : data.name === 'RangeError' ? RangeError : Error
+  const err = new Class(data.message)
+  err.code = data.code
+  for (const prop of PROPS) if (data[prop] !== undefined) err[prop] = data[prop]
+  return err
+}
+
+function statusOf (err) {
+  return STATUS[err.code] || 500
+}
+
+module.exports = { SOCKET, VERSION, ERROR_TRAILER, CALLS, MAX_SOCKET_PATH, socketPath, encodeError, decodeError, statusOf }
