@@ -165,7 +165,7 @@ class Store {
     shards.onWrite = () => this.#reclaimer.noteWrite()
     if (this.#options.share && !this.#options.readOnly) {
       const holder = new Holder(this, this.location)
-      if (await holder.listen(await storeDir.mode(this.location)).catch(() => false)) this.#holder = holder
+      if (await holder.listen(opened.tmpDir)) this.#holder = holder
     }
     if (!this.#operations.closed) this.#life.opened()
   }

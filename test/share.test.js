@@ -6,6 +6,8 @@ const { expect } = require('chai')
 const fs = require('node:fs')
 const path = require('node:path')
 const crypto = require('node:crypto')
+const net = require('node:net')
+const { once } = require('node:events')
 const { spawn, execFileSync } = require('node:child_process')
 const { Readable } = require('node:stream')
 const { pipeline } = require('node:stream/promises')
@@ -111,6 +113,45 @@ describe('one store, many processes', function () {
     } finally {
       await held.stop()
     }
+  })
+
+  it('names . and .., names of any characters across a long listing, a Readable that fails, and a client that leaves a verify: the holder goes on', async () => {
+    const dir = path.join(t.dir, 'store')
+    const held = await holder(dir)
+    try {
+      const store = kfs(dir)
+      const names = ['.', '..', 'a/b?c#d%e', ...Array.from({ length: 300 }, (_, i) => `név-${i}-€-😀`)]
+      for (const name of names) await store.writeFile(name, name)
+      for (const name of names.slice(0, 4)) expect(String(await store.readFile(name))).to.equal(name)
+      const listed = []
+      for await (const file of store.list()) listed.push(file.name)
+      expect(listed.sort()).to.deep.equal([...names].sort())
+      const failing = new Readable({ read () { this.destroy(Object.assign(new Error('the source failed'), { code: 'ESOURCE' })) } })
+      expect((await rejects(store.put(failing), 'ESOURCE')).message).to.equal('the source failed')
+      const stopped = await store.verify({ onProgress: () => { throw Object.assign(new Error('enough'), { code: 'ESTOP' }) } }).then(() => undefined, (err) => err)
+      expect(stopped && stopped.code).to.equal('ESTOP')
+      expect((await store.usage()).files).to.equal(names.length)
+      await store.close()
+    } finally {
+      await held.stop()
+    }
+  })
+
+  it('with share: false, no socket is made; a holder exits while a client is connected', async () => {
+    const dir = path.join(t.dir, 'store')
+    const alone = kfs(dir, { share: false })
+    await alone.open()
+    expect(fs.readdirSync(dir)).to.not.include('kfs.sock')
+    await alone.close()
+    // A holder that never closes its store exits when its work is done, a client connected.
+    const script = `require('./')(process.argv[1]).writeFile('a', 'b').then(() => { console.log('holding'); setTimeout(() => {}, 300) })`
+    const child = spawn(process.execPath, ['-e', script, dir], { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'] })
+    await once(child.stdout, 'data')
+    const connected = net.connect(path.join(dir, 'kfs.sock'))
+    await once(connected, 'connect')
+    const [code] = await once(child, 'exit')
+    expect(code).to.equal(0)
+    connected.destroy()
   })
 
   it('a second store instance in the holding process uses it through the socket too', async () => {

@@ -178,9 +178,4 @@ async function listDir (dir, create) {
   return fs.readdir(dir)
 }
 
-// The mode of the store's format.json: who may write the store's files.
-async function mode (dir) {
-  return (await fs.stat(path.join(dir, FORMAT_FILE))).mode
-}
-
-module.exports = { openStoreDir, mode }
+module.exports = { openStoreDir }

@@ -1,7 +1,13 @@
 'use strict'
 
 const http = require('node:http')
+const { pipeline } = require('node:stream')
+const { StringDecoder } = require('node:string_decoder')
 const { VERSION, ERROR_TRAILER, decodeError } = require('./protocol')
+
+// How long a holder may take to answer a new client before the store counts as in use
+// by a process that does not share it (EBUSY).
+const CONNECT_MS = 5000
 const errors = require('../api/errors')
 
 // A store held by another process, reached through its socket (server.js): the same
@@ -15,31 +21,35 @@ class Remote {
     this.info = info
   }
 
-  // Resolves to a Remote once the holder answered, or rejects (no holder there).
+  // Resolves to a Remote once the holder answered, or rejects (no holder there, or one
+  // that does not answer within CONNECT_MS).
   static async connect (socket) {
     const remote = new Remote(socket)
-    remote.info = await remote.call('info')
+    remote.info = await remote.call('info', { timeout: CONNECT_MS })
     return remote
   }
 
   // Resolves to the response once its headers came; a failure status rejects with the
-  // holder's error.
-  #request (method, path, { headers, body } = {}) {
+  // holder's error. A Readable body is piped, and its failure is the request's.
+  #request (method, path, { headers, body, timeout } = {}) {
     return new Promise((resolve, reject) => {
       const req = http.request({ socketPath: this.#socket, method, path: VERSION + path, headers, agent: false })
       req.once('error', (err) => reject(lost(err)))
+      if (timeout) req.setTimeout(timeout, () => req.destroy(Object.assign(new Error(`no answer within ${timeout} ms`), { syscall: 'connect' })))
       req.once('response', (res) => {
+        req.setTimeout(0)
         if (res.statusCode < 400) return resolve(res)
         readAll(res).then((text) => reject(responseError(res, text)), (err) => reject(lost(err)))
       })
       if (body === undefined) req.end()
-      else if (typeof body.pipe === 'function') body.pipe(req)
+      else if (typeof body.pipe === 'function') pipeline(body, req, (err) => { if (err) reject(err.syscall ? lost(err) : err) })
       else req.end(body)
     })
   }
 
   async call (method, ...args) {
-    const res = await this.#request('POST', `/call/${method}`, { body: JSON.stringify(args), headers: { 'content-type': 'application/json' } })
+    const options = method === 'info' ? args.pop() : {}
+    const res = await this.#request('POST', `/call/${method}`, { ...options, body: JSON.stringify(args), headers: { 'content-type': 'application/json' } })
     return JSON.parse(await readAll(res)).result
   }
 
@@ -49,7 +59,7 @@ class Remote {
   }
 
   async readFile (key) {
-    const res = await this.#request('GET', `/files/${encodeURIComponent(key)}`)
+    const res = await this.#request('GET', `/files/${encodeURIComponent(key.toWellFormed())}`)
     const parts = []
     for await (const part of guarded(res)) parts.push(part)
     return Buffer.concat(parts)
@@ -68,7 +78,7 @@ class Remote {
   // undefined at the end; close() stops.
   async openReader (key, range) {
     const headers = range ? { range: `bytes=${range.start || 0}-${range.end === undefined ? '' : range.end}` } : {}
-    const res = await this.#request('GET', `/files/${encodeURIComponent(key)}`, { headers })
+    const res = await this.#request('GET', `/files/${encodeURIComponent(key.toWellFormed())}`, { headers })
     const chunks = guarded(res)[Symbol.asyncIterator]()
     return {
       read: async () => (await chunks.next()).value,
@@ -84,7 +94,7 @@ class Remote {
     let req
     let failure
     const response = new Promise((resolve, reject) => {
-      req = http.request({ socketPath: this.#socket, method: 'PUT', path: `${VERSION}/files/${encodeURIComponent(key)}?${query}`, agent: false })
+      req = http.request({ socketPath: this.#socket, method: 'PUT', path: `${VERSION}/files/${encodeURIComponent(key.toWellFormed())}?${query}`, agent: false })
       req.once('error', (err) => reject(lost(err)))
       req.once('response', (res) => {
         readAll(res).then((text) => (res.statusCode < 400 ? resolve(JSON.parse(text).result) : reject(responseError(res, text))), (err) => reject(lost(err)))
@@ -156,9 +166,10 @@ async function * guarded (res) {
 }
 
 async function * jsonLines (res) {
+  const decoder = new StringDecoder('utf8') // a character may be split between chunks
   let rest = ''
   for await (const chunk of guarded(res)) {
-    const text = rest + chunk.toString('utf8')
+    const text = rest + decoder.write(chunk)
     const parts = text.split('\n')
     rest = parts.pop()
     for (const line of parts) if (line) yield JSON.parse(line)
@@ -172,18 +183,23 @@ async function readAll (res) {
 }
 
 function responseError (res, text) {
+  let err
   try {
-    return decodeError(JSON.parse(text).error)
+    err = decodeError(JSON.parse(text).error)
   } catch {
     return errors.system('the store\'s holder', { code: 'EIO', message: `answered ${res.statusCode}: ${text.slice(0, 200)}` })
   }
+  // The holder's store closing is the holder going away, not this store closing.
+  return err.code === 'ECLOSED' ? lost(Object.assign(new Error(err.message), { syscall: 'read' })) : err
 }
 
 // The connection to the holder failed (a system error: it went away, closed or
 // crashed, or never was): ECONNRESET, whatever the socket said, as the request may or
 // may not have been carried out. kfs's own errors pass.
 function lost (err) {
-  if (!err.syscall && err.code) return err
+  // Node's own 'aborted' and 'socket hang up' (ECONNRESET) and parser errors (HPE_*)
+  // carry no syscall either.
+  if (!err.syscall && err.code && err.code !== 'ECONNRESET' && !String(err.code).startsWith('HPE_')) return err
   return errors.system('the process holding the store', { code: 'ECONNRESET', message: `could not be reached or went away: ${err.message}` })
 }
 

@@ -1,11 +1,16 @@
 'use strict'
 
 const fs = require('node:fs/promises')
+const path = require('node:path')
+const crypto = require('node:crypto')
 const http = require('node:http')
 const { once } = require('node:events')
 const { pipeline } = require('node:stream/promises')
-const { VERSION, ERROR_TRAILER, CALLS, MAX_SOCKET_PATH, socketPath, encodeError, statusOf } = require('./protocol')
+const { SOCKET, VERSION, ERROR_TRAILER, CALLS, MAX_SOCKET_PATH, socketPath, encodeError, statusOf } = require('./protocol')
 const errors = require('../api/errors')
+const { FORMAT_FILE } = require('../dir/format')
+// A JSON request body larger than this is refused.
+const MAX_JSON = 1024 * 1024
 
 // The process that holds a store serves it to the others (protocol.js) on a Unix
 // socket in the store's directory. Its lock makes it the only holder, so a socket found
@@ -27,23 +32,43 @@ class Holder {
     return this.#file
   }
 
-  // Resolves to whether the store is now shared: a socket path longer than Linux takes
-  // cannot be.
-  async listen (mode) {
-    if (Buffer.byteLength(this.#file) > MAX_SOCKET_PATH) return false
-    await fs.rm(this.#file, { force: true })
-    const server = http.createServer((req, res) => { this.#handle(req, res).catch(() => res.destroy()) })
+  // Resolves to whether the store is now shared: not where a socket path would be longer
+  // than Linux takes, nor when making the socket fails (the store is then used here
+  // only). The socket is bound in a private directory of tmp/, given its mode, then
+  // renamed into place: never reachable with a looser mode, and a stale one is replaced
+  // whole.
+  async listen (tmpDir) {
+    const staging = path.join(tmpDir, `sock-${crypto.randomBytes(4).toString('hex')}`)
+    const bound = path.join(staging, SOCKET)
+    if (Buffer.byteLength(this.#file) > MAX_SOCKET_PATH || Buffer.byteLength(bound) > MAX_SOCKET_PATH) return false
+    const server = http.createServer({ requestTimeout: 0 }, (req, res) => { this.#handle(req, res).catch(() => res.destroy()) })
     server.on('connection', (socket) => {
+      socket.unref() // another process's connection never keeps this one alive
       this.#sockets.add(socket)
       socket.once('close', () => this.#sockets.delete(socket))
     })
-    server.listen(this.#file)
-    await once(server, 'listening')
-    // Connecting takes write permission: the group's only where it may write the store.
-    await fs.chmod(this.#file, mode & 0o020 ? 0o660 : 0o600)
-    server.unref() // serving others never keeps this process alive
+    try {
+      await fs.mkdir(staging, { mode: 0o700 })
+      server.listen(bound)
+      await Promise.race([once(server, 'listening'), once(server, 'error').then(([err]) => { throw err })])
+      server.unref()
+      await fs.chmod(bound, await this.#mode(bound))
+      await fs.rename(bound, this.#file)
+    } catch {
+      server.close()
+      return false
+    } finally {
+      await fs.rm(staging, { recursive: true, force: true }).catch(() => {})
+    }
     this.#server = server
     return true
+  }
+
+  // Connecting takes write permission: the group gets it only where it may write the
+  // store's format.json and is the group the socket was made with.
+  async #mode (socket) {
+    const [format, made] = await Promise.all([fs.stat(path.join(path.dirname(this.#file), FORMAT_FILE)), fs.stat(socket)])
+    return format.mode & 0o020 && format.gid === made.gid ? 0o660 : 0o600
   }
 
   // Stops serving: requests in flight end with their connections.
@@ -54,29 +79,40 @@ class Holder {
     const closed = new Promise((resolve) => server.close(resolve))
     for (const socket of this.#sockets) socket.destroy()
     await closed
-    await fs.rm(this.#file, { force: true })
+    await fs.rm(this.#file, { force: true }).catch(() => {}) // what matters is that it no longer serves
   }
 
   async #handle (req, res) {
-    const url = new URL(req.url, 'http://kfs')
-    const [, version, route, ...rest] = url.pathname.split('/')
+    // The path as sent: a URL parser would drop the key `.` or `..`.
+    const [pathname, search = ''] = req.url.split(/\?(.*)/s)
+    const query = new URLSearchParams(search)
+    const [, version, route, ...rest] = pathname.split('/')
     try {
-      if (`/${version}` !== VERSION) throw errors.invalidValue('path', `${url.pathname} is not a path of this protocol (${VERSION}/...)`)
+      if (`/${version}` !== VERSION) throw errors.invalidValue('path', `${pathname} is not a path of this protocol (${VERSION}/...)`)
       const store = this.#store
       if (route === 'files' && rest.length) {
-        const key = decodeURIComponent(rest.join('/'))
+        const key = decoded(rest.join('/'))
         if (req.method === 'GET' || req.method === 'HEAD') return await this.#sendFile(key, req, res)
-        if (req.method === 'PUT') return await this.#receive(key, url, req, res)
+        if (req.method === 'PUT') return await this.#receive(key, query, req, res)
         if (req.method === 'DELETE') return answer(res, await store.unlink(key))
       } else if (route === 'put' && req.method === 'POST') {
         return answer(res, await store.put(req))
       } else if (route === 'list' && req.method === 'GET') {
-        const shard = url.searchParams.has('shard') ? Number(url.searchParams.get('shard')) : undefined
-        return await lines(res, async (line) => { for await (const file of store.list(shard)) await line(file) })
+        const shard = query.get('shard')
+        const only = shard === null ? undefined : shard === '' || !/^\d+$/.test(shard) ? shard : Number(shard)
+        return await lines(res, async (line) => { for await (const file of store.list(only)) await line(file) })
       } else if (route === 'verify' && req.method === 'POST') {
         const { progress, ...options } = await jsonBody(req)
-        return await lines(res, async (line) => {
-          const result = await store.verify({ ...options, ...(progress ? { onProgress: (p) => { line({ progress: p }) } } : {}) })
+        return await lines(res, async (line, write) => {
+          // Always given: it ends the check once the client went away. Progress is
+          // advisory: a line is dropped while the client has not read the last ones.
+          const result = await store.verify({
+            ...options,
+            onProgress: (p) => {
+              if (res.destroyed) throw errors.closed()
+              if (progress && !res.writableNeedDrain) write({ progress: p })
+            }
+          })
           await line({ result })
         })
       } else if (route === 'call' && req.method === 'POST' && Object.hasOwn(CALLS, rest[0])) {
@@ -84,31 +120,38 @@ class Holder {
         if (rest[0] === 'info') return answer(res, { referenceId: store.referenceId, chunkSize: store.chunkSize, shardCapacity: store.shardCapacity, shardCount: store.shardCount, pid: process.pid })
         return answer(res, await store[rest[0]](...(Array.isArray(args) ? args : [])))
       }
-      throw errors.invalidValue('request', `${req.method} ${url.pathname} is not one this protocol serves`)
+      throw errors.invalidValue('request', `${req.method} ${pathname} is not one this protocol serves`)
     } catch (err) {
       fail(res, err)
     }
   }
 
   // The whole file or a range (Range: bytes=A-B), with its size and SHA-256 in headers.
+  // Headers go once the first bytes are read, so that a failure to open (a range past
+  // the end, a file removed meanwhile) is its status; a later one is the trailer.
   async #sendFile (key, req, res) {
     const stat = await this.#store.stat(key)
     const range = parseRange(req.headers.range)
     const headers = { 'content-type': 'application/octet-stream', 'kfs-size': stat.size, 'kfs-sha256': stat.sha256, trailer: ERROR_TRAILER }
-    if (range) {
-      const end = range.end === undefined ? stat.size - 1 : Math.min(range.end, stat.size - 1)
-      headers['content-range'] = `bytes ${range.start}-${end}/${stat.size}`
-    }
-    const stream = this.#store.createReadStream(key, range)
-    res.writeHead(range ? 206 : 200, headers)
-    if (req.method === 'HEAD') {
-      stream.destroy()
+    if (req.method === 'HEAD' || res.destroyed) {
+      res.writeHead(200, headers)
       return res.end()
     }
+    const stream = this.#store.createReadStream(key, range)
     res.once('close', () => stream.destroy())
+    const chunks = stream[Symbol.asyncIterator]()
+    let next
     try {
-      for await (const chunk of stream) {
-        if (!res.write(chunk)) await drained(res)
+      next = await chunks.next()
+    } catch (err) {
+      stream.destroy()
+      throw err
+    }
+    if (range) headers['content-range'] = `bytes ${range.start}-${range.end === undefined ? stat.size - 1 : Math.min(range.end, stat.size - 1)}/${stat.size}`
+    res.writeHead(range ? 206 : 200, headers)
+    try {
+      for (; !next.done; next = await chunks.next()) {
+        if (!res.write(next.value)) await drained(res)
         if (res.destroyed) return
       }
     } catch (err) {
@@ -117,13 +160,22 @@ class Holder {
     res.end()
   }
 
-  async #receive (key, url, req, res) {
+  async #receive (key, query, req, res) {
     const options = {}
-    if (url.searchParams.has('sha256')) options.sha256 = url.searchParams.get('sha256')
-    if (url.searchParams.has('size')) options.size = Number(url.searchParams.get('size'))
+    if (query.has('sha256')) options.sha256 = query.get('sha256')
+    if (query.has('size')) options.size = Number(query.get('size'))
     const stream = this.#store.createWriteStream(key, options)
     await pipeline(req, stream)
     answer(res, { key: stream.key, size: stream.size, sha256: stream.sha256 })
+  }
+}
+
+// A key as sent, URI-encoded.
+function decoded (text) {
+  try {
+    return decodeURIComponent(text)
+  } catch {
+    throw errors.invalidValue('key', `is not URI-encoded: ${JSON.stringify(text.slice(0, 100))}`)
   }
 }
 
@@ -136,7 +188,12 @@ function parseRange (header) {
 
 async function jsonBody (req) {
   const parts = []
-  for await (const part of req) parts.push(part)
+  let size = 0
+  for await (const part of req) {
+    size += part.length
+    if (size > MAX_JSON) throw errors.invalidValue('body', `is larger than ${MAX_JSON} bytes`)
+    parts.push(part)
+  }
   const text = Buffer.concat(parts).toString('utf8')
   if (!text) return {}
   try {
@@ -159,14 +216,17 @@ function fail (res, err) {
   res.end(body)
 }
 
-// A body of JSON lines written as they come; a failure ends it with the error trailer.
+// A body of JSON lines written as they come: produce(line, write) gets an async line()
+// that waits while the client is behind, and a write() that does not. A failure ends
+// the body with the error trailer.
 async function lines (res, produce) {
   res.writeHead(200, { 'content-type': 'application/x-ndjson', trailer: ERROR_TRAILER })
+  const write = (value) => res.write(JSON.stringify(value) + '\n')
   try {
     await produce(async (value) => {
       if (res.destroyed) throw errors.closed()
-      if (!res.write(JSON.stringify(value) + '\n')) await drained(res)
-    })
+      if (!write(value)) await drained(res)
+    }, write)
   } catch (err) {
     res.addTrailers({ [ERROR_TRAILER]: JSON.stringify(encodeError(err)) })
   }
@@ -175,6 +235,7 @@ async function lines (res, produce) {
 
 // Until the response can take more, or is closed (the client went away).
 function drained (res) {
+  if (res.destroyed) return Promise.resolve()
   return new Promise((resolve) => {
     const done = () => {
       res.off('drain', done)
