@@ -4,7 +4,6 @@ const fs = require('node:fs/promises')
 const path = require('node:path')
 const crypto = require('node:crypto')
 const http = require('node:http')
-const { once } = require('node:events')
 const { pipeline } = require('node:stream/promises')
 const { SOCKET, VERSION, ERROR_TRAILER, CALLS, MAX_SOCKET_PATH, socketPath, encodeError, statusOf } = require('./protocol')
 const errors = require('../api/errors')
@@ -49,8 +48,16 @@ class Holder {
     })
     try {
       await fs.mkdir(staging, { mode: 0o700 })
-      server.listen(bound)
-      await Promise.race([once(server, 'listening'), once(server, 'error').then(([err]) => { throw err })])
+      await new Promise((resolve, reject) => {
+        server.once('error', reject)
+        server.listen(bound, () => {
+          server.off('error', reject)
+          resolve()
+        })
+      })
+      // A failure to accept a connection (out of descriptors) is the client's, never a
+      // crash of this process.
+      server.on('error', () => {})
       server.unref()
       await fs.chmod(bound, await this.#mode(bound))
       await fs.rename(bound, this.#file)
