@@ -70,6 +70,8 @@ declare namespace kfs {
     needed?: number
     /** ENOSPC: the bytes the shard had free. */
     free?: number
+    /** EBUSY: the ID of the process holding the store, where /proc/locks tells. */
+    pid?: number
     /** ENOSPC: true when the disk, not a shard's cap, is full. */
     disk?: boolean
     /** EIO of a synced write or unlink: true when it was made, but may not survive a power cut (its directory could not be synced). */

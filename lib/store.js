@@ -110,10 +110,10 @@ class Store {
     try {
       opened = await storeDir.openStoreDir(this.location, this.#given, this.#options)
     } catch (err) {
-      if (err.code !== 'EBUSY' || !this.#options.share) throw err
+      if (err.code !== 'EBUSY' || err.shard !== undefined) throw err
       // Held by another process: used through it, if it shares the store.
-      const remote = await Remote.connect(socketPath(this.location)).catch(() => undefined)
-      if (!remote) throw err
+      const remote = this.#options.share ? await Remote.connect(socketPath(this.location)).catch(() => undefined) : undefined
+      if (!remote) throw await storeDir.busy(this.location, err, this.#options.share)
       this.#remote = remote
       this.#format = { referenceId: remote.info.referenceId, chunkSize: remote.info.chunkSize, shardCap: remote.info.shardCapacity, shardCount: remote.info.shardCount }
       this.#reclaimer = { stop: async () => {} }

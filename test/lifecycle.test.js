@@ -313,8 +313,23 @@ describe('lifecycle', () => {
       const first = t.open({ share: false })
       await first.writeFile('a', 'b')
       const err = await rejects(t.open().open(), 'EBUSY')
-      expect(err.message).to.contain(first.location).and.to.contain('in use')
+      expect(err.message).to.contain(first.location).and.to.contain(`in use by another store instance of this process (${process.pid})`)
+      expect(err.pid).to.equal(process.pid)
+      const unshared = await rejects(t.open({ share: false }).open(), 'EBUSY')
+      expect(unshared.message).to.contain('this store was opened with share: false: open it with share: true')
       expect((await first.readFile('a')).toString()).to.equal('b')
+    })
+
+    // LevelDB's lock is fcntl's, per process: a second open that reached LevelDB would
+    // close a descriptor of the LOCK file and drop the first open's lock.
+    it('a second open in this process keeps the first one\'s lock: another process still gets EBUSY', async () => {
+      const first = t.open({ share: false })
+      await first.writeFile('a', 'b')
+      await rejects(t.open({ share: false }).open(), 'EBUSY')
+      const script = `require('./')(process.argv[1], { share: false }).open().then((s) => console.log('opened'), (e) => console.log(e.code))`
+      const { stdout } = await runChild(script, first.location)
+      expect(stdout.trim()).to.equal('EBUSY')
+      expect((await rejects(t.open({ share: false }).open(), 'EBUSY')).pid).to.equal(process.pid)
     })
 
     it('a store that got EBUSY can open once the other instance closed', async () => {
@@ -333,7 +348,7 @@ describe('lifecycle', () => {
       const script = `require('./')(process.argv[1]).open().then(() => console.log('opened'), (e) => console.log(e.code + ' ' + e.message))`
       const { stdout, code } = await runChild(script, first.location)
       expect(code).to.equal(0)
-      expect(stdout).to.match(/^EBUSY the store at .* is in use/)
+      expect(stdout).to.match(new RegExp(`^EBUSY the store at .* is in use by process ${process.pid}, which does not share it`))
       expect(stdout).to.contain(first.location)
       await first.writeFile('c', 'd')
       expect((await first.readFile('a')).toString()).to.equal('b')

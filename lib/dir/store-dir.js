@@ -6,6 +6,7 @@ const crypto = require('node:crypto')
 const { LevelDb } = require('../leveldb/leveldb')
 const { syncDir } = require('../base/sync-dir')
 const { openFailure } = require('../leveldb/classify')
+const { lockHolder } = require('../leveldb/log-guard')
 const { DiskReserve } = require('./disk-reserve')
 const { FORMAT_VERSION, FORMAT_FILE, readFormat, writeFormat, checkOptions } = require('./format')
 const errors = require('../api/errors')
@@ -178,4 +179,11 @@ async function listDir (dir, create) {
   return fs.readdir(dir)
 }
 
-module.exports = { openStoreDir }
+// EBUSY for the store at `dir`, naming the process that holds it (`cause`: the EBUSY of
+// the open); `shared`: as errors.busy.
+async function busy (dir, cause, shared) {
+  const pid = await lockHolder(path.join(dir, STATE_DB))
+  return pid === undefined ? cause : errors.busy(dir, cause.cause || cause, { pid, shared })
+}
+
+module.exports = { openStoreDir, busy }

@@ -22,6 +22,13 @@ const FULL = new Set(['ENOSPC', 'EDQUOT'])
 const RETRIED = new Set(['EMFILE', 'ENFILE'])
 const DIR_SYNC_ATTEMPTS = 4
 
+// The databases this process has open for writing, by real path. A second open of one
+// must never reach LevelDB: its lock is fcntl's, which is per process, and LevelDB 1.20
+// closes the descriptor of a lock it finds held by this process, which drops the
+// process's lock (POSIX) while the first open goes on, so that another process could
+// then open the database too.
+const HELD = new Set()
+
 // Marks the failure of a synced write that was applied, but whose directory could not
 // be synced after it (LevelDb#write): see madeNotDurable().
 const NOT_DURABLE = Symbol('kfs.notDurable')
@@ -52,6 +59,7 @@ class LevelDb {
   #writesBegun = 0
   #writesEnded = 0
   #writeBuffer
+  #held // its key in HELD
   #compactions = 0 // compactRange() calls in flight
   #compactionsBegun = 0
 
@@ -75,7 +83,17 @@ class LevelDb {
   static async open (location, { readOnly = false, ...options } = {}) {
     if (!readOnly) {
       if (isShadowed(location)) throw Object.assign(new Error(`${location}: open read-only in this process`), { reason: 'locked' })
-      return LevelDb.#open(location, location, options)
+      const held = await fs.realpath(location).catch(() => path.resolve(location))
+      if (HELD.has(held)) throw Object.assign(new Error(`${location}/LOCK: already held by this process`), { reason: 'locked' })
+      HELD.add(held)
+      try {
+        const db = await LevelDb.#open(location, location, options)
+        db.#held = held
+        return db
+      } catch (err) {
+        HELD.delete(held)
+        throw err
+      }
     }
     let shadow, db
     try {
@@ -315,6 +333,7 @@ class LevelDb {
         await new Promise((resolve, reject) => this.#db.close((err) => (err ? reject(classify(err, this.shard)) : resolve())))
       } finally {
         if (this.#shadow) await this.#shadow.remove()
+        HELD.delete(this.#held)
       }
     })
   }

@@ -12,7 +12,7 @@ const fs = require('node:fs/promises')
 const path = require('node:path')
 const { syncDir } = require('../base/sync-dir')
 const { parseManifest } = require('./manifest')
-const { lockListed, OVERLAYFS_MAGIC } = require('./proc-locks')
+const { lockListed, lockOwners, OVERLAYFS_MAGIC } = require('./proc-locks')
 
 const LOG_FILE = /^(\d+)\.log$/
 const KEPT_FILE = /^kfs-kept-(\d+)\.log$/ // not a name LevelDB's ParseFileName accepts
@@ -206,6 +206,19 @@ async function lockHeld (dir) {
   return lockListed(table, stat, overlay)
 }
 
+// The ID of the process holding the LOCK of the database at `dir`, or undefined when
+// /proc/locks does not say.
+async function lockHolder (dir) {
+  const file = path.join(dir, 'LOCK')
+  try {
+    const stat = await fs.stat(file, { bigint: true })
+    const overlay = (await fs.statfs(file)).type === OVERLAYFS_MAGIC
+    return lockOwners(await fs.readFile('/proc/locks', 'latin1'), stat, overlay)[0]
+  } catch {
+    return undefined
+  }
+}
+
 async function someNonEmpty (dir, logs) {
   for (const n of logs) if ((await size(path.join(dir, logName(n)))) > 0) return true
   return false
@@ -235,4 +248,4 @@ async function unlinkIfThere (file) {
   })
 }
 
-module.exports = { guardedOpen, settleForRepair, readManifest, logName, keptName, lockHeld }
+module.exports = { guardedOpen, settleForRepair, readManifest, logName, keptName, lockHeld, lockHolder }

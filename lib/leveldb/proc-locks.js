@@ -19,4 +19,13 @@ function lockListed (table, { dev, ino }, overlay) {
   return new RegExp(`\\s${device}:${ino}\\s`).test(table)
 }
 
-module.exports = { lockListed, OVERLAYFS_MAGIC }
+// The process IDs holding a write lock on that file (the lines of waiters, "->", aside).
+function lockOwners (table, { dev, ino }, overlay) {
+  const major = ((dev >> 8n) & 0xfffn) | ((dev >> 32n) & ~0xfffn)
+  const minor = (dev & 0xffn) | ((dev >> 12n) & ~0xffn)
+  const device = overlay ? '[0-9a-f]+:[0-9a-f]+' : `${major.toString(16).padStart(2, '0')}:${minor.toString(16).padStart(2, '0')}`
+  const line = new RegExp(`^\\d+: (?:OFD|POSIX)\\s+ADVISORY\\s+WRITE\\s+(-?\\d+)\\s+${device}:${ino}\\s`, 'gm')
+  return [...table.matchAll(line)].map((m) => Number(m[1])).filter((pid) => pid > 0)
+}
+
+module.exports = { lockListed, lockOwners, OVERLAYFS_MAGIC }
