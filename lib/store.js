@@ -114,9 +114,8 @@ class Store {
       // Held by another process: used through it, if it shares the store.
       const remote = this.#options.share ? await Remote.connect(socketPath(this.location)).catch(() => undefined) : undefined
       if (!remote) throw await storeDir.busy(this.location, err, this.#options.share)
-      this.#remote = remote
       this.#format = { referenceId: remote.info.referenceId, chunkSize: remote.info.chunkSize, shardCap: remote.info.shardCapacity, shardCount: remote.info.shardCount }
-      this.#reclaimer = { stop: async () => {} }
+      this.#remote = remote
       if (!this.#operations.closed) this.#life.opened()
       return
     }
@@ -177,7 +176,7 @@ class Store {
     return this.#operations.run(() => {
       if (write) this.#writable()
       const run = () => (this.#remote ? remote(this.#remote) : fn())
-      return this.#reclaimer ? run() : this.open().then(run) // #open() made #reclaimer last
+      return this.#reclaimer || this.#remote ? run() : this.open().then(run) // #open() sets one of them last
     })
   }
 

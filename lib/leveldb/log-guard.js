@@ -194,26 +194,25 @@ async function readManifest (dir) {
 // Whether a process holds the database's LOCK (LevelDB takes a POSIX lock on it), as
 // /proc/locks says (proc-locks.js). False where that cannot be read.
 async function lockHeld (dir) {
-  const file = path.join(dir, 'LOCK')
-  let stat, table, overlay
-  try {
-    stat = await fs.stat(file, { bigint: true })
-    overlay = (await fs.statfs(file)).type === OVERLAYFS_MAGIC
-    table = await fs.readFile('/proc/locks', 'latin1')
-  } catch {
-    return false
-  }
-  return lockListed(table, stat, overlay)
+  const locks = await readLocks(dir)
+  return locks ? lockListed(locks.table, locks.stat, locks.overlay) : false
 }
 
 // The ID of the process holding the LOCK of the database at `dir`, or undefined when
 // /proc/locks does not say.
 async function lockHolder (dir) {
+  const locks = await readLocks(dir)
+  return locks ? lockOwners(locks.table, locks.stat, locks.overlay)[0] : undefined
+}
+
+// /proc/locks and what proc-locks.js needs to find the LOCK of the database at `dir`
+// in it, or undefined where either cannot be read.
+async function readLocks (dir) {
   const file = path.join(dir, 'LOCK')
   try {
     const stat = await fs.stat(file, { bigint: true })
     const overlay = (await fs.statfs(file)).type === OVERLAYFS_MAGIC
-    return lockOwners(await fs.readFile('/proc/locks', 'latin1'), stat, overlay)[0]
+    return { stat, overlay, table: await fs.readFile('/proc/locks', 'latin1') }
   } catch {
     return undefined
   }

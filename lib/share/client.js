@@ -25,7 +25,7 @@ class Remote {
   // that does not answer within CONNECT_MS).
   static async connect (socket) {
     const remote = new Remote(socket)
-    remote.info = await remote.call('info', { timeout: CONNECT_MS })
+    remote.info = await remote.#call('info', [], { timeout: CONNECT_MS })
     return remote
   }
 
@@ -47,9 +47,12 @@ class Remote {
     })
   }
 
-  async call (method, ...args) {
-    const options = method === 'info' ? args.pop() : {}
-    const res = await this.#request('POST', `/call/${method}`, { ...options, body: JSON.stringify(args), headers: { 'content-type': 'application/json' } })
+  call (method, ...args) {
+    return this.#call(method, args)
+  }
+
+  async #call (method, args, { timeout } = {}) {
+    const res = await this.#request('POST', `/call/${method}`, { timeout, body: JSON.stringify(args), headers: { 'content-type': 'application/json' } })
     return JSON.parse(await readAll(res)).result
   }
 

@@ -27,10 +27,6 @@ class Holder {
     this.#file = socketPath(dir)
   }
 
-  get file () {
-    return this.#file
-  }
-
   // Resolves to whether the store is now shared: not where a socket path would be longer
   // than Linux takes, nor when making the socket fails (the store is then used here
   // only). The socket is bound in a private directory of tmp/, given its mode, then

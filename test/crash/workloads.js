@@ -17,6 +17,13 @@ const unsynced = { ...synced, sync: false }
 const sizes = [KiB, 700 * KiB, 3 * MiB, 64 * KiB, 1536 * KiB, 5 * KiB, 2 * MiB, 300 * KiB, 3 * MiB, 20 * KiB, 2560 * KiB]
 const writes = sizes.map((size, i) => ['write', `f${i}`, size])
 
+// Writes over two files kept from before, one overwritten with a larger version, one
+// unlinked: what the synced, unsynced and raw LevelDB workloads do.
+const overwrites = {
+  prepare: [['write', 'f0', 3 * MiB], ['write', 'old', 100 * KiB]],
+  steps: [...writes, ['write', 'f2', 5 * MiB], ['unlink', 'old'], ['write', 'f0', 2 * KiB]]
+}
+
 const workloads = [
   {
     // kfs makes the store and the directories above it.
@@ -39,8 +46,8 @@ const workloads = [
     engine: 'kfs',
     store: 'store',
     options: synced,
-    prepare: [['write', 'f0', 3 * MiB], ['write', 'old', 100 * KiB]],
-    steps: [...writes, ['write', 'f2', 5 * MiB], ['unlink', 'old'], ['put', 2 * MiB], ['write', 'f0', 2 * KiB]]
+    ...overwrites,
+    steps: [...overwrites.steps, ['put', 2 * MiB]]
   },
   {
     name: 'writes at once',
@@ -62,8 +69,7 @@ const workloads = [
     engine: 'kfs',
     store: 'store',
     options: unsynced,
-    prepare: [['write', 'f0', 3 * MiB], ['write', 'old', 100 * KiB]],
-    steps: [...writes, ['write', 'f2', 5 * MiB], ['unlink', 'old'], ['write', 'f0', 2 * KiB]]
+    ...overwrites
   },
   {
     // Overwritten and removed files' space reclaimed by compact().
@@ -84,8 +90,7 @@ const workloads = [
     engine: 'leveldb',
     store: 'db',
     control: true,
-    prepare: [['write', 'f0', 3 * MiB], ['write', 'old', 100 * KiB]],
-    steps: [...writes, ['write', 'f2', 5 * MiB], ['unlink', 'old'], ['write', 'f0', 2 * KiB]]
+    ...overwrites
   }
 ]
 
