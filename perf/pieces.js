@@ -19,7 +19,7 @@
 //   --fresh          kfs starts from a new store: its shards are made by the first
 //                    pieces, on the clock (without it, they are made before)
 //   --memory BYTES   kfs's memory budget (the `memory` option): 64M, 1G (128M, kfs's default)
-//   --engines LIST   the engines to run, comma-separated (all of those below)
+//   --engines LIST   the engines to run, comma-separated (those below but kfs-operator)
 //   --dir DIR        where the stores go: a new directory made in it and removed at the
 //                    end ($KFS_PERF_DIR, else the temp dir)
 //   --out DIR        pieces.csv, pieces.md and pieces.svg go here (a new directory in
@@ -46,7 +46,10 @@
 // Engines:
 // - kfs: writeFile(pieceId, data), readFile, unlink, with every shard made before the
 //   clock starts (a node's store in use), or with --fresh by the first pieces; kfs-sync
-//   the same with { sync: true };
+//   the same with { sync: true }; kfs-operator the same as kfs, while an operator runs
+//   `kfs stat` of a piece and `kfs list` (all of it, to /dev/null) once a second beside
+//   it, through the node's process (lib/share/): from the store's socket appearing to
+//   the node's exit;
 // - files: one file per piece, Storj's old piece store: written to a temporary file,
 //   then renamed to DIR/ab/cdef... (256 directories, made before the clock); files-fsync
 //   the same with the file fsynced before its rename, as Storj's filestore does when it
@@ -78,9 +81,10 @@ const { DEFAULTS: STORE } = require('../lib/api/options')
 const { MEMORY } = require('../lib/api/memory')
 
 const SELF = __filename
-const ENGINES = ['kfs', 'kfs-sync', 'files', 'files-fsync', 'leveldb', 'raw-kfs']
+const ENGINES = ['kfs', 'kfs-operator', 'kfs-sync', 'files', 'files-fsync', 'leveldb', 'raw-kfs']
 const NAMES = {
   kfs: 'kfs',
+  'kfs-operator': 'kfs, an operator beside it',
   'kfs-sync': 'kfs, sync: true',
   files: 'files (temp file, rename)',
   'files-fsync': 'files + fsync',
@@ -134,7 +138,7 @@ function usage (script = SELF) {
 // An engine: put(key, data), get(key) -> Buffer, del(key), close().
 // fresh: a kfs store opened with no shard made yet. memory: kfs's budget, if not its default.
 async function openEngine (engine, dir, fresh, memory) {
-  if (engine === 'kfs' || engine === 'kfs-sync') {
+  if (engine === 'kfs' || engine === 'kfs-operator' || engine === 'kfs-sync') {
     const options = { sync: engine === 'kfs-sync', memory }
     const store = fresh ? require('..')(dir, options) : await openStore(dir, undefined, '..', options)
     await store.open()
@@ -382,6 +386,14 @@ function report (args, rows, { loadStart, loadEnd, filesystem, commit }) {
       add()
     }
   }
+  if (engines.includes('kfs-operator') && engines.includes('kfs')) {
+    add(`## ${NAMES['kfs-operator']}: pieces/s over kfs's alone`)
+    add()
+    add('| phase | ratio (rounds) |')
+    add('|---|---|')
+    for (const phase of PHASES) add(`| ${phase} | ${fmt(ratio('kfs-operator', 'kfs', phase), 2)} |`)
+    add()
+  }
   add(`## Disk: blocks allocated, over the ${mib(live)} MiB of live pieces stored before collect`)
   add()
   const idle = `${fmt(args.idleMs / 1000, 1)} s`
@@ -418,6 +430,41 @@ function charts (rows, { quick, machine }) {
   return { 'pieces.svg': svg }
 }
 
+// An operator beside the node at `dir` (kfs-operator): once the store's socket is
+// there, `kfs stat` of a piece and `kfs list` every second, one after the other, until
+// stop(). A stat or list that fails while the node serves fails the run.
+function operator (dir) {
+  const socket = path.join(dir, 'kfs.sock')
+  const cli = path.join(__dirname, '..', 'bin', 'kfs.js')
+  let stopped = false
+  let runs = 0
+  const run = (args, stdio) => new Promise((resolve, reject) => {
+    const child = require('node:child_process').spawn(process.execPath, [cli, '-d', dir, ...args], { stdio: ['ignore', stdio, 'inherit'] })
+    let out = ''
+    if (stdio === 'pipe') child.stdout.on('data', (d) => { out += d })
+    child.once('error', reject)
+    child.once('exit', (code) => (code === 0 || stopped || !fs.existsSync(socket) ? resolve(out) : reject(new Error(`kfs ${args.join(' ')} beside the node exited with ${code}`))))
+  })
+  const loop = (async () => {
+    while (!stopped && !fs.existsSync(socket)) await new Promise((resolve) => setTimeout(resolve, 100))
+    let piece
+    while (!stopped) {
+      const start = now()
+      const listed = await run(['list'], piece ? 'ignore' : 'pipe')
+      piece = piece || listed.split('\n')[0].split('\t')[0]
+      if (piece && !stopped) await run(['stat', piece], 'ignore').catch(() => {}) // the piece may be collected meanwhile
+      runs++
+      const left = 1000 - msSince(start)
+      if (left > 0 && !stopped) await new Promise((resolve) => setTimeout(resolve, left))
+    }
+  })()
+  return async () => {
+    stopped = true
+    await loop
+    process.stderr.write(`perf/pieces.js: the operator ran kfs list and kfs stat ${runs} times\n`)
+  }
+}
+
 const REDRAW = { header: HEADER, fromCsv, charts }
 
 function commitOf () {
@@ -441,9 +488,10 @@ function filesystemOf (dir) {
 // Runs `engines` in turn, each in a child process of `script` (inChild), `rounds`
 // times, the order rotated round by round, each into a new directory in a new one
 // under `dir`, removed at the end; refuses to start with less than `need` bytes free.
-// job(engine, dir) is the child's job. Resolves to { rows: each child's rows (or row)
+// job(engine, dir) is the child's job; beside(engine, dir), if given, may start work
+// beside it and return its stop(), awaited once the child exited. Resolves to { rows: each child's rows (or row)
 // with its round and engine, context: { loadStart, loadEnd, filesystem, commit } }.
-async function runRounds ({ script, name, engines, rounds, dir, need, job }) {
+async function runRounds ({ script, name, engines, rounds, dir, need, job, beside = () => undefined }) {
   fs.mkdirSync(dir, { recursive: true })
   const base = fs.mkdtempSync(path.join(dir, `kfs-${name}-`))
   const context = { loadStart: os.loadavg(), filesystem: filesystemOf(base), commit: commitOf() }
@@ -456,7 +504,14 @@ async function runRounds ({ script, name, engines, rounds, dir, need, job }) {
         const engine = engines[(i + round - 1) % engines.length]
         const engineDir = path.join(base, `${engine}-${round}`)
         process.stderr.write(`perf/${name}.js: round ${round}, ${engine}\n`)
-        for (const r of [await inChild(script, job(engine, engineDir))].flat()) rows.push({ round, engine, ...r })
+        const stop = beside(engine, engineDir)
+        let result
+        try {
+          result = await inChild(script, job(engine, engineDir))
+        } finally {
+          if (stop) await stop()
+        }
+        for (const r of [result].flat()) rows.push({ round, engine, ...r })
         fs.rmSync(engineDir, { recursive: true, force: true })
       }
     }
@@ -473,10 +528,11 @@ async function main (args) {
   const { rows, context } = await runRounds({
     script: SELF,
     name: 'pieces',
-    engines: args.engines ?? ENGINES,
+    engines: args.engines ?? ENGINES.filter((e) => e !== 'kfs-operator'),
     rounds: args.rounds,
     dir: args.dir,
     need: args.pieces * args.size * 2 + 256 * MiB,
+    beside: (engine, dir) => (engine === 'kfs-operator' ? operator(dir) : undefined),
     job: (engine, dir) => ({ name: 'pieces', engine, dir, size: args.size, pieces: args.pieces, workers: args.workers, idleMs: args.idleMs, fresh: args.fresh, memory: args.memory })
   })
   args.machine = machine(true) // the chart drawn by the run names the machine; --from-csv's does not

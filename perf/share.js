@@ -1,0 +1,147 @@
+'use strict'
+
+// The `kfs` command on a store another process holds (lib/share/), against the same
+// command on the store with no holder (it then opens the store itself): one large
+// `kfs get` written to /dev/null, and many small `kfs put`s one after another, each a
+// process of its own as an operator runs them. Each case is timed from the command's
+// start to its exit; rounds alternate which of the two goes first. The holder is a
+// process of its own that opens the store and waits.
+//
+//   node perf/share.js [--size 1G] [--files 200] [--file-size 4K] [--rounds 3] [--dir DIR]
+//
+//   --size BYTES       the file `kfs get` reads (1G)
+//   --files N          small files, one `kfs put` each (200)
+//   --file-size BYTES  their size (4K)
+//   --rounds N         rounds (3)
+//   --dir DIR          where the store goes: a new directory in it, removed at the end
+//                      ($KFS_PERF_DIR, else the temp dir)
+//   --quick            tiny sizes, for the tests: proves the script runs, measures nothing
+//
+// The piece workload with an operator beside it: `npm run benchmark:pieces -- --engines
+// kfs,kfs-operator`.
+
+const fs = require('node:fs')
+const os = require('node:os')
+const path = require('node:path')
+const crypto = require('node:crypto')
+const { spawn } = require('node:child_process')
+const { runScript, optionValue, parseCount, parseSize, UsageError, fmt, quickMark, MiB } = require('./script')
+const { median } = require('./stats')
+const { usage } = require('./pieces')
+
+const ROOT = path.join(__dirname, '..')
+const CLI = path.join(ROOT, 'bin', 'kfs.js')
+
+function parseArgs (argv) {
+  const args = { size: 1024 * MiB, files: 200, fileSize: 4096, rounds: 3, dir: process.env.KFS_PERF_DIR || os.tmpdir() }
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]
+    if (arg === '--size') args.size = parseSize(optionValue(argv, ++i), arg)
+    else if (arg === '--files') args.files = parseCount(optionValue(argv, ++i), arg)
+    else if (arg === '--file-size') args.fileSize = parseSize(optionValue(argv, ++i), arg)
+    else if (arg === '--rounds') args.rounds = parseCount(optionValue(argv, ++i), arg)
+    else if (arg === '--dir') args.dir = optionValue(argv, ++i)
+    else if (arg === '--quick') Object.assign(args, { size: MiB, files: 3, fileSize: 100, rounds: 1, quick: true })
+    else if (arg === '--help' || arg === '-h') args.help = true
+    else throw new UsageError(`unknown argument ${arg} (see --help)`)
+  }
+  return args
+}
+
+// Runs the kfs command on the store; resolves to its milliseconds, start to exit.
+function kfs (dir, args, { stdout = 'ignore' } = {}) {
+  const start = process.hrtime.bigint()
+  const child = spawn(process.execPath, [CLI, '-d', dir, ...args], { stdio: ['ignore', stdout, 'pipe'] })
+  let stderr = ''
+  child.stderr.on('data', (d) => { stderr += d })
+  return new Promise((resolve, reject) => {
+    child.once('error', reject)
+    child.once('exit', (code) => {
+      if (code !== 0) return reject(new Error(`kfs ${args.join(' ')} exited with ${code}: ${stderr.trim()}`))
+      resolve(Number(process.hrtime.bigint() - start) / 1e6)
+    })
+  })
+}
+
+// A process holding the store until stop(); resolves once it serves.
+function hold (dir) {
+  const script = `
+    const store = require(process.argv[1])(process.argv[2])
+    store.open().then(() => console.log('holding'), (err) => { console.error(err.message); process.exit(1) })
+    process.stdin.resume()
+    process.stdin.on('end', () => store.close().then(() => process.exit(0)))`
+  const child = spawn(process.execPath, ['-e', script, ROOT, dir], { stdio: ['pipe', 'pipe', 'inherit'] })
+  return new Promise((resolve, reject) => {
+    child.stdout.once('data', () => resolve(() => { child.stdin.end(); return new Promise((resolve) => child.once('exit', resolve)) }))
+    child.once('exit', (code) => reject(new Error(`the holder exited with ${code}`)))
+  })
+}
+
+// Runs case(dir) with no holder and with one, in the order of the round.
+async function sideBySide (dir, round, measure) {
+  const result = {}
+  for (const how of round % 2 ? ['holder', 'direct'] : ['direct', 'holder']) {
+    const stop = how === 'holder' ? await hold(dir) : undefined
+    try {
+      result[how] = await measure()
+    } finally {
+      if (stop) await stop()
+    }
+  }
+  return result
+}
+
+async function main (args) {
+  if (args.help) return process.stdout.write(usage(__filename))
+  fs.mkdirSync(args.dir, { recursive: true })
+  const base = fs.mkdtempSync(path.join(args.dir, 'kfs-share-'))
+  const store = path.join(base, 'store')
+  const gets = []
+  const puts = []
+  try {
+    const { bavail, bsize } = fs.statfsSync(base)
+    const need = args.size + args.files * args.fileSize * args.rounds * 4 + 256 * MiB
+    if (bavail * bsize < need) throw new Error(`${base} has ${fmt(bavail * bsize / MiB)} MiB free; this run needs about ${fmt(need / MiB)} MiB`)
+    const big = path.join(base, 'big')
+    fs.writeFileSync(big, crypto.randomBytes(Math.min(args.size, 64 * MiB)))
+    while (fs.statSync(big).size < args.size) fs.appendFileSync(big, crypto.randomBytes(Math.min(args.size - fs.statSync(big).size, 64 * MiB)))
+    await kfs(store, ['put', '--key', 'big', big])
+    fs.rmSync(big)
+    const small = path.join(base, 'small')
+    fs.mkdirSync(small)
+    for (let round = 0; round < args.rounds; round++) {
+      process.stderr.write(`perf/share.js: round ${round + 1}\n`)
+      gets.push(await sideBySide(store, round, () => kfs(store, ['get', 'big', '/dev/null'])))
+      puts.push(await sideBySide(store, round, async () => {
+        let ms = 0
+        for (let i = 0; i < args.files; i++) {
+          const file = path.join(small, String(i))
+          fs.writeFileSync(file, crypto.randomBytes(args.fileSize))
+          ms += await kfs(store, ['put', file])
+        }
+        return ms
+      }))
+    }
+  } finally {
+    fs.rmSync(base, { recursive: true, force: true })
+  }
+  const rows = [
+    [`\`kfs get\` of ${fmt(args.size / MiB)} MiB to /dev/null`, 'MiB/s', gets, (ms) => args.size / MiB / (ms / 1000)],
+    [`\`kfs put\` of ${fmt(args.files)} files of ${fmt(args.fileSize)} bytes, one after another`, 'files/s', puts, (ms) => args.files / (ms / 1000)]
+  ]
+  const lines = [
+    `${args.rounds} round${args.rounds === 1 ? '' : 's'}; medians; a ratio is the median of the rounds' ratios (through the holder / direct); load average at the end ${os.loadavg().map((x) => x.toFixed(2)).join(' ')}${args.quick ? `; ${quickMark('sizes')}` : ''}`,
+    '',
+    '| command | unit | direct | through the holder | ratio |',
+    '|---|---|---:|---:|---:|'
+  ]
+  for (const [name, unit, runs, speed] of rows) {
+    const direct = median(runs.map((r) => speed(r.direct)))
+    const held = median(runs.map((r) => speed(r.holder)))
+    const ratio = median(runs.map((r) => speed(r.holder) / speed(r.direct)))
+    lines.push(`| ${name} | ${unit} | ${fmt(direct, 1)} | ${fmt(held, 1)} | ${fmt(ratio, 2)} |`)
+  }
+  process.stdout.write(lines.join('\n') + '\n')
+}
+
+runScript('perf/share.js', { parseArgs, cases: {}, main })
