@@ -244,6 +244,8 @@ declare namespace kfs {
     readonly shardCapacity: number | undefined
     /** The persisted shard count once open; the chosen one before. */
     readonly shardCount: number
+    /** After open: the process ID of the process that holds the store, this one's or that of the one it is used through (`share`). */
+    readonly heldBy: number | undefined
     /** 'opening' until an open succeeded, then 'open'; 'closing' from close() on, 'closed' once done. */
     readonly status: 'opening' | 'open' | 'closing' | 'closed'
 

@@ -1,6 +1,7 @@
 'use strict'
 
 const path = require('node:path')
+const { setTimeout: delay } = require('node:timers/promises')
 const { parseOptions } = require('./api/options')
 const { memoryParts } = require('./api/memory')
 const { coerceKey, sha256Of } = require('./api/keys')
@@ -27,11 +28,15 @@ const { repair } = require('./maintenance/repair')
 const { compact } = require('./maintenance/compact')
 const { Reclaimer } = require('./maintenance/reclaimer')
 const { Holder } = require('./share/server')
-const { Remote } = require('./share/client')
+const { Remote, CONNECT_MS } = require('./share/client')
 const { socketPath } = require('./share/protocol')
 
 // writeFile hashes data up to this size in one call (larger, chunk by chunk as it goes).
 const ONE_CALL_HASH = 1024 * 1024
+// While another process holds the store and its socket does not answer yet (it is
+// starting, or a holder that was killed left it), the open is tried again this often,
+// for CONNECT_MS in all.
+const RETRY_MS = 50
 
 // The public store. Every method that returns a promise checks its arguments inside
 // it, so bad input rejects (EINVAL) and never throws; list() and the stream factories
@@ -84,6 +89,12 @@ class Store {
     return this.#format ? this.#format.shardCount : this.#options.shardCount
   }
 
+  // The process ID of the process that holds the store: this one's, or that of the one
+  // it is used through (`share`); undefined until open.
+  get heldBy () {
+    return this.#remote ? this.#remote.info.pid : this.#reclaimer ? process.pid : undefined
+  }
+
   // 'opening' until an open succeeded (every call opens the store, and a failed open is
   // tried again by the next), then 'open'; 'closing' from close() on, 'closed' once
   // everything it holds is released.
@@ -105,19 +116,26 @@ class Store {
     return this.#opening
   }
 
+  // Opens the store here, or, where another process holds it and shares it, reaches
+  // that process. Until CONNECT_MS passed, either is tried again while neither works:
+  // the holder may be starting (its lock taken, its socket not yet there), or may have
+  // just gone, its lock free for this process to take.
   async #open () {
+    const deadline = Date.now() + CONNECT_MS
     let opened
-    try {
-      opened = await storeDir.openStoreDir(this.location, this.#given, this.#options)
-    } catch (err) {
-      if (err.code !== 'EBUSY' || err.shard !== undefined) throw err
-      // Held by another process: used through it, if it shares the store.
-      const remote = this.#options.share ? await Remote.connect(socketPath(this.location)).catch(() => undefined) : undefined
-      if (!remote) throw await storeDir.busy(this.location, err, this.#options.share)
-      this.#format = { referenceId: remote.info.referenceId, chunkSize: remote.info.chunkSize, shardCap: remote.info.shardCapacity, shardCount: remote.info.shardCount }
-      this.#remote = remote
-      if (!this.#operations.closed) this.#life.opened()
-      return
+    while (!opened) {
+      try {
+        opened = await storeDir.openStoreDir(this.location, this.#given, this.#options)
+      } catch (err) {
+        if (err.code !== 'EBUSY' || err.shard !== undefined) throw err
+        const remote = this.#options.share && await Remote.connect(socketPath(this.location), {
+          timeout: Math.max(1, deadline - Date.now()),
+          onLost: (gone) => this.#lost(gone)
+        }).catch(() => undefined)
+        if (remote) return this.#through(remote)
+        if (!this.#options.share || Date.now() >= deadline || this.#operations.closed) throw await storeDir.busy(this.location, err, this.#options.share)
+        await delay(RETRY_MS)
+      }
     }
     let usage
     try {
@@ -169,15 +187,49 @@ class Store {
     if (!this.#operations.closed) this.#life.opened()
   }
 
+  #through (remote) {
+    const { info } = remote
+    this.#format = { referenceId: info.referenceId, chunkSize: info.chunkSize, shardCap: info.shardCapacity, shardCount: info.shardCount }
+    this.#remote = remote
+    if (!this.#operations.closed) this.#life.opened()
+  }
+
+  // The holder went away (closed, crashed, killed): the next call opens the store
+  // again, so that it holds the store itself or reaches the next holder.
+  #lost (remote) {
+    if (this.#remote !== remote) return
+    this.#remote = undefined
+    this.#opening = undefined
+  }
+
   // Runs fn on the open store as an operation close() waits for, or `remote` on the
   // process that holds it (`share`). A write (`write`) to a store opened read-only is
-  // refused (EROFS) before it opens.
-  #op (fn, write = false, remote) {
+  // refused (EROFS) before it opens. `retry`: the call may be made again, when the
+  // holder went away before it answered, through the next holder or here.
+  #op (fn, { write = false, remote, retry = false }) {
     return this.#operations.run(() => {
       if (write) this.#writable()
-      const run = () => (this.#remote ? remote(this.#remote) : fn())
-      return this.#reclaimer || this.#remote ? run() : this.open().then(run) // #open() sets one of them last
+      return this.#opened(fn, remote, retry)
     })
+  }
+
+  // fn() on the store open here, or remote(holder) on the store used through another
+  // process; the same once more after the holder went away, if `retry`.
+  async #opened (fn, remote, retry) {
+    if (!this.#reclaimer && !this.#remote) await this.open() // #open() sets one of them last
+    if (!this.#remote) return fn()
+    const holder = this.#remote
+    try {
+      return await remote(holder)
+    } catch (err) {
+      if (!retry || this.#remote === holder || this.#operations.closed) throw err
+      return this.#opened(fn, remote, false)
+    }
+  }
+
+  // Whether a write asked for SYNC needs it: a synced store syncs every write.
+  #synced (options) {
+    return args.synced(options) && !this.#options.sync
   }
 
   #writable () {
@@ -199,13 +251,15 @@ class Store {
     const buffer = args.toBuffer(data)
     // A small file is hashed in one call, cheaper than a hash object fed chunk by chunk.
     const sha256 = buffer.length <= ONE_CALL_HASH ? sha256Of(buffer) : undefined
-    await this.#op(() => this.#files.write(target, [buffer], { size: buffer.length, sha256 }), true, (r) => r.writeFile(key, buffer))
+    // Made again through the next holder if the holder went away before it answered:
+    // whether or not it was made then, the file ends as `data`.
+    await this.#op(() => this.#files.write(target, [buffer], { size: buffer.length, sha256 }), { write: true, retry: true, remote: (r) => r.writeFile(key, buffer, { sync: this.#options.sync }) })
   }
 
   async readFile (key, options) {
     const { key: k } = coerceKey(key)
     const unchecked = Boolean(options && options[UNCHECKED])
-    return this.#op(() => readFile(this.#files, this.#digester, k, { unchecked }), false, (r) => r.readFile(key))
+    return this.#op(() => readFile(this.#files, this.#digester, k, { unchecked }), { retry: true, remote: (r) => r.readFile(key) })
   }
 
   createWriteStream (key, options) {
@@ -213,9 +267,10 @@ class Store {
     const { sha256: expectedSha256, size } = args.writeOptions(options)
     return this.#track(new WriteStream((signal) => {
       if (this.#operations.closed) return Promise.reject(errors.closed())
-      return Promise.resolve().then(() => this.#writable()).then(() => this.open()).then(() => {
-        return this.#remote ? this.#remote.openWriter(key, { expectedSha256, size }) : this.#files.openWriter(target, { expectedSha256, size, signal })
-      })
+      return Promise.resolve().then(() => this.#writable()).then(() => this.#opened(
+        () => this.#files.openWriter(target, { expectedSha256, size, sync: this.#synced(options), signal }),
+        (r) => r.openWriter(key, { expectedSha256, size, sync: this.#options.sync || args.synced(options) })
+      ))
     }))
   }
 
@@ -225,32 +280,37 @@ class Store {
     const unchecked = Boolean(options && options[UNCHECKED])
     return this.#track(new ReadStream((signal) => {
       if (this.#operations.closed) return Promise.reject(errors.closed())
-      return this.open().then(() => (this.#remote ? this.#remote.openReader(key, range) : this.#files.openReader(k, range, { unchecked, signal })))
+      // Opened through the next holder if the holder went away before the first bytes.
+      return this.#opened(() => this.#files.openReader(k, range, { unchecked, signal }), (r) => r.openReader(key, range), true)
     }))
   }
 
   // Content addressing: resolves to the key, the SHA-256 of the content; content
-  // already stored is not written again.
-  async put (data) {
-    if (args.isReadable(data)) return this.#putStream(data)
+  // already stored is not written again. `options`: internal (args.SYNC).
+  async put (data, options) {
+    if (args.isReadable(data)) return this.#putStream(data, options)
     const buffer = args.toBuffer(data)
-    return this.#op(() => this.#puts.put(buffer), true, (r) => r.put(buffer))
+    const sync = this.#synced(options)
+    return this.#op(() => this.#puts.put(buffer, { sync }), { write: true, retry: true, remote: (r) => r.put(buffer, { sync: this.#options.sync || args.synced(options) }) })
   }
 
   // The Readable gets its first 'error' listener only when spooling starts, once the
   // store is open: an error it emits before is kept here, not left to kill the process,
   // and a put that ends without reading it destroys it, as pipeline() would.
-  async #putStream (readable) {
+  async #putStream (readable, options) {
     let early
     const keep = (err) => { early = early || err }
     readable.on('error', keep)
     try {
       return await this.#op(() => {
         if (early) throw early
-        return this.#puts.putStream(readable)
-      }, true, (r) => {
-        if (early) throw early
-        return r.put(readable)
+        return this.#puts.putStream(readable, { sync: this.#synced(options) })
+      }, {
+        write: true,
+        remote: (r) => {
+          if (early) throw early
+          return r.put(readable, { sync: this.#options.sync || args.synced(options) })
+        }
       })
     } catch (err) {
       readable.destroy()
@@ -262,7 +322,7 @@ class Store {
 
   async exists (key) {
     const { key: k } = coerceKey(key)
-    return this.#op(() => this.#files.inShardOf(k, async (shard) => Boolean(await shard.getMeta(k)), () => false), false, (r) => r.call('exists', key))
+    return this.#op(() => this.#files.inShardOf(k, async (shard) => Boolean(await shard.getMeta(k)), () => false), { retry: true, remote: (r) => r.call('exists', key) })
   }
 
   async stat (key) {
@@ -273,12 +333,18 @@ class Store {
       const stat = { key: k, size: meta.size, chunks: meta.chunks, shard: shard.index, mtime: new Date(meta.mtime), sha256: meta.sha256 }
       if (meta.name !== undefined) stat.name = meta.name
       return stat
-    }, () => { throw errors.notFound(k) }), false, (r) => r.stat(key))
+    }, () => { throw errors.notFound(k) }), { retry: true, remote: (r) => r.stat(key) })
   }
 
-  async unlink (key) {
+  // `options`: internal (args.SYNC). Never made again after the holder went away: the
+  // second would answer ENOENT for a file the first removed.
+  async unlink (key, options) {
     const { key: k } = coerceKey(key)
-    await this.#op(() => this.#files.inShardOf(k, (shard) => shard.unlink(k), () => { throw errors.notFound(k) }), true, (r) => r.call('unlink', key))
+    const sync = this.#synced(options)
+    await this.#op(() => this.#files.inShardOf(k, (shard) => shard.unlink(k, { sync }), () => { throw errors.notFound(k) }), {
+      write: true,
+      remote: (r) => r.unlink(key, { sync: this.#options.sync || args.synced(options) })
+    })
   }
 
   // An async iterable of { key, size, name } for every committed file (lib/data/list.js).
@@ -288,10 +354,27 @@ class Store {
   }
 
   async * #list (only) {
-    await this.#op(() => {}, false, () => {})
+    await this.#op(() => {}, { remote: () => {} })
     if (only !== undefined) args.shardIndex(only, this.shardCount)
-    if (this.#remote) yield * this.#remote.list(only)
-    else yield * list(this.#shards, only, this.#operations)
+    // Listed through the next holder, or here, if the holder went away before the
+    // first file.
+    for (let retried = false; ; retried = true) {
+      const holder = this.#remote
+      if (!holder) return yield * list(this.#shards, only, this.#operations)
+      let yielded = false
+      try {
+        for await (const file of holder.list(only)) {
+          if (this.#operations.closed) throw errors.closed()
+          yielded = true
+          yield file
+        }
+        return
+      } catch (err) {
+        if (this.#operations.closed) throw errors.closed()
+        if (yielded || retried || this.#remote === holder) throw err
+        await this.open()
+      }
+    }
   }
 
   async usage () {
@@ -304,32 +387,32 @@ class Store {
       const used = shards.reduce((sum, s) => sum + s.used, 0)
       const capacity = this.shardCapacity * this.shardCount
       return { used, free: capacity - used, capacity, files: shards.reduce((sum, s) => sum + s.files, 0), shards }
-    }, false, (r) => r.call('usage'))
+    }, { retry: true, remote: (r) => r.call('usage') })
   }
 
   // Bytes of the store's files on disk, leaving out its disk reserve.
   async diskUsage () {
-    return this.#op(() => diskUsage(this.location), false, (r) => r.call('diskUsage'))
+    return this.#op(() => diskUsage(this.location), { retry: true, remote: (r) => r.call('diskUsage') })
   }
 
   // Gives back now the disk space of files removed or replaced that the store would
   // otherwise reclaim in the background (the reclaim option), in the shards open.
   async reclaim () {
-    return this.#op(() => this.#reclaimer.reclaimNow(), true, (r) => r.call('reclaim'))
+    return this.#op(() => this.#reclaimer.reclaimNow(), { write: true, remote: (r) => r.call('reclaim') })
   }
 
   async compact () {
-    return this.#op(() => compact(this.#shards), true, (r) => r.call('compact'))
+    return this.#op(() => compact(this.#shards), { write: true, remote: (r) => r.call('compact') })
   }
 
   async verify (options) {
     const checked = args.verifyOptions(options, this.shardCount)
-    return this.#op(() => verify(this.#maintenance(), checked), false, (r) => r.verify(options))
+    return this.#op(() => verify(this.#maintenance(), checked), { remote: (r) => r.verify(options) })
   }
 
   async repair (shard) {
     args.shardIndex(shard, this.shardCount)
-    return this.#op(() => repair(this.#maintenance(), shard), true, (r) => r.call('repair', shard))
+    return this.#op(() => repair(this.#maintenance(), shard), { write: true, remote: (r) => r.call('repair', shard) })
   }
 
   // Every caller's promise settles once the store released everything it holds.
@@ -356,7 +439,10 @@ class Store {
     } catch {
       return // never opened: nothing to close
     }
-    if (this.#remote) return this.#operations.drained()
+    if (this.#remote) {
+      await this.#operations.drained()
+      return this.#remote.close() // a listing still reading ends
+    }
     if (this.#holder) await this.#holder.close() // other processes' requests end first
     this.#puts.stop()
     await this.#reclaimer.stop()

@@ -8,7 +8,8 @@ const path = require('node:path')
 const crypto = require('node:crypto')
 const net = require('node:net')
 const { once } = require('node:events')
-const { spawn, execFileSync } = require('node:child_process')
+const { spawn, execFile, execFileSync } = require('node:child_process')
+const { promisify } = require('node:util')
 const { Readable } = require('node:stream')
 const { pipeline } = require('node:stream/promises')
 const kfs = require('..')
@@ -17,6 +18,7 @@ const { useTmp, rejects } = require('./helpers')
 const ROOT = path.join(__dirname, '..')
 
 // A process holding the store at `dir` until its stdin ends; resolves once it serves.
+// kill() is kill -9, resolved once it is gone.
 function holder (dir, options = {}) {
   const script = `
     const store = require('./')(process.argv[1], ${JSON.stringify(options)})
@@ -24,9 +26,28 @@ function holder (dir, options = {}) {
     process.stdin.resume()
     process.stdin.on('end', () => store.close().then(() => process.exit(0)))`
   const child = spawn(process.execPath, ['-e', script, dir], { cwd: ROOT, stdio: ['pipe', 'pipe', 'inherit'] })
+  const exited = new Promise((resolve) => child.once('exit', resolve))
   return new Promise((resolve, reject) => {
-    child.stdout.once('data', () => resolve({ child, stop: () => { child.stdin.end(); return new Promise((resolve) => child.once('exit', resolve)) } }))
+    child.stdout.once('data', () => resolve({
+      child,
+      stop: () => { child.stdin.end(); return exited },
+      kill: () => { child.kill('SIGKILL'); return exited }
+    }))
     child.once('exit', (code) => reject(new Error(`the holder exited with ${code}`)))
+  })
+}
+
+// A Readable of `size` bytes of `data` repeated, in parts of `part` bytes, that waits
+// for `gate` (a promise) before its part at `at` bytes.
+function slowSource (data, { at, gate }) {
+  let offset = 0
+  return new Readable({
+    async read () {
+      if (offset === at) await gate
+      const part = data.subarray(offset, Math.min(offset + 65536, offset === 0 ? at : data.length))
+      offset += part.length
+      this.push(part.length ? part : null)
+    }
   })
 }
 
@@ -163,5 +184,176 @@ describe('one store, many processes', function () {
     expect(String(await first.readFile('c'))).to.equal('d')
     await second.close()
     await first.close()
+  })
+
+  it('when the holder is killed, the next call of a client takes the store, and serves it in turn', async () => {
+    const dir = path.join(t.dir, 'store')
+    const held = await holder(dir)
+    const store = kfs(dir)
+    await store.writeFile('a', 'alpha')
+    expect(store.heldBy).to.equal(held.child.pid)
+    await held.kill()
+    expect(fs.existsSync(path.join(dir, 'kfs.sock')), 'a stale socket').to.equal(true)
+    // Reads, content-addressed puts and whole writes are made again here.
+    expect(String(await store.readFile('a'))).to.equal('alpha')
+    expect(store.heldBy).to.equal(process.pid)
+    // Another process uses the store through this one.
+    const { stdout } = await promisify(execFile)(process.execPath, [path.join(ROOT, 'bin', 'kfs.js'), '-d', dir, 'get', 'a'], { encoding: 'utf8' })
+    expect(stdout).to.equal('alpha')
+    await store.close()
+  })
+
+  it('a holder killed during a put stream, a get stream and a listing: each fails with ECONNRESET, nothing partial is stored, the next holder serves', async function () {
+    const dir = path.join(t.dir, 'store')
+    let held = await holder(dir)
+    const big = crypto.randomBytes(4 * 1024 * 1024)
+    const client = kfs(dir)
+    await client.writeFile('old', 'the old version')
+    await client.writeFile('big', big)
+    for (let i = 0; i < 200; i++) await client.writeFile(`f${i}`, String(i))
+
+    // A put stream: the holder dies with half the body sent.
+    let release
+    const gate = new Promise((resolve) => { release = resolve })
+    const writing = pipeline(slowSource(big, { at: 2 * 1024 * 1024, gate }), client.createWriteStream('old')).then(() => undefined, (err) => err)
+    await new Promise((resolve) => setTimeout(resolve, 300))
+    await held.kill()
+    release()
+    expect((await writing).code).to.equal('ECONNRESET')
+    held = await holder(dir)
+    const reader = kfs(dir)
+    expect(String(await reader.readFile('old')), 'the previous version, whole').to.equal('the old version')
+
+    // A get stream: the bytes read are the file's first bytes, then ECONNRESET.
+    const stream = client.createReadStream('big')
+    const got = []
+    let failure
+    try {
+      for await (const part of stream) {
+        got.push(part)
+        if (got.length === 1) await held.kill()
+      }
+    } catch (err) {
+      failure = err
+    }
+    expect(failure && failure.code).to.equal('ECONNRESET')
+    const read = Buffer.concat(got)
+    expect(read.length).to.be.below(big.length)
+    expect(read.equals(big.subarray(0, read.length))).to.equal(true)
+
+    // A listing: the next call takes the store (this process), and lists it whole.
+    held = await holder(dir)
+    const names = []
+    const listing = (async () => {
+      for await (const file of client.list()) {
+        names.push(file.name)
+        if (names.length === 1) await held.kill()
+        await new Promise((resolve) => setImmediate(resolve))
+      }
+    })()
+    const listed = await listing.then(() => undefined, (err) => err)
+    // The holder may have sent the whole listing before it died.
+    if (listed) expect(listed.code).to.equal('ECONNRESET')
+    const all = []
+    for await (const file of client.list()) all.push(file.name)
+    expect(all.length).to.equal(202)
+    expect(client.heldBy).to.equal(process.pid)
+    expect((await client.verify()).problems).to.deep.equal([])
+    expect((await client.readFile('big')).equals(big)).to.equal(true)
+    await reader.close()
+    await client.close()
+  })
+
+  it('a socket whose owner is another user: the holder replaces it', async function () {
+    if (process.getuid() !== 0) this.skip() // needs root to give a file to another user
+    const dir = path.join(t.dir, 'store')
+    const alone = kfs(dir, { share: false })
+    await alone.open()
+    await alone.close()
+    const planted = net.createServer(() => {}).listen(path.join(dir, 'kfs.sock'))
+    await once(planted, 'listening')
+    fs.chownSync(path.join(dir, 'kfs.sock'), 65534, 65534)
+    const store = kfs(dir)
+    await store.writeFile('a', 'b')
+    const socket = fs.statSync(path.join(dir, 'kfs.sock'))
+    expect(socket.uid).to.equal(process.getuid())
+    expect(socket.mode & 0o777).to.equal(0o600)
+    const reader = kfs(dir)
+    expect(String(await reader.readFile('a'))).to.equal('b')
+    expect(reader.heldBy).to.equal(process.pid)
+    await reader.close()
+    await store.close()
+    planted.close()
+  })
+
+  it('a client asking for sync gets synced writes from a holder without it', async () => {
+    const { LevelDb } = require('../lib/leveldb/leveldb')
+    const batch = LevelDb.prototype.batch
+    const synced = []
+    LevelDb.prototype.batch = function (ops, options) {
+      if (/\d{3}\.s$/.test(this.location)) synced.push(Boolean(options && options.sync)) // a shard's
+      return batch.call(this, ops, options)
+    }
+    try {
+      const dir = path.join(t.dir, 'store')
+      const held = kfs(dir)
+      await held.writeFile('warm', 'up')
+      const client = kfs(dir, { sync: true })
+      const plain = kfs(dir)
+      const cases = [
+        ['writeFile', (s) => s.writeFile('a', 'alpha')],
+        ['a large stream', (s) => pipeline(Readable.from([crypto.randomBytes(3 * 1024 * 1024)]), s.createWriteStream('b'))],
+        ['put', (s) => s.put('content')],
+        ['unlink', (s) => s.unlink('a')]
+      ]
+      for (const [name, write] of cases) {
+        await held.writeFile('a', 'alpha') // for unlink
+        synced.length = 0
+        await write(plain)
+        await held.writeFile('a', 'alpha')
+        expect(synced, `${name} from a client without sync`).to.not.include(true)
+        synced.length = 0
+        await write(client)
+        expect(synced, `${name} from a client with sync`).to.not.include(false)
+        expect(synced.length, name).to.be.above(0)
+      }
+      await plain.close()
+      await client.close()
+      await held.close()
+    } finally {
+      LevelDb.prototype.batch = batch
+    }
+  })
+
+  it('a client that never reads an answer, or stops sending a body, is cut off and holds nothing', async () => {
+    const { Holder } = require('../lib/share/server')
+    const dir = path.join(t.dir, 'store')
+    const store = kfs(dir, { share: false })
+    await store.writeFile('big', crypto.randomBytes(16 * 1024 * 1024))
+    const holding = new Holder(store, dir, { idleMs: 300 })
+    expect(await holding.listen(path.join(dir, 'tmp'))).to.equal(true)
+    // Resolves to what the holder sent, read once the client was idle for long enough.
+    const ask = async (request) => {
+      const socket = net.connect(path.join(dir, 'kfs.sock'))
+      socket.pause()
+      socket.write(request)
+      await new Promise((resolve) => setTimeout(resolve, 2000))
+      const parts = []
+      socket.on('data', (part) => parts.push(part)).on('error', () => {})
+      socket.resume()
+      await once(socket, 'close')
+      return Buffer.concat(parts).toString('latin1')
+    }
+    const [got, put] = await Promise.all([
+      ask('GET /v1/files/big HTTP/1.1\r\nHost: kfs\r\n\r\n'),
+      ask('PUT /v1/files/half HTTP/1.1\r\nHost: kfs\r\nContent-Length: 1000000\r\n\r\n' + 'x'.repeat(1000))
+    ])
+    expect(got).to.match(/^HTTP\/1.1 200/)
+    expect(got.length, 'the answer was cut').to.be.below(16 * 1024 * 1024)
+    expect(put, 'no answer to a body never finished').to.equal('')
+    expect(await store.exists('half')).to.equal(false)
+    await holding.close()
+    // Nothing left held: close() does not wait for a read or a write.
+    await store.close()
   })
 })

@@ -7,6 +7,16 @@ const errors = require('./errors')
 // Checks of the arguments of the store's methods. Each returns the normalised value
 // or throws EINVAL (TypeError for a wrong type, RangeError for a value out of range).
 
+// An internal option of writes, put and unlink (lib/share/ passes it for a client of
+// the holder that asked for `sync`): this one is synced, as every write is in a
+// synced store.
+const SYNC = Symbol('kfs.sync')
+
+// Whether `options` (an internal options object, or undefined) asks for SYNC.
+function synced (options) {
+  return Boolean(options !== null && typeof options === 'object' && options[SYNC])
+}
+
 function toBuffer (data, name = 'data') {
   if (Buffer.isBuffer(data)) return data
   if (data instanceof Uint8Array) return Buffer.from(data.buffer, data.byteOffset, data.byteLength)
@@ -52,4 +62,4 @@ function verifyOptions (options = {}, count) {
   return { shard, onProgress }
 }
 
-module.exports = { toBuffer, isReadable, writeOptions, range, shardIndex, verifyOptions }
+module.exports = { SYNC, synced, toBuffer, isReadable, writeOptions, range, shardIndex, verifyOptions }

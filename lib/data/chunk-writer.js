@@ -34,8 +34,9 @@ class ChunkWriter {
   // sha256: the content's hash, known to the caller (put): not computed again.
   // expectedSha256: checked before the commit; a mismatch fails with EINTEGRITY.
   // budget: the store's WriteBudget, taken for every whole chunk until LevelDB wrote it;
-  // records: its RecordPool, the chunk records writes reuse.
-  constructor ({ lease, key, name, chunkSize, size, sha256, expectedSha256, budget = new WriteBudget(), records = new RecordPool() }) {
+  // records: its RecordPool, the chunk records writes reuse. sync: this write is synced
+  // (as every write is in a shard of a synced store).
+  constructor ({ lease, key, name, chunkSize, size, sha256, expectedSha256, budget = new WriteBudget(), records = new RecordPool(), sync = false }) {
     const { shard } = lease
     this.lease = lease
     this.mayWrite = lease.mayWrite
@@ -43,6 +44,7 @@ class ChunkWriter {
     // write in progress if any, rather than at its caller's next write.
     this.sendHeld = () => this.#serial(() => this.#flush()).catch(() => {})
     this.shard = shard
+    this.sync = shard.sync || sync
     this.key = key
     this.name = name
     this.chunkSize = chunkSize
@@ -164,7 +166,7 @@ class ChunkWriter {
     if (this.batch.length === 0) this.ticket.hold(this.sendHeld)
     this.batch.push(chunk)
     this.batchBytes += chunk.length
-    if (this.batchBytes >= BATCH_BYTES || (this.chunks > 0 && !this.shard.sync)) await this.#flush()
+    if (this.batchBytes >= BATCH_BYTES || (this.chunks > 0 && !this.sync)) await this.#flush()
   }
 
   async #flush () {
@@ -173,7 +175,7 @@ class ChunkWriter {
     this.ticket.unhold()
     this.batch = []
     this.batchBytes = 0
-    for (const batch of this.shard.sync ? [chunks] : chunks.map((chunk) => [chunk])) {
+    for (const batch of this.sync ? [chunks] : chunks.map((chunk) => [chunk])) {
       // While the store's memtables are past its memory budget, a flush ends first.
       const room = this.shard.room()
       if (room) {
@@ -202,7 +204,7 @@ class ChunkWriter {
       this.mayWrite()
       this.chunks += chunks.length
       this.batches++
-      written = this.shard.writeChunks(this.key, this.version, first, chunks, { sync: this.shard.sync && this.batches <= SYNCED_BATCHES })
+      written = this.shard.writeChunks(this.key, this.version, first, chunks, { sync: this.sync && this.batches <= SYNCED_BATCHES })
     } catch (err) {
       written = Promise.reject(err)
     }
@@ -249,7 +251,7 @@ class ChunkWriter {
     await this.#flush()
     while (this.inflight.length > 0) await this.inflight.shift()
     if (this.failure) throw this.failure
-    if (this.shard.sync && this.batches > SYNCED_BATCHES) await this.shard.db.flush()
+    if (this.sync && this.batches > SYNCED_BATCHES) await this.shard.db.flush()
     if (this.expectedSize !== undefined && this.size !== this.expectedSize) {
       throw errors.invalidValue('data', `is ${this.size} bytes, ${this.expectedSize} were announced`)
     }
@@ -258,7 +260,7 @@ class ChunkWriter {
       throw errors.integrity(this.key, 'the content written does not have the expected SHA-256; nothing was committed', { expected: this.expectedSha256, found: sha256 })
     }
     const meta = newMeta({ key: this.key, name: this.name, version: this.version, size: this.size, chunks: this.chunks, sha256 })
-    await this.shard.commit(meta, this.reservation, () => this.aborting, inline).catch((err) => {
+    await this.shard.commit(meta, this.reservation, () => this.aborting, inline, { sync: this.sync }).catch((err) => {
       // Committed, perhaps not durably (Shard#apply): the version is the file now.
       if (err.written) this.state = 'committed'
       throw err

@@ -29,11 +29,11 @@ class Files {
   }
 
   // A ChunkWriter of `target` ({ key, name }) on a write lease; size, sha256 and
-  // expectedSha256 as ChunkWriter takes them. `signal` ends a wait for the shard.
-  async openWriter (target, { size, sha256, expectedSha256, signal } = {}) {
+  // expectedSha256 and sync as ChunkWriter takes them. `signal` ends a wait for the shard.
+  async openWriter (target, { size, sha256, expectedSha256, sync, signal } = {}) {
     const lease = await this.shards.lease(this.route(target.key), { write: true, admitted: true, signal })
     try {
-      return new ChunkWriter({ lease, ...target, chunkSize: this.chunkSize, size, sha256, expectedSha256, budget: this.writeBudget, records: this.records })
+      return new ChunkWriter({ lease, ...target, chunkSize: this.chunkSize, size, sha256, expectedSha256, sync, budget: this.writeBudget, records: this.records })
     } catch (err) {
       lease.release()
       throw err
@@ -43,7 +43,7 @@ class Files {
   // Writes `chunks` (an iterable of Buffers) as the file `target` and commits it.
   async write (target, chunks, options) {
     const data = Array.isArray(chunks) && chunks.length === 1 && chunks[0]
-    if (data && data.length < this.chunkSize && options.size === data.length && options.sha256) return this.#writeSmall(target, data, options.sha256)
+    if (data && data.length < this.chunkSize && options.size === data.length && options.sha256) return this.#writeSmall(target, data, options)
     const writer = await this.openWriter(target, options)
     try {
       for await (const chunk of chunks) await writer.write(chunk)
@@ -57,7 +57,7 @@ class Files {
   // A file at hand that is less than a chunk, its SHA-256 known: what a ChunkWriter does
   // for it (its one record takes no write budget, as a chunk not whole, and goes into
   // the commit batch), without the machinery of a file that comes in pieces.
-  async #writeSmall ({ key, name }, data, sha256) {
+  async #writeSmall ({ key, name }, data, { sha256, sync }) {
     const lease = await this.shards.lease(this.route(key), { write: true, admitted: true })
     const { shard } = lease
     let reservation
@@ -71,7 +71,7 @@ class Files {
         lease.mayWrite()
       }
       const meta = newMeta({ key, name, version: newVersion(), size: data.length, chunks: inline.length, sha256 })
-      await shard.commit(meta, reservation, undefined, inline)
+      await shard.commit(meta, reservation, undefined, inline, { sync })
       return meta
     } finally {
       if (reservation) reservation.release()

@@ -28,15 +28,15 @@ class Puts {
 
   // Resolves to the key of `buffer`'s content. A large buffer is hashed on the
   // Digester's thread.
-  async put (buffer) {
+  async put (buffer, { sync } = {}) {
     const sha256 = buffer.length >= OFFLOAD_DIGEST_BYTES ? await this.#digester.digestOf(buffer) : sha256Of(buffer)
-    await this.#unlessHeld(sha256, buffer.length, () => this.#files.write({ key: sha256 }, [buffer], { size: buffer.length, sha256 }))
+    await this.#unlessHeld(sha256, buffer.length, sync, () => this.#files.write({ key: sha256 }, [buffer], { size: buffer.length, sha256, sync }))
     return sha256
   }
 
   // The key must be known before the write, so the input is spooled to tmp/ while it
   // is hashed, then written from there.
-  async putStream (readable) {
+  async putStream (readable, { sync } = {}) {
     const controller = new AbortController()
     this.#spools.add(controller)
     if (this.#stopped) controller.abort()
@@ -46,10 +46,10 @@ class Puts {
         throw this.#stopped ? errors.closed() : err
       })
       const { file, size, sha256 } = spooled
-      await this.#unlessHeld(sha256, size, async () => {
+      await this.#unlessHeld(sha256, size, sync, async () => {
         const input = fs.createReadStream(file, { highWaterMark: this.#files.chunkSize })
         try {
-          await this.#files.write({ key: sha256 }, input, { size, sha256 })
+          await this.#files.write({ key: sha256 }, input, { size, sha256, sync })
         } finally {
           input.destroy() // also when the write failed before reading it
         }
@@ -70,10 +70,11 @@ class Puts {
   // Calls write() unless the content is stored. Puts of one content take turns: at
   // once, each would find it missing and write it, every version but the last then
   // dead bytes. Once a put is done, the next finds the content stored (or writes it,
-  // if that one failed).
-  #unlessHeld (sha256, size, write) {
+  // if that one failed). A synced put (`sync`, in a store that is not synced) writes the
+  // content even when it is stored, as what is stored may not be durable yet.
+  #unlessHeld (sha256, size, sync, write) {
     const run = (this.#putting.get(sha256) || Promise.resolve()).then(async () => {
-      if (!(await this.#holds(sha256, size))) await write()
+      if (sync || !(await this.#holds(sha256, size))) await write()
     })
     const turn = run.catch(() => {})
     this.#putting.set(sha256, turn)

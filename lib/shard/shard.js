@@ -168,7 +168,8 @@ class Shard {
   // that fits in one batch has no pending record). Consumes the reservation.
   // `cancelled()` is asked once the commit's turn comes, and the store's memtables
   // have room (room()): a write destroyed while waiting for either is not committed.
-  commit (meta, reservation, cancelled = () => false, inline = []) {
+  // `sync`: synced, as every commit is in a synced store.
+  commit (meta, reservation, cancelled = () => false, inline = [], { sync = false } = {}) {
     return this.exclusive(async () => {
       await this.room()
       if (cancelled()) throw errors.cancelled(meta.key)
@@ -178,7 +179,7 @@ class Shard {
       ops.push({ type: 'put', key: records.metaKey(meta.key), value: records.encodeMeta(meta) })
       if (meta.chunks > inline.length) ops.push({ type: 'del', key: records.pendingKey(meta.version) })
       if (old) this.#deleteChunks(ops, meta.key, old)
-      const notDurable = await this.#apply(ops, { used: this.used - (old ? old.size : 0) + meta.size, files: this.files + (old ? 0 : 1) })
+      const notDurable = await this.#apply(ops, { used: this.used - (old ? old.size : 0) + meta.size, files: this.files + (old ? 0 : 1) }, sync)
       if (old) this.#died(old)
       else this.#prints.added(meta.key, this.files)
       reservation.release()
@@ -189,14 +190,14 @@ class Shard {
     })
   }
 
-  unlink (key) {
+  unlink (key, { sync = false } = {}) {
     return this.exclusive(async () => {
       await this.room()
       const old = await this.getMeta(key)
       if (!old) throw errors.notFound(key)
       const ops = [{ type: 'del', key: records.metaKey(key) }]
       this.#deleteChunks(ops, key, old)
-      const notDurable = await this.#apply(ops, { used: this.used - old.size, files: this.files - 1 })
+      const notDurable = await this.#apply(ops, { used: this.used - old.size, files: this.files - 1 }, sync)
       this.#died(old)
       this.#prints.removed(key, this.files)
       if (notDurable) throw notDurable
@@ -206,11 +207,11 @@ class Shard {
   // Writes `ops` with the new accounting in one batch, then adopts it. Resolves to the
   // error of a batch that was made but may not be durable (madeNotDurable), with
   // `written`, which the caller throws once it has taken the write as made.
-  async #apply (ops, account) {
+  async #apply (ops, account, sync) {
     ops.push({ type: 'put', key: records.ACCOUNT, value: JSON.stringify(account) })
     let notDurable
     try {
-      await this.#write(ops, this.sync)
+      await this.#write(ops, this.sync || sync)
     } catch (err) {
       if (!madeNotDurable(err)) throw err
       notDurable = errors.system(`shard ${this.name}`, { code: err.code, message: `it was made and is visible, but may not survive a power cut: its directory could not be synced (${err.cause.message})` }, { shard: this.index, written: true, cause: err })

@@ -12,37 +12,60 @@ const errors = require('../api/errors')
 
 // A store held by another process, reached through its socket (server.js): the same
 // calls as a Store opened here, answered by the holder. Each request has a connection
-// of its own, which nothing keeps open between requests.
+// of its own, which nothing keeps open between requests. A request that loses its
+// holder (ECONNRESET) calls onLost(this) first.
 class Remote {
   #socket
+  #onLost
+  #requests = new Set()
 
-  constructor (socket, info) {
+  constructor (socket, onLost = () => {}) {
     this.#socket = socket
-    this.info = info
+    this.#onLost = onLost
   }
 
   // Resolves to a Remote once the holder answered, or rejects (no holder there, or one
-  // that does not answer within CONNECT_MS).
-  static async connect (socket) {
-    const remote = new Remote(socket)
-    remote.info = await remote.#call('info', [], { timeout: CONNECT_MS })
+  // that does not answer within `timeout` ms).
+  static async connect (socket, { timeout = CONNECT_MS, onLost } = {}) {
+    const remote = new Remote(socket, onLost)
+    remote.info = await remote.#call('info', [], { timeout })
     return remote
+  }
+
+  // Ends every request still open (a listing a caller stopped reading).
+  close () {
+    for (const req of this.#requests) req.destroy()
+  }
+
+  // A request, tracked until its response ended.
+  #open (options) {
+    const req = http.request({ socketPath: this.#socket, agent: false, ...options })
+    this.#requests.add(req)
+    req.once('close', () => this.#requests.delete(req))
+    return req
+  }
+
+  // `err` as the caller sees it (lost()), noting a lost holder.
+  #failed (err) {
+    const seen = lost(err)
+    if (seen.code === 'ECONNRESET' && seen !== err) this.#onLost(this)
+    return seen
   }
 
   // Resolves to the response once its headers came; a failure status rejects with the
   // holder's error. A Readable body is piped, and its failure is the request's.
   #request (method, path, { headers, body, timeout } = {}) {
     return new Promise((resolve, reject) => {
-      const req = http.request({ socketPath: this.#socket, method, path: VERSION + path, headers, agent: false })
-      req.once('error', (err) => reject(lost(err)))
+      const req = this.#open({ method, path: VERSION + path, headers })
+      req.once('error', (err) => reject(this.#failed(err)))
       if (timeout) req.setTimeout(timeout, () => req.destroy(Object.assign(new Error(`no answer within ${timeout} ms`), { syscall: 'connect' })))
       req.once('response', (res) => {
         req.setTimeout(0)
         if (res.statusCode < 400) return resolve(res)
-        readAll(res).then((text) => reject(responseError(res, text)), (err) => reject(lost(err)))
+        readAll(res).then((text) => reject(this.#answered(res, text)), (err) => reject(this.#failed(err)))
       })
       if (body === undefined) req.end()
-      else if (typeof body.pipe === 'function') pipeline(body, req, (err) => { if (err) reject(err.syscall ? lost(err) : err) })
+      else if (typeof body.pipe === 'function') pipeline(body, req, (err) => { if (err) reject(err.syscall ? this.#failed(err) : err) })
       else req.end(body)
     })
   }
@@ -64,17 +87,23 @@ class Remote {
   async readFile (key) {
     const res = await this.#request('GET', `/files/${encodeURIComponent(key.toWellFormed())}`)
     const parts = []
-    for await (const part of guarded(res)) parts.push(part)
+    for await (const part of this.#guarded(res)) parts.push(part)
     return Buffer.concat(parts)
   }
 
-  async writeFile (key, data) {
-    await this.#written(key, data, {})
+  // `sync`: the holder syncs the write, whether or not its store is synced.
+  async writeFile (key, data, { sync } = {}) {
+    await this.#written(key, data, { sync })
   }
 
-  async put (data) {
-    const res = await this.#request('POST', '/put', { body: data })
+  async put (data, { sync } = {}) {
+    const res = await this.#request('POST', `/put${sync ? '?sync=1' : ''}`, { body: data })
     return JSON.parse(await readAll(res)).result
+  }
+
+  async unlink (key, { sync } = {}) {
+    const res = await this.#request('DELETE', `/files/${encodeURIComponent(key.toWellFormed())}${sync ? '?sync=1' : ''}`)
+    await readAll(res)
   }
 
   // A reader for ReadStream (data/streams.js): read() resolves to the next chunk, or
@@ -82,7 +111,7 @@ class Remote {
   async openReader (key, range) {
     const headers = range ? { range: `bytes=${range.start || 0}-${range.end === undefined ? '' : range.end}` } : {}
     const res = await this.#request('GET', `/files/${encodeURIComponent(key.toWellFormed())}`, { headers })
-    const chunks = guarded(res)[Symbol.asyncIterator]()
+    const chunks = this.#guarded(res)[Symbol.asyncIterator]()
     return {
       read: async () => (await chunks.next()).value,
       close: async () => res.destroy()
@@ -90,17 +119,18 @@ class Remote {
   }
 
   // A writer for WriteStream: the body of one PUT, committed when it ends.
-  async openWriter (key, { expectedSha256, size } = {}) {
+  async openWriter (key, { expectedSha256, size, sync } = {}) {
     const query = new URLSearchParams()
     if (expectedSha256 !== undefined) query.set('sha256', expectedSha256)
     if (size !== undefined) query.set('size', String(size))
+    if (sync) query.set('sync', '1')
     let req
     let failure
     const response = new Promise((resolve, reject) => {
-      req = http.request({ socketPath: this.#socket, method: 'PUT', path: `${VERSION}/files/${encodeURIComponent(key.toWellFormed())}?${query}`, agent: false })
-      req.once('error', (err) => reject(lost(err)))
+      req = this.#open({ method: 'PUT', path: `${VERSION}/files/${encodeURIComponent(key.toWellFormed())}?${query}` })
+      req.once('error', (err) => reject(this.#failed(err)))
       req.once('response', (res) => {
-        readAll(res).then((text) => (res.statusCode < 400 ? resolve(JSON.parse(text).result) : reject(responseError(res, text))), (err) => reject(lost(err)))
+        readAll(res).then((text) => (res.statusCode < 400 ? resolve(JSON.parse(text).result) : reject(this.#answered(res, text))), (err) => reject(this.#failed(err)))
       })
     })
     response.catch((err) => { failure = failure || err })
@@ -138,14 +168,14 @@ class Remote {
 
   async * list (shard) {
     const res = await this.#request('GET', `/list${shard === undefined ? '' : `?shard=${shard}`}`)
-    yield * jsonLines(res)
+    yield * this.#lines(res)
   }
 
   async verify (options = {}) {
     const { onProgress, ...rest } = options
     const res = await this.#request('POST', '/verify', { body: JSON.stringify({ ...rest, progress: Boolean(onProgress) }), headers: { 'content-type': 'application/json' } })
     try {
-      for await (const line of jsonLines(res)) {
+      for await (const line of this.#lines(res)) {
         if (line.result) return line.result
         onProgress(line.progress)
       }
@@ -154,28 +184,44 @@ class Remote {
     }
     throw errors.system('the store\'s holder', { code: 'EIO', message: 'its answer to verify ended without a result' })
   }
-}
 
-// The body's chunks; its end raises the error the holder put in its trailer.
-async function * guarded (res) {
-  try {
-    for await (const chunk of res) yield chunk
-  } catch (err) {
-    throw lost(err)
+  // The body's chunks; its end raises the error the holder put in its trailer.
+  async * #guarded (res) {
+    try {
+      for await (const chunk of res) yield chunk
+    } catch (err) {
+      throw this.#failed(err)
+    }
+    const trailer = res.trailers[ERROR_TRAILER]
+    if (trailer) throw this.#holderError(decodeError(JSON.parse(trailer)))
+    if (!res.complete) throw this.#failed(new Error('the answer ended early'))
   }
-  const trailer = res.trailers[ERROR_TRAILER]
-  if (trailer) throw decodeError(JSON.parse(trailer))
-  if (!res.complete) throw lost(new Error('the answer ended early'))
-}
 
-async function * jsonLines (res) {
-  const decoder = new StringDecoder('utf8') // a character may be split between chunks
-  let rest = ''
-  for await (const chunk of guarded(res)) {
-    const text = rest + decoder.write(chunk)
-    const parts = text.split('\n')
-    rest = parts.pop()
-    for (const line of parts) if (line) yield JSON.parse(line)
+  async * #lines (res) {
+    const decoder = new StringDecoder('utf8') // a character may be split between chunks
+    let rest = ''
+    for await (const chunk of this.#guarded(res)) {
+      const text = rest + decoder.write(chunk)
+      const parts = text.split('\n')
+      rest = parts.pop()
+      for (const line of parts) if (line) yield JSON.parse(line)
+    }
+  }
+
+  // The error of a failure status.
+  #answered (res, text) {
+    let err
+    try {
+      err = decodeError(JSON.parse(text).error)
+    } catch {
+      return errors.system('the store\'s holder', { code: 'EIO', message: `answered ${res.statusCode}: ${text.slice(0, 200)}` })
+    }
+    return this.#holderError(err)
+  }
+
+  // The holder's store closing is the holder going away, not this store closing.
+  #holderError (err) {
+    return err.code === 'ECLOSED' ? this.#failed(Object.assign(new Error(err.message), { syscall: 'read' })) : err
   }
 }
 
@@ -183,17 +229,6 @@ async function readAll (res) {
   const parts = []
   for await (const part of res) parts.push(part)
   return Buffer.concat(parts).toString('utf8')
-}
-
-function responseError (res, text) {
-  let err
-  try {
-    err = decodeError(JSON.parse(text).error)
-  } catch {
-    return errors.system('the store\'s holder', { code: 'EIO', message: `answered ${res.statusCode}: ${text.slice(0, 200)}` })
-  }
-  // The holder's store closing is the holder going away, not this store closing.
-  return err.code === 'ECLOSED' ? lost(Object.assign(new Error(err.message), { syscall: 'read' })) : err
 }
 
 // The connection to the holder failed (a system error: it went away, closed or
@@ -206,4 +241,4 @@ function lost (err) {
   return errors.system('the process holding the store', { code: 'ECONNRESET', message: `could not be reached or went away: ${err.message}` })
 }
 
-module.exports = { Remote }
+module.exports = { Remote, CONNECT_MS }

@@ -13,6 +13,8 @@ const path = require('node:path')
 //   POST   /v1/verify             JSON lines: { progress }, then { result }
 //   POST   /v1/call/METHOD        JSON [args] in, { result } out: the other methods
 //
+// ?sync=1 on a PUT, DELETE or POST /v1/put: the write is synced, as in a store opened
+// with `sync` (a client's `sync` holds whatever the holder's is).
 // KEY is the key or name as the caller gave it, URI-encoded. A failure is its status and
 // a JSON body { error: { code, message, ...props } }; a failure once a body is under
 // way ends it with the trailer kfs-error holding the same JSON.
@@ -27,7 +29,6 @@ const CALLS = {
   stat: false,
   usage: false,
   diskUsage: false,
-  unlink: true,
   reclaim: true,
   compact: true,
   repair: true

@@ -7,9 +7,14 @@ const http = require('node:http')
 const { pipeline } = require('node:stream/promises')
 const { SOCKET, VERSION, ERROR_TRAILER, CALLS, MAX_SOCKET_PATH, socketPath, encodeError, statusOf } = require('./protocol')
 const errors = require('../api/errors')
+const { SYNC } = require('../api/args')
 const { FORMAT_FILE } = require('../dir/format')
 // A JSON request body larger than this is refused.
 const MAX_JSON = 1024 * 1024
+// A client that takes no more of an answer, or sends nothing more of a write's body, for
+// this long is cut off: what its request holds (a read, a shard lease, write budget)
+// is given back.
+const IDLE_MS = 60000
 
 // The process that holds a store serves it to the others (protocol.js) on a Unix
 // socket in the store's directory. Its lock makes it the only holder, so a socket found
@@ -21,10 +26,12 @@ class Holder {
   #file
   #server
   #sockets = new Set()
+  #idleMs
 
-  constructor (store, dir) {
+  constructor (store, dir, { idleMs = IDLE_MS } = {}) {
     this.#store = store
     this.#file = socketPath(dir)
+    this.#idleMs = idleMs
   }
 
   // Resolves to whether the store is now shared: not where a socket path would be longer
@@ -97,16 +104,17 @@ class Holder {
         const key = decoded(rest.join('/'))
         if (req.method === 'GET' || req.method === 'HEAD') return await this.#sendFile(key, req, res)
         if (req.method === 'PUT') return await this.#receive(key, query, req, res)
-        if (req.method === 'DELETE') return answer(res, await store.unlink(key))
+        if (req.method === 'DELETE') return answer(res, await store.unlink(key, synced(query)))
       } else if (route === 'put' && req.method === 'POST') {
-        return answer(res, await store.put(req))
+        this.#idle(req)
+        return answer(res, await store.put(req, synced(query)))
       } else if (route === 'list' && req.method === 'GET') {
         const shard = query.get('shard')
         const only = shard === null ? undefined : shard === '' || !/^\d+$/.test(shard) ? shard : Number(shard)
-        return await lines(res, async (line) => { for await (const file of store.list(only)) await line(file) })
+        return await lines(res, this.#idleMs, async (line) => { for await (const file of store.list(only)) await line(file) })
       } else if (route === 'verify' && req.method === 'POST') {
         const { progress, ...options } = await jsonBody(req)
-        return await lines(res, async (line, write) => {
+        return await lines(res, this.#idleMs, async (line, write) => {
           // Always given: it ends the check once the client went away. Progress is
           // advisory: a line is dropped while the client has not read the last ones.
           const result = await store.verify({
@@ -154,7 +162,7 @@ class Holder {
     res.writeHead(range ? 206 : 200, headers)
     try {
       for (; !next.done; next = await chunks.next()) {
-        if (!res.write(next.value)) await drained(res)
+        if (!res.write(next.value)) await drained(res, this.#idleMs)
         if (res.destroyed) return
       }
     } catch (err) {
@@ -163,14 +171,27 @@ class Holder {
     res.end()
   }
 
+  // A request whose body the client stops sending is ended (IDLE_MS); once the body is
+  // in, the work it asked for takes what time it takes.
+  #idle (req) {
+    req.setTimeout(this.#idleMs, () => req.destroy(errors.system('a client of the store', { code: 'ETIMEDOUT', message: `sent nothing for ${this.#idleMs} ms` })))
+    req.once('end', () => req.setTimeout(0))
+  }
+
   async #receive (key, query, req, res) {
-    const options = {}
+    this.#idle(req)
+    const options = synced(query)
     if (query.has('sha256')) options.sha256 = query.get('sha256')
     if (query.has('size')) options.size = Number(query.get('size'))
     const stream = this.#store.createWriteStream(key, options)
     await pipeline(req, stream)
     answer(res, { key: stream.key, size: stream.size, sha256: stream.sha256 })
   }
+}
+
+// The internal options of a write: ?sync=1 asks that it be synced.
+function synced (query) {
+  return query.get('sync') === '1' ? { [SYNC]: true } : {}
 }
 
 // A key as sent, URI-encoded.
@@ -220,15 +241,15 @@ function fail (res, err) {
 }
 
 // A body of JSON lines written as they come: produce(line, write) gets an async line()
-// that waits while the client is behind, and a write() that does not. A failure ends
-// the body with the error trailer.
-async function lines (res, produce) {
+// that waits while the client is behind (drained), and a write() that does not. A
+// failure ends the body with the error trailer.
+async function lines (res, idleMs, produce) {
   res.writeHead(200, { 'content-type': 'application/x-ndjson', trailer: ERROR_TRAILER })
   const write = (value) => res.write(JSON.stringify(value) + '\n')
   try {
     await produce(async (value) => {
       if (res.destroyed) throw errors.closed()
-      if (!write(value)) await drained(res)
+      if (!write(value)) await drained(res, idleMs)
     }, write)
   } catch (err) {
     res.addTrailers({ [ERROR_TRAILER]: JSON.stringify(encodeError(err)) })
@@ -236,11 +257,14 @@ async function lines (res, produce) {
   res.end()
 }
 
-// Until the response can take more, or is closed (the client went away).
-function drained (res) {
+// Until the response can take more, or is closed: the client went away, or took
+// nothing for idleMs and was cut off.
+function drained (res, idleMs) {
   if (res.destroyed) return Promise.resolve()
   return new Promise((resolve) => {
+    const timer = setTimeout(() => res.destroy(), idleMs).unref()
     const done = () => {
+      clearTimeout(timer)
       res.off('drain', done)
       res.off('close', done)
       resolve()

@@ -39,6 +39,7 @@ async function main (): Promise<void> {
   assertType<typeof store.referenceId, string | undefined>(true)
   assertType<typeof store.chunkSize, number>(true)
   assertType<typeof store.shardCapacity, number | undefined>(true)
+  assertType<typeof store.heldBy, number | undefined>(true)
   assertType<typeof store.shardCount, number>(true)
   // @ts-expect-error location is read-only
   store.location = '/elsewhere'
