@@ -19,10 +19,12 @@ describe('perf/pieces.js', function () {
   it('--quick writes a CSV row per engine and phase, a report and a chart, and leaves no store behind', async () => {
     const stores = path.join(tmp.dir, 'stores')
     const out = path.join(tmp.dir, 'out')
-    const { stdout, stderr } = await run(['--quick', '--dir', stores, '--out', out])
+    const { stdout, stderr } = await run(['--quick', '--engines', ENGINES.join(','), '--dir', stores, '--out', out])
     expect(stderr).to.contain(`wrote pieces.csv, pieces.md and pieces.svg to ${out}`)
     expect(fs.readdirSync(out).sort()).to.deep.equal(['pieces.csv', 'pieces.md', 'pieces.svg'])
     expect(fs.readdirSync(stores)).to.deep.equal([])
+    expect(stderr, 'the operator beside kfs-operator ran').to.match(/the operator ran kfs list and kfs stat [1-9]\d* times/)
+    expect(stdout).to.contain("## kfs, an operator beside it: pieces/s over kfs's alone")
 
     const [header, ...lines] = fs.readFileSync(path.join(out, 'pieces.csv'), 'utf8').trim().split('\n')
     expect(header).to.equal(HEADER)

@@ -174,7 +174,7 @@ class Holder {
   // A request whose body the client stops sending is ended (IDLE_MS); once the body is
   // in, the work it asked for takes what time it takes.
   #idle (req) {
-    req.setTimeout(this.#idleMs, () => req.destroy(errors.system('a client of the store', { code: 'ETIMEDOUT', message: `sent nothing for ${this.#idleMs} ms` })))
+    req.setTimeout(this.#idleMs, () => req.destroy())
     req.once('end', () => req.setTimeout(0))
   }
 
