@@ -15,6 +15,8 @@ const MAX_JSON = 1024 * 1024
 // this long is cut off: what its request holds (a read, a shard lease, write budget)
 // is given back.
 const IDLE_MS = 60000
+// JSON lines are sent in writes of about this many bytes.
+const LINES_BYTES = 16384
 
 // The process that holds a store serves it to the others (protocol.js) on a Unix
 // socket in the store's directory. Its lock makes it the only holder, so a socket found
@@ -240,18 +242,31 @@ function fail (res, err) {
   res.end(body)
 }
 
-// A body of JSON lines written as they come: produce(line, write) gets an async line()
-// that waits while the client is behind (drained), and a write() that does not. A
-// failure ends the body with the error trailer.
+// A body of JSON lines: produce(line, write) gets an async line(), whose lines go out
+// LINES_BYTES at a time (a write per line would cost a listing of many files a system
+// call each) and which waits while the client is behind (drained), and a write() that
+// sends at once and does not wait. A failure ends the body with the error trailer.
 async function lines (res, idleMs, produce) {
   res.writeHead(200, { 'content-type': 'application/x-ndjson', trailer: ERROR_TRAILER })
-  const write = (value) => res.write(JSON.stringify(value) + '\n')
+  let pending = ''
+  const flush = () => {
+    const text = pending
+    pending = ''
+    return text ? res.write(text) : true
+  }
+  const write = (value) => {
+    pending += JSON.stringify(value) + '\n'
+    return flush()
+  }
   try {
     await produce(async (value) => {
       if (res.destroyed) throw errors.closed()
-      if (!write(value)) await drained(res, idleMs)
+      pending += JSON.stringify(value) + '\n'
+      if (pending.length >= LINES_BYTES && !flush()) await drained(res, idleMs)
     }, write)
+    flush()
   } catch (err) {
+    flush()
     res.addTrailers({ [ERROR_TRAILER]: JSON.stringify(encodeError(err)) })
   }
   res.end()
