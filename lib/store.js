@@ -34,9 +34,11 @@ const { socketPath } = require('./share/protocol')
 // writeFile hashes data up to this size in one call (larger, chunk by chunk as it goes).
 const ONE_CALL_HASH = 1024 * 1024
 // While another process holds the store and its socket does not answer yet (it is
-// starting, or a holder that was killed left it), the open is tried again this often,
-// for CONNECT_MS in all.
+// starting, or a holder that was killed left it), the open is tried again after
+// RETRY_MS and up to as much again at random (clients that lost one holder do not all
+// try at once), for CONNECT_MS in all; each connect is given at least CONNECT_FLOOR_MS.
 const RETRY_MS = 50
+const CONNECT_FLOOR_MS = 500
 
 // The public store. Every method that returns a promise checks its arguments inside
 // it, so bad input rejects (EINVAL) and never throws; list() and the stream factories
@@ -61,6 +63,7 @@ class Store {
   #reclaimer
   #holder // serving other processes, while this one holds the store
   #remote // the process that holds the store, when another does
+  #remotes = new Set() // every Remote this store used, closed at close()
 
   constructor (dir, options) {
     if (typeof dir !== 'string' || dir === '') throw errors.invalidType('dir', 'a non-empty string', dir)
@@ -90,9 +93,13 @@ class Store {
   }
 
   // The process ID of the process that holds the store: this one's, or that of the one
-  // it is used through (`share`); undefined until open.
+  // it is used through (`share`); undefined until open, after close, once the holder
+  // went away (until the next call opens the store again), and where the store is read
+  // here read-only (no process holds it).
   get heldBy () {
-    return this.#remote ? this.#remote.info.pid : this.#reclaimer ? process.pid : undefined
+    if (this.#operations.closed) return undefined
+    if (this.#remote) return this.#remote.info.pid
+    return this.#opening && this.#reclaimer && !this.#options.readOnly ? process.pid : undefined
   }
 
   // 'opening' until an open succeeded (every call opens the store, and a failed open is
@@ -129,12 +136,12 @@ class Store {
       } catch (err) {
         if (err.code !== 'EBUSY' || err.shard !== undefined) throw err
         const remote = this.#options.share && await Remote.connect(socketPath(this.location), {
-          timeout: Math.max(1, deadline - Date.now()),
+          timeout: Math.max(CONNECT_FLOOR_MS, deadline - Date.now()),
           onLost: (gone) => this.#lost(gone)
         }).catch(() => undefined)
         if (remote) return this.#through(remote)
         if (!this.#options.share || Date.now() >= deadline || this.#operations.closed) throw await storeDir.busy(this.location, err, this.#options.share)
-        await delay(RETRY_MS)
+        await delay(RETRY_MS * (1 + Math.random()))
       }
     }
     let usage
@@ -188,6 +195,7 @@ class Store {
   }
 
   #through (remote) {
+    this.#remotes.add(remote)
     const { info } = remote
     this.#format = { referenceId: info.referenceId, chunkSize: info.chunkSize, shardCap: info.shardCapacity, shardCount: info.shardCount }
     this.#remote = remote
@@ -197,7 +205,7 @@ class Store {
   // The holder went away (closed, crashed, killed): the next call opens the store
   // again, so that it holds the store itself or reaches the next holder.
   #lost (remote) {
-    if (this.#remote !== remote) return
+    if (this.#remote !== remote || this.#operations.closed) return
     this.#remote = undefined
     this.#opening = undefined
   }
@@ -222,7 +230,7 @@ class Store {
     try {
       return await remote(holder)
     } catch (err) {
-      if (!retry || this.#remote === holder || this.#operations.closed) throw err
+      if (!retry || err.code !== 'ECONNRESET' || this.#remote === holder || this.#operations.closed) throw err
       return this.#opened(fn, remote, false)
     }
   }
@@ -251,9 +259,9 @@ class Store {
     const buffer = args.toBuffer(data)
     // A small file is hashed in one call, cheaper than a hash object fed chunk by chunk.
     const sha256 = buffer.length <= ONE_CALL_HASH ? sha256Of(buffer) : undefined
-    // Made again through the next holder if the holder went away before it answered:
-    // whether or not it was made then, the file ends as `data`.
-    await this.#op(() => this.#files.write(target, [buffer], { size: buffer.length, sha256 }), { write: true, retry: true, remote: (r) => r.writeFile(key, buffer, { sync: this.#options.sync }) })
+    // Never made again after the holder went away: if the first was made, a second
+    // would make it twice, over a write of another caller in between.
+    await this.#op(() => this.#files.write(target, [buffer], { size: buffer.length, sha256 }), { write: true, remote: (r) => r.writeFile(key, buffer, { sync: this.#options.sync }) })
   }
 
   async readFile (key, options) {
@@ -371,7 +379,7 @@ class Store {
         return
       } catch (err) {
         if (this.#operations.closed) throw errors.closed()
-        if (yielded || retried || this.#remote === holder) throw err
+        if (yielded || retried || err.code !== 'ECONNRESET' || this.#remote === holder) throw err
         await this.open()
       }
     }
@@ -433,15 +441,13 @@ class Store {
       if (stream.writableFinished || stream.readableEnded) stream.destroy()
       else stream.destroy(errors.closed())
     }
-    if (!this.#opening) return
-    try {
-      await this.#opening
-    } catch {
-      return // never opened: nothing to close
-    }
-    if (this.#remote) {
+    const opening = this.#opening
+    if (!opening || this.#remote || (await opening.then(() => this.#remote, () => true))) {
+      // Used through another process (or never opened): calls in flight end, then any
+      // request still open (a listing a caller stopped reading).
       await this.#operations.drained()
-      return this.#remote.close() // a listing still reading ends
+      for (const remote of this.#remotes) remote.close()
+      return
     }
     if (this.#holder) await this.#holder.close() // other processes' requests end first
     this.#puts.stop()

@@ -386,4 +386,40 @@ describe('one store, many processes', function () {
       await held.stop()
     }
   })
+
+  it('a client that finds the store held leaves the holder\'s LevelDB alone: its info LOG is not replaced', async () => {
+    const dir = path.join(t.dir, 'store')
+    const held = await holder(dir)
+    try {
+      const log = path.join(dir, 'state', 'LOG')
+      const before = fs.statSync(log).ino
+      for (let i = 0; i < 3; i++) await rejects(kfs(dir, { share: false }).open(), 'EBUSY')
+      expect(fs.statSync(log).ino).to.equal(before)
+    } finally {
+      await held.stop()
+    }
+  })
+
+  it('the holder killed while calls wait: close() settles, a write fails with ECONNRESET and is not made again, a source\'s own failure is the caller\'s', async () => {
+    const dir = path.join(t.dir, 'store')
+    const held = await holder(dir)
+    const store = kfs(dir)
+    await store.writeFile('a', 'alpha')
+    // A Readable that fails with a system error of its own: the holder is not lost.
+    expect((await rejects(store.put(fs.createReadStream(t.dir)), 'EISDIR')).code).to.equal('EISDIR')
+    expect(store.heldBy).to.equal(held.child.pid)
+    held.child.kill('SIGSTOP')
+    const writing = store.writeFile('a', 'other').then(() => undefined, (err) => err)
+    const waiting = store.exists('a').then(() => 'settled', (err) => err.code)
+    await new Promise((resolve) => setTimeout(resolve, 200))
+    const closed = store.close()
+    await held.kill()
+    expect((await writing).code).to.equal('ECONNRESET')
+    expect(await waiting).to.be.oneOf(['settled', 'ECONNRESET', 'ECLOSED'])
+    await closed
+    expect(store.heldBy).to.equal(undefined)
+    const after = kfs(dir)
+    expect(String(await after.readFile('a'))).to.equal('alpha')
+    await after.close()
+  })
 })

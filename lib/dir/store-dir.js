@@ -6,7 +6,7 @@ const crypto = require('node:crypto')
 const { LevelDb } = require('../leveldb/leveldb')
 const { syncDir } = require('../base/sync-dir')
 const { openFailure } = require('../leveldb/classify')
-const { lockHolder } = require('../leveldb/log-guard')
+const { lockHeld, lockHolder } = require('../leveldb/log-guard')
 const { DiskReserve } = require('./disk-reserve')
 const { FORMAT_VERSION, FORMAT_FILE, readFormat, writeFormat, checkOptions } = require('./format')
 const errors = require('../api/errors')
@@ -111,8 +111,15 @@ const STATE_OPTIONS = { writeBufferSize: 64 * 1024, maxOpenFiles: 16 }
 
 // Opening writes (a manifest, the log replayed), and every read needs the store open:
 // on a full disk, `reserve` (when given) is given up to make room.
+// A state another process holds is EBUSY before LevelDB is asked: LevelDB 1.20 starts a
+// new info LOG (renaming the holder's) before it tries the lock, and a holder that is
+// opening reads its LOG (log-guard.js), so clients trying again and again would
+// disturb it.
 function openState (dir, reserve, readOnly = false) {
-  const open = () => LevelDb.open(path.join(dir, STATE_DB), { ...STATE_OPTIONS, readOnly }).catch((err) => stateFailure(dir, err))
+  const open = async () => {
+    if (!readOnly && (await lockHeld(path.join(dir, STATE_DB)))) stateFailure(dir, Object.assign(new Error(`${path.join(dir, STATE_DB)}/LOCK: already held by process`), { reason: 'locked' }))
+    return LevelDb.open(path.join(dir, STATE_DB), { ...STATE_OPTIONS, readOnly }).catch((err) => stateFailure(dir, err))
+  }
   return reserve ? reserve.withRoom(open) : open()
 }
 

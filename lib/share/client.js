@@ -65,7 +65,12 @@ class Remote {
         readAll(res).then((text) => reject(this.#answered(res, text)), (err) => reject(this.#failed(err)))
       })
       if (body === undefined) req.end()
-      else if (typeof body.pipe === 'function') pipeline(body, req, (err) => { if (err) reject(err.syscall ? this.#failed(err) : err) })
+      else if (typeof body.pipe === 'function') {
+        // The body's own failure (a file it reads, say) is the caller's, as it is.
+        let source
+        body.once('error', (err) => { source = source || err })
+        pipeline(body, req, (err) => { if (err) reject(err === source || !err.syscall ? err : this.#failed(err)) })
+      }
       else req.end(body)
     })
   }

@@ -113,7 +113,8 @@ class Holder {
       } else if (route === 'list' && req.method === 'GET') {
         const shard = query.get('shard')
         const only = shard === null ? undefined : shard === '' || !/^\d+$/.test(shard) ? shard : Number(shard)
-        return await lines(res, this.#idleMs, async (line) => { for await (const file of store.list(only)) await line(file) })
+        // No idle cut: a listing holds no shard while its client reads slowly.
+        return await lines(res, undefined, async (line) => { for await (const file of store.list(only)) await line(file) })
       } else if (route === 'verify' && req.method === 'POST') {
         const { progress, ...options } = await jsonBody(req)
         return await lines(res, this.#idleMs, async (line, write) => {
@@ -173,10 +174,16 @@ class Holder {
     res.end()
   }
 
-  // A request whose body the client stops sending is ended (IDLE_MS); once the body is
-  // in, the work it asked for takes what time it takes.
+  // A request whose body the client stops sending is ended (IDLE_MS). A body the
+  // holder itself has stopped reading (bytes wait in it: a shard, the write budget or
+  // LevelDB is slow) is not the client's doing: the wait starts again. Once the body
+  // is in, the work it asked for takes what time it takes.
   #idle (req) {
-    req.setTimeout(this.#idleMs, () => req.destroy())
+    const cut = () => {
+      if (req.readableLength > 0) req.setTimeout(this.#idleMs, cut)
+      else req.destroy()
+    }
+    req.setTimeout(this.#idleMs, cut)
     req.once('end', () => req.setTimeout(0))
   }
 
@@ -273,11 +280,11 @@ async function lines (res, idleMs, produce) {
 }
 
 // Until the response can take more, or is closed: the client went away, or took
-// nothing for idleMs and was cut off.
+// nothing for idleMs (if given) and was cut off.
 function drained (res, idleMs) {
   if (res.destroyed) return Promise.resolve()
   return new Promise((resolve) => {
-    const timer = setTimeout(() => res.destroy(), idleMs).unref()
+    const timer = idleMs === undefined ? undefined : setTimeout(() => res.destroy(), idleMs).unref()
     const done = () => {
       clearTimeout(timer)
       res.off('drain', done)
