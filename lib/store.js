@@ -126,7 +126,8 @@ class Store {
   // Opens the store here, or, where another process holds it and shares it, reaches
   // that process. Until CONNECT_MS passed, either is tried again while neither works:
   // the holder may be starting (its lock taken, its socket not yet there), or may have
-  // just gone, its lock free for this process to take.
+  // just gone, its lock free for this process to take (and others may be trying to
+  // open it at the same moment: storeDir.OPEN_AGAIN).
   async #open () {
     const deadline = Date.now() + CONNECT_MS
     let opened
@@ -134,6 +135,10 @@ class Store {
       try {
         opened = await storeDir.openStoreDir(this.location, this.#given, this.#options)
       } catch (err) {
+        if (err[storeDir.OPEN_AGAIN] && Date.now() < deadline && !this.#operations.closed) {
+          await delay(RETRY_MS * (1 + Math.random())) // another process opened it at the same moment
+          continue
+        }
         if (err.code !== 'EBUSY' || err.shard !== undefined) throw err
         const remote = this.#options.share && await Remote.connect(socketPath(this.location), {
           timeout: Math.max(CONNECT_FLOOR_MS, deadline - Date.now()),

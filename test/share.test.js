@@ -422,4 +422,50 @@ describe('one store, many processes', function () {
     expect(String(await after.readFile('a'))).to.equal('alpha')
     await after.close()
   })
+
+  it('six clients lose their holder at once: one takes the store, the others reach it, every call answers', async () => {
+    const dir = path.join(t.dir, 'store')
+    const held = await holder(dir)
+    const seed = kfs(dir)
+    await seed.writeFile('a', 'alpha')
+    await seed.close()
+    // Each client reads once through the holder, then again on a line from stdin, and
+    // closes its store once stdin ends (so that whoever took the store serves the rest).
+    const script = `
+      const store = require('./')(process.argv[1])
+      const read = () => store.readFile('a').then(String)
+      read().then((first) => {
+        console.log(first)
+        process.stdin.once('data', () => read().then((again) => console.log(again + ' ' + store.heldBy), (err) => { console.log(err.code + ' ' + err.message); process.exitCode = 1 }))
+        process.stdin.once('end', () => store.close())
+      })`
+    const clients = Array.from({ length: 6 }, () => spawn(process.execPath, ['-e', script, dir], { cwd: ROOT, stdio: ['pipe', 'pipe', 'inherit'] }))
+    const lines = clients.map((child) => {
+      const got = []
+      let rest = ''
+      child.stdout.on('data', (d) => {
+        const parts = (rest + d).split('\n')
+        rest = parts.pop()
+        got.push(...parts)
+      })
+      return (n) => new Promise((resolve) => {
+        const check = () => (got.length >= n ? resolve(got.slice()) : setTimeout(check, 20))
+        check()
+      })
+    })
+    await Promise.all(lines.map((wait) => wait(1)))
+    await held.kill()
+    for (const child of clients) child.stdin.write('go\n')
+    const answers = await Promise.all(lines.map((wait) => wait(2)))
+    const exits = clients.map((child) => once(child, 'exit'))
+    for (const child of clients) child.stdin.end()
+    await Promise.all(exits)
+    const holders = new Set()
+    for (const [first, again] of answers) {
+      expect(first).to.equal('alpha')
+      expect(again, again).to.match(/^alpha \d+$/)
+      holders.add(again.split(' ')[1])
+    }
+    expect(holders.size, 'one holder for all').to.equal(1)
+  })
 })

@@ -6,7 +6,7 @@ const crypto = require('node:crypto')
 const { LevelDb } = require('../leveldb/leveldb')
 const { syncDir } = require('../base/sync-dir')
 const { openFailure } = require('../leveldb/classify')
-const { lockHeld, lockHolder } = require('../leveldb/log-guard')
+const { lockHeld, lockHolder, REPLAY_UNKNOWN } = require('../leveldb/log-guard')
 const { DiskReserve } = require('./disk-reserve')
 const { FORMAT_VERSION, FORMAT_FILE, readFormat, writeFormat, checkOptions } = require('./format')
 const errors = require('../api/errors')
@@ -111,6 +111,10 @@ const STATE_OPTIONS = { writeBufferSize: 64 * 1024, maxOpenFiles: 16 }
 
 // Opening writes (a manifest, the log replayed), and every read needs the store open:
 // on a full disk, `reserve` (when given) is given up to make room.
+// On an open's failure that another open at the same moment may have caused: the state
+// was left as it was, to be opened again (log-guard.js, REPLAY_UNKNOWN).
+const OPEN_AGAIN = Symbol('kfs.openAgain')
+
 // A state another process holds is EBUSY before LevelDB is asked: LevelDB 1.20 starts a
 // new info LOG (renaming the holder's) before it tries the lock, and a holder that is
 // opening reads its LOG (log-guard.js), so clients trying again and again would
@@ -118,7 +122,14 @@ const STATE_OPTIONS = { writeBufferSize: 64 * 1024, maxOpenFiles: 16 }
 function openState (dir, reserve, readOnly = false) {
   const open = async () => {
     if (!readOnly && (await lockHeld(path.join(dir, STATE_DB)))) stateFailure(dir, Object.assign(new Error(`${path.join(dir, STATE_DB)}/LOCK: already held by process`), { reason: 'locked' }))
-    return LevelDb.open(path.join(dir, STATE_DB), { ...STATE_OPTIONS, readOnly }).catch((err) => stateFailure(dir, err))
+    return LevelDb.open(path.join(dir, STATE_DB), { ...STATE_OPTIONS, readOnly }).catch((err) => {
+      try {
+        stateFailure(dir, err)
+      } catch (failure) {
+        if (err[REPLAY_UNKNOWN]) failure[OPEN_AGAIN] = true
+        throw failure
+      }
+    })
   }
   return reserve ? reserve.withRoom(open) : open()
 }
@@ -193,4 +204,4 @@ async function busy (dir, cause, shared) {
   return pid === undefined ? cause : errors.busy(dir, cause.cause || cause, { pid, shared })
 }
 
-module.exports = { openStoreDir, busy }
+module.exports = { openStoreDir, busy, OPEN_AGAIN }

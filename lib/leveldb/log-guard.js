@@ -111,7 +111,15 @@ async function guard (dir, { open, close, classify }) {
 async function restore (dir, kept, floor = 0) {
   let next = Math.max(floor, ...numbers(await fs.readdir(dir), NUMBERED)) + 1
   for (const n of ascending(kept)) {
-    await fs.rename(path.join(dir, keptName(n)), path.join(dir, logName(next++)))
+    try {
+      await fs.rename(path.join(dir, keptName(n)), path.join(dir, logName(next++)))
+    } catch (err) {
+      // Another process is restoring them at the same moment: the first rename of each
+      // link wins, the other process stops at its first miss, and the logs still end
+      // numbered in their order (each process numbers past the files it listed).
+      if (err.code === 'ENOENT') throw Object.assign(new Error(`${dir}: another process is opening this database`), { reason: 'locked', cause: err })
+      throw err
+    }
     await syncDir(dir)
   }
 }
@@ -147,6 +155,13 @@ async function keep (dir, logs) {
   return kept
 }
 
+// On an open's failure: LevelDB's LOG did not show every kept log replayed, and they
+// are kept for the next open. Another process's attempt to open the database at the
+// same moment replaces the LOG too (LevelDB 1.20 starts a new one before it tries the
+// lock), so an open that may meet others (a store's state, when its holder died) may
+// try again.
+const REPLAY_UNKNOWN = Symbol('kfs.replayUnknown')
+
 // Undefined when LevelDB's LOG shows that it replayed every kept log, otherwise the
 // error to fail the open with.
 async function skipped (dir, kept, before, classify) {
@@ -166,14 +181,14 @@ async function skipped (dir, kept, before, classify) {
   // no descriptor was free (it renamed the old one to LOG.old first). EMFILE lets the
   // shard pool retry once another shard has closed.
   if (text === undefined) {
-    return Object.assign(new Error(`${dir}: LevelDB opened without its info log (no file descriptor free to create LOG, most likely), so whether it replayed every log is unknown; the logs are kept for the next open`), { reason: 'system', code: 'EMFILE' })
+    return Object.assign(new Error(`${dir}: LevelDB opened without its info log (no file descriptor free to create LOG, most likely), so whether it replayed every log is unknown; the logs are kept for the next open`), { reason: 'system', code: 'EMFILE', [REPLAY_UNKNOWN]: true })
   }
   const ignored = /Ignoring error (.*)/.exec(text)
   if (ignored) return classify(`${dir}: LevelDB skipped a log instead of replaying it (${ignored[1]}); the logs are kept for the next open`)
   const replayed = new Set([...text.matchAll(/Recovering log #(\d+)$/gm)].map((m) => Number(m[1])))
   const missed = kept.find((n) => !replayed.has(n))
   if (missed !== undefined) {
-    return Object.assign(new Error(`${dir}: LevelDB's LOG does not show log #${missed} replayed; the logs are kept for the next open`), { reason: 'system', code: 'EIO' })
+    return Object.assign(new Error(`${dir}: LevelDB's LOG does not show log #${missed} replayed; the logs are kept for the next open`), { reason: 'system', code: 'EIO', [REPLAY_UNKNOWN]: true })
   }
   return undefined
 }
@@ -247,4 +262,4 @@ async function unlinkIfThere (file) {
   })
 }
 
-module.exports = { guardedOpen, settleForRepair, readManifest, logName, keptName, lockHeld, lockHolder }
+module.exports = { REPLAY_UNKNOWN, guardedOpen, settleForRepair, readManifest, logName, keptName, lockHeld, lockHolder }
