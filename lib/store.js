@@ -39,6 +39,7 @@ const ONE_CALL_HASH = 1024 * 1024
 // try at once), for CONNECT_MS in all; each connect is given at least CONNECT_FLOOR_MS.
 const RETRY_MS = 50
 const CONNECT_FLOOR_MS = 500
+const retryDelay = () => delay(RETRY_MS * (1 + Math.random()))
 
 // The public store. Every method that returns a promise checks its arguments inside
 // it, so bad input rejects (EINVAL) and never throws; list() and the stream factories
@@ -136,7 +137,7 @@ class Store {
         opened = await storeDir.openStoreDir(this.location, this.#given, this.#options)
       } catch (err) {
         if (err[storeDir.OPEN_AGAIN] && Date.now() < deadline && !this.#operations.closed) {
-          await delay(RETRY_MS * (1 + Math.random())) // another process opened it at the same moment
+          await retryDelay() // another process opened it at the same moment
           continue
         }
         if (err.code !== 'EBUSY' || err.shard !== undefined) throw err
@@ -146,7 +147,7 @@ class Store {
         }).catch(() => undefined)
         if (remote) return this.#through(remote)
         if (!this.#options.share || Date.now() >= deadline || this.#operations.closed) throw await storeDir.busy(this.location, err, this.#options.share)
-        await delay(RETRY_MS * (1 + Math.random()))
+        await retryDelay()
       }
     }
     let usage
@@ -245,6 +246,11 @@ class Store {
     return args.synced(options) && !this.#options.sync
   }
 
+  // Whether a write through the holder must be synced: this store's `sync`, or SYNC.
+  #syncAsked (options) {
+    return this.#options.sync || args.synced(options)
+  }
+
   #writable () {
     if (this.#options.readOnly) throw errors.readOnly(`the store at ${this.location}`, { path: this.location })
   }
@@ -282,7 +288,7 @@ class Store {
       if (this.#operations.closed) return Promise.reject(errors.closed())
       return Promise.resolve().then(() => this.#writable()).then(() => this.#opened(
         () => this.#files.openWriter(target, { expectedSha256, size, sync: this.#synced(options), signal }),
-        (r) => r.openWriter(key, { expectedSha256, size, sync: this.#options.sync || args.synced(options) })
+        (r) => r.openWriter(key, { expectedSha256, size, sync: this.#syncAsked(options) })
       ))
     }))
   }
@@ -304,7 +310,7 @@ class Store {
     if (args.isReadable(data)) return this.#putStream(data, options)
     const buffer = args.toBuffer(data)
     const sync = this.#synced(options)
-    return this.#op(() => this.#puts.put(buffer, { sync }), { write: true, retry: true, remote: (r) => r.put(buffer, { sync: this.#options.sync || args.synced(options) }) })
+    return this.#op(() => this.#puts.put(buffer, { sync }), { write: true, retry: true, remote: (r) => r.put(buffer, { sync: this.#syncAsked(options) }) })
   }
 
   // The Readable gets its first 'error' listener only when spooling starts, once the
@@ -322,7 +328,7 @@ class Store {
         write: true,
         remote: (r) => {
           if (early) throw early
-          return r.put(readable, { sync: this.#options.sync || args.synced(options) })
+          return r.put(readable, { sync: this.#syncAsked(options) })
         }
       })
     } catch (err) {
@@ -356,7 +362,7 @@ class Store {
     const sync = this.#synced(options)
     await this.#op(() => this.#files.inShardOf(k, (shard) => shard.unlink(k, { sync }), () => { throw errors.notFound(k) }), {
       write: true,
-      remote: (r) => r.unlink(key, { sync: this.#options.sync || args.synced(options) })
+      remote: (r) => r.unlink(key, { sync: this.#syncAsked(options) })
     })
   }
 

@@ -68,7 +68,7 @@ const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
 const crypto = require('node:crypto')
-const { execFileSync } = require('node:child_process')
+const { execFileSync, spawn } = require('node:child_process')
 const { inChild, now, msSince } = require('./child')
 const { fsWrite, inFlight, runScript, writeOut, chartsOf, quickMark, UsageError, optionValue, parseCount, parseSize, fmt, MiB } = require('./script')
 const { median, percentile } = require('./stats')
@@ -439,7 +439,7 @@ function operator (dir) {
   let stopped = false
   let runs = 0
   const run = (args, stdio) => new Promise((resolve, reject) => {
-    const child = require('node:child_process').spawn(process.execPath, [cli, '-d', dir, ...args], { stdio: ['ignore', stdio, 'inherit'] })
+    const child = spawn(process.execPath, [cli, '-d', dir, ...args], { stdio: ['ignore', stdio, 'inherit'] })
     let out = ''
     if (stdio === 'pipe') child.stdout.on('data', (d) => { out += d })
     child.once('error', reject)

@@ -22,17 +22,8 @@ const SOCKET = 'kfs.sock'
 const VERSION = '/v1'
 const ERROR_TRAILER = 'kfs-error'
 
-// The methods /v1/call/ serves, with whether they write.
-const CALLS = {
-  info: false,
-  exists: false,
-  stat: false,
-  usage: false,
-  diskUsage: false,
-  reclaim: true,
-  compact: true,
-  repair: true
-}
+// The methods /v1/call/ serves: the store's own checks (EROFS, EINVAL) apply to each.
+const CALLS = new Set(['info', 'exists', 'stat', 'usage', 'diskUsage', 'reclaim', 'compact', 'repair'])
 
 // Linux refuses a socket path longer than this (sun_path, with its final NUL).
 const MAX_SOCKET_PATH = 107

@@ -129,7 +129,7 @@ class Holder {
           })
           await line({ result })
         })
-      } else if (route === 'call' && req.method === 'POST' && Object.hasOwn(CALLS, rest[0])) {
+      } else if (route === 'call' && req.method === 'POST' && CALLS.has(rest[0])) {
         const args = await jsonBody(req)
         if (rest[0] === 'info') return answer(res, { referenceId: store.referenceId, chunkSize: store.chunkSize, shardCapacity: store.shardCapacity, shardCount: store.shardCount, pid: process.pid })
         return answer(res, await store[rest[0]](...(Array.isArray(args) ? args : [])))
@@ -256,21 +256,21 @@ function fail (res, err) {
 async function lines (res, idleMs, produce) {
   res.writeHead(200, { 'content-type': 'application/x-ndjson', trailer: ERROR_TRAILER })
   let pending = ''
+  const add = (value) => { pending += JSON.stringify(value) + '\n' }
   const flush = () => {
     const text = pending
     pending = ''
     return text ? res.write(text) : true
   }
-  const write = (value) => {
-    pending += JSON.stringify(value) + '\n'
-    return flush()
-  }
   try {
     await produce(async (value) => {
       if (res.destroyed) throw errors.closed()
-      pending += JSON.stringify(value) + '\n'
+      add(value)
       if (pending.length >= LINES_BYTES && !flush()) await drained(res, idleMs)
-    }, write)
+    }, (value) => {
+      add(value)
+      return flush()
+    })
     flush()
   } catch (err) {
     flush()
