@@ -13,7 +13,7 @@ import type { Readable, Writable } from 'node:stream'
 declare function kfs (dir: string, options?: kfs.StoreOptions): kfs.Store
 
 declare namespace kfs {
-  /** The same function as the module itself: `const { kfs } = require('kfs')`. */
+  /** The same function as the module itself: `const { kfs } = require('kfs-store')`. */
   const kfs: (dir: string, options?: StoreOptions) => Store
 
   /**
@@ -60,6 +60,8 @@ declare namespace kfs {
     argument?: string
     /** ENOENT, EINTEGRITY, ECORRUPT (a metadata record), EFBIG: the file's key. */
     key?: string
+    /** The same errors, of a file asked for by name: that name (`key` is its key). */
+    fileName?: string
     /** ENOENT (no store, `create: false` or `readOnly`), ENOTDIR, ENOTSUP, EBUSY, EROFS: the path concerned. */
     path?: string
     /** The shard concerned: ENOSPC, ECORRUPT, EBUSY, ENOENT of `repair`, OS errors. */
@@ -169,6 +171,8 @@ declare namespace kfs {
     free: number
     capacity: number
     files: number
+    /** Bytes of the disk reserve now on disk (the `diskReserve` option; 0 while a full disk has it given up). */
+    reserve: number
     /** Only the shards created so far. */
     shards: ShardUsage[]
   }

@@ -22,7 +22,7 @@ const { WriteStream, ReadStream } = require('./data/streams')
 const { WriteBudget } = require('./data/write-budget')
 const { UsageCache } = require('./dir/usage-cache')
 const storeDir = require('./dir/store-dir')
-const { diskUsage } = require('./dir/disk-usage')
+const { diskUsage, reserveBytes } = require('./dir/disk-usage')
 const { verify } = require('./maintenance/verify')
 const { repair } = require('./maintenance/repair')
 const { compact } = require('./maintenance/compact')
@@ -113,7 +113,9 @@ class Store {
   // Idempotent; every method calls it, so calling it yourself only surfaces errors
   // (EBUSY, EINVAL, ENOENT, ECORRUPT, ENOTDIR, ENOTSUP, EROFS, EACCES, EPERM) early. A
   // failed open is not remembered: the next call tries again (after EBUSY, say).
-  open () {
+  open (...given) {
+    const bad = args.arityError('open', given, [])
+    if (bad) return Promise.reject(bad)
     if (this.#operations.closed) return Promise.reject(errors.closed())
     if (!this.#opening) {
       this.#opening = this.#open().catch((err) => {
@@ -219,12 +221,14 @@ class Store {
   // Runs fn on the open store as an operation close() waits for, or `remote` on the
   // process that holds it (`share`). A write (`write`) to a store opened read-only is
   // refused (EROFS) before it opens. `retry`: the call may be made again, when the
-  // holder went away before it answered, through the next holder or here.
-  #op (fn, { write = false, remote, retry = false }) {
-    return this.#operations.run(() => {
+  // holder went away before it answered, through the next holder or here. `file`: the
+  // coerced key of the file concerned, whose name its errors then give.
+  #op (fn, { write = false, remote, retry = false, file }) {
+    const done = this.#operations.run(() => {
       if (write) this.#writable()
       return this.#opened(fn, remote, retry)
     })
+    return file ? done.catch((err) => { throw errors.named(err, file) }) : done
   }
 
   // fn() on the store open here, or remote(holder) on the store used through another
@@ -266,22 +270,25 @@ class Store {
   }
 
   async writeFile (key, data) {
+    args.arity('writeFile', arguments, ['key', 'data'])
     const target = coerceKey(key)
     const buffer = args.toBuffer(data)
     // A small file is hashed in one call, cheaper than a hash object fed chunk by chunk.
     const sha256 = buffer.length <= ONE_CALL_HASH ? sha256Of(buffer) : undefined
     // Never made again after the holder went away: if the first was made, a second
     // would make it twice, over a write of another caller in between.
-    await this.#op(() => this.#files.write(target, [buffer], { size: buffer.length, sha256 }), { write: true, remote: (r) => r.writeFile(key, buffer, { sync: this.#options.sync }) })
+    await this.#op(() => this.#files.write(target, [buffer], { size: buffer.length, sha256 }), { write: true, file: target, remote: (r) => r.writeFile(key, buffer, { sync: this.#options.sync }) })
   }
 
   async readFile (key, options) {
-    const { key: k } = coerceKey(key)
+    args.arity('readFile', arguments, ['key'], typeof options === 'string' || (options && options.encoding) ? 'it resolves to a Buffer: call toString() on it for text' : undefined)
+    const file = coerceKey(key)
     const unchecked = Boolean(options && options[UNCHECKED])
-    return this.#op(() => readFile(this.#files, this.#digester, k, { unchecked }), { retry: true, remote: (r) => r.readFile(key) })
+    return this.#op(() => readFile(this.#files, this.#digester, file.key, { unchecked }), { retry: true, file, remote: (r) => r.readFile(key) })
   }
 
   createWriteStream (key, options) {
+    args.arity('createWriteStream', arguments, ['key', 'options'])
     const target = coerceKey(key)
     const { sha256: expectedSha256, size } = args.writeOptions(options)
     return this.#track(new WriteStream((signal) => {
@@ -290,23 +297,25 @@ class Store {
         () => this.#files.openWriter(target, { expectedSha256, size, sync: this.#synced(options), signal }),
         (r) => r.openWriter(key, { expectedSha256, size, sync: this.#syncAsked(options) })
       ))
-    }))
+    }, (err) => errors.named(err, target)))
   }
 
   createReadStream (key, options) {
-    const { key: k } = coerceKey(key)
+    args.arity('createReadStream', arguments, ['key', 'options'])
+    const file = coerceKey(key)
     const range = args.range(options)
     const unchecked = Boolean(options && options[UNCHECKED])
     return this.#track(new ReadStream((signal) => {
       if (this.#operations.closed) return Promise.reject(errors.closed())
       // Opened through the next holder if the holder went away before the first bytes.
-      return this.#opened(() => this.#files.openReader(k, range, { unchecked, signal }), (r) => r.openReader(key, range), true)
-    }))
+      return this.#opened(() => this.#files.openReader(file.key, range, { unchecked, signal }), (r) => r.openReader(key, range), true)
+    }, (err) => errors.named(err, file)))
   }
 
   // Content addressing: resolves to the key, the SHA-256 of the content; content
   // already stored is not written again. `options`: internal (args.SYNC).
   async put (data, options) {
+    args.arity('put', arguments, ['data'], 'it stores content under its SHA-256 and resolves to that key; to store data under a key of your own, use writeFile(key, data)')
     if (args.isReadable(data)) return this.#putStream(data, options)
     const buffer = args.toBuffer(data)
     const sync = this.#synced(options)
@@ -340,34 +349,42 @@ class Store {
   }
 
   async exists (key) {
-    const { key: k } = coerceKey(key)
-    return this.#op(() => this.#files.inShardOf(k, async (shard) => Boolean(await shard.getMeta(k)), () => false), { retry: true, remote: (r) => r.call('exists', key) })
+    args.arity('exists', arguments, ['key'])
+    const file = coerceKey(key)
+    const k = file.key
+    return this.#op(() => this.#files.inShardOf(k, async (shard) => Boolean(await shard.getMeta(k)), () => false), { retry: true, file, remote: (r) => r.call('exists', key) })
   }
 
   async stat (key) {
-    const { key: k } = coerceKey(key)
+    args.arity('stat', arguments, ['key'])
+    const file = coerceKey(key)
+    const k = file.key
     return this.#op(() => this.#files.inShardOf(k, async (shard) => {
       const meta = await shard.getMeta(k)
       if (!meta) throw errors.notFound(k)
       const stat = { key: k, size: meta.size, chunks: meta.chunks, shard: shard.index, mtime: new Date(meta.mtime), sha256: meta.sha256 }
       if (meta.name !== undefined) stat.name = meta.name
       return stat
-    }, () => { throw errors.notFound(k) }), { retry: true, remote: (r) => r.stat(key) })
+    }, () => { throw errors.notFound(k) }), { retry: true, file, remote: (r) => r.stat(key) })
   }
 
   // `options`: internal (args.SYNC). Never made again after the holder went away: the
   // second would answer ENOENT for a file the first removed.
   async unlink (key, options) {
-    const { key: k } = coerceKey(key)
+    args.arity('unlink', arguments, ['key'])
+    const file = coerceKey(key)
+    const k = file.key
     const sync = this.#synced(options)
     await this.#op(() => this.#files.inShardOf(k, (shard) => shard.unlink(k, { sync }), () => { throw errors.notFound(k) }), {
       write: true,
+      file,
       remote: (r) => r.unlink(key, { sync: this.#syncAsked(options) })
     })
   }
 
   // An async iterable of { key, size, name } for every committed file (lib/data/list.js).
   list (shard) {
+    args.arity('list', arguments, ['shard'])
     if (shard !== undefined) args.shardIndex(shard, this.shardCount)
     return this.#list(shard)
   }
@@ -397,6 +414,7 @@ class Store {
   }
 
   async usage () {
+    args.arity('usage', arguments, [])
     return this.#op(async () => {
       const shards = []
       for (const index of this.#shards.indices()) {
@@ -405,37 +423,45 @@ class Store {
       }
       const used = shards.reduce((sum, s) => sum + s.used, 0)
       const capacity = this.shardCapacity * this.shardCount
-      return { used, free: capacity - used, capacity, files: shards.reduce((sum, s) => sum + s.files, 0), shards }
+      const reserve = await reserveBytes(this.location)
+      return { used, free: capacity - used, capacity, files: shards.reduce((sum, s) => sum + s.files, 0), reserve, shards }
     }, { retry: true, remote: (r) => r.call('usage') })
   }
 
   // Bytes of the store's files on disk, leaving out its disk reserve.
   async diskUsage () {
+    args.arity('diskUsage', arguments, [])
     return this.#op(() => diskUsage(this.location), { retry: true, remote: (r) => r.call('diskUsage') })
   }
 
   // Gives back now the disk space of files removed or replaced that the store would
   // otherwise reclaim in the background (the reclaim option), in the shards open.
   async reclaim () {
+    args.arity('reclaim', arguments, [])
     return this.#op(() => this.#reclaimer.reclaimNow(), { write: true, remote: (r) => r.call('reclaim') })
   }
 
   async compact () {
+    args.arity('compact', arguments, [])
     return this.#op(() => compact(this.#shards), { write: true, remote: (r) => r.call('compact') })
   }
 
   async verify (options) {
+    args.arity('verify', arguments, ['options'])
     const checked = args.verifyOptions(options, this.shardCount)
     return this.#op(() => verify(this.#maintenance(), checked), { remote: (r) => r.verify(options) })
   }
 
   async repair (shard) {
+    args.arity('repair', arguments, ['shard'])
     args.shardIndex(shard, this.shardCount)
     return this.#op(() => repair(this.#maintenance(), shard), { write: true, remote: (r) => r.call('repair', shard) })
   }
 
   // Every caller's promise settles once the store released everything it holds.
-  close () {
+  close (...given) {
+    const bad = args.arityError('close', given, [])
+    if (bad) return Promise.reject(bad)
     return this.#life.close(() => this.#close())
   }
 

@@ -79,6 +79,67 @@ describe('bad input', function () {
     expect((await store.readFile(key)).toString()).to.equal('data')
   })
 
+  it('every method given more arguments than it takes answers EINVAL, changing nothing', async () => {
+    const store = t.open()
+    await store.writeFile('present', 'data')
+    const before = snapshot(store.location)
+    const calls = {
+      open: () => store.open(1),
+      writeFile: () => store.writeFile('k', 'data', { encoding: 'utf8' }),
+      readFile: () => store.readFile('present', 'utf8'),
+      createWriteStream: () => store.createWriteStream('k', {}, 1),
+      createReadStream: () => store.createReadStream('present', {}, 1),
+      put: () => store.put('key', 'data'),
+      exists: () => store.exists('present', () => {}),
+      stat: () => store.stat('present', {}),
+      unlink: () => store.unlink('present', () => {}),
+      list: () => store.list(0, 1),
+      usage: () => store.usage(true),
+      diskUsage: () => store.diskUsage(1),
+      reclaim: () => store.reclaim(1),
+      compact: () => store.compact(() => {}),
+      verify: () => store.verify({}, () => {}),
+      repair: () => store.repair(0, {}),
+      close: () => store.close(() => {})
+    }
+    for (const [method, call] of Object.entries(calls)) {
+      let err
+      try {
+        await call()
+      } catch (e) {
+        err = e
+      }
+      expect(err && err.code, method).to.equal('EINVAL')
+      expect(err.message, method).to.match(new RegExp(`^store\\.${method}\\(\\) takes (no arguments|\\d arguments? \\()`))
+    }
+    // The first call of a cacache or level user is pointed to the method that does it.
+    const put = await rejects(store.put('notes.txt', 'hello'), 'EINVAL')
+    expect(put.message).to.contain('use writeFile(key, data)')
+    expect((await rejects(store.readFile('present', () => {}), 'EINVAL')).message).to.contain('takes no callback')
+    // Trailing undefined arguments are absent ones.
+    expect((await store.readFile('present', undefined)).toString()).to.equal('data')
+    expect(await store.exists('notes.txt')).to.equal(false)
+    expect(snapshot(store.location)).to.deep.equal(before)
+    expect(store.status).to.equal('open') // close(callback) did not close it
+  })
+
+  it('errors about a file asked for by name give the name as well as the key', async () => {
+    const store = t.open()
+    const key = '7c8d2ed0c9fca9dc531231ee4d593b5c03f84e03' // RIPEMD-160 of "notes.txt"
+    const named = `no file named "notes.txt" (key ${key})`
+    for (const call of [() => store.readFile('notes.txt'), () => store.stat('notes.txt'), () => store.unlink('notes.txt')]) {
+      const err = await rejects(call(), 'ENOENT')
+      expect(err).to.include({ message: named, key, fileName: 'notes.txt' })
+    }
+    const rs = store.createReadStream('notes.txt')
+    const err = await new Promise((resolve) => rs.on('error', resolve).resume())
+    expect(err).to.include({ code: 'ENOENT', message: named, fileName: 'notes.txt' })
+    // A hex key is a key: there is no name to give.
+    const byKey = await rejects(store.readFile(key), 'ENOENT')
+    expect(byKey.message).to.equal(`no file with key ${key}`)
+    expect(byKey.fileName).to.equal(undefined)
+  })
+
   it('a start beyond the end of the file is EINVAL once the size is known', async () => {
     const store = t.open()
     await store.writeFile('f', 'abc')

@@ -86,7 +86,7 @@ describe('kfs command line under faults', function () {
     const r = await cli(['get', 'a'])
     expect(r.code).to.equal(1)
     oneLine(r.stderr)
-    expect(r.stderr).to.match(/^kfs: no file with key /)
+    expect(r.stderr).to.match(/^kfs: no file named "a" \(key /)
   })
 
   it('get --start past the end of the file is a usage error: exit 2, one line', async () => {
@@ -113,7 +113,7 @@ describe('kfs command line under faults', function () {
     expect((await cli(['get', key])).stdout.equals(data)).to.equal(true)
   })
 
-  for (const command of ['get K', 'list', 'put']) {
+  for (const command of ['get K', 'list', 'put --allow-empty']) {
     it(`${command} > /dev/full: one kfs: line and exit 1, no stack trace`, async () => {
       await cli(['put', '--key', 'K'], { input: 'some bytes' })
       const r = shell(`$KFS ${command} < /dev/null > /dev/full`)

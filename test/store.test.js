@@ -66,7 +66,7 @@ describe('store', () => {
     it('reports a missing key as ENOENT, never as an empty file', async () => {
       const store = t.open()
       const err = await rejects(store.readFile('missing'), 'ENOENT')
-      expect(err.message).to.contain('no file with key')
+      expect(err.message).to.contain('no file named "missing" (key ')
       await store.writeFile('present', '')
       await rejects(store.readFile('other'), 'ENOENT') // a store with shards, key still absent
     })

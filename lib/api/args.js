@@ -17,6 +17,31 @@ function synced (options) {
   return Boolean(options !== null && typeof options === 'object' && options[SYNC])
 }
 
+// Whether `value` is an internal options object (SYNC, UNCHECKED): symbol keys only.
+function isInternal (value) {
+  return value !== null && typeof value === 'object' && Object.keys(value).length === 0 && Object.getOwnPropertySymbols(value).length > 0
+}
+
+// Every method takes at most its documented arguments (`params`), and internally one
+// more options object: a callback, an encoding or an extra key given by habit from
+// fs, level or cacache is an error rather than silently ignored. `hint` says what to
+// call instead.
+function arity (method, given, params, hint) {
+  const err = arityError(method, given, params, hint)
+  if (err) throw err
+}
+
+// arity()'s error, or undefined: for the methods that return a rejected promise.
+// Trailing undefined arguments count as absent, as optional parameters take them.
+function arityError (method, given, params, hint) {
+  let count = given.length
+  while (count > 0 && given[count - 1] === undefined) count--
+  const extra = count > params.length && !(count === params.length + 1 && isInternal(given[params.length]))
+  if (!extra) return undefined
+  if (typeof given[count - 1] === 'function') hint = 'it returns a promise and takes no callback'
+  return errors.tooManyArguments(method, params, count, hint)
+}
+
 function toBuffer (data, name = 'data') {
   if (Buffer.isBuffer(data)) return data
   if (data instanceof Uint8Array) return Buffer.from(data.buffer, data.byteOffset, data.byteLength)
@@ -62,4 +87,4 @@ function verifyOptions (options = {}, count) {
   return { shard, onProgress }
 }
 
-module.exports = { SYNC, synced, toBuffer, isReadable, writeOptions, range, shardIndex, verifyOptions }
+module.exports = { SYNC, synced, arity, arityError, toBuffer, isReadable, writeOptions, range, shardIndex, verifyOptions }

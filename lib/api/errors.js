@@ -22,8 +22,26 @@ function invalidValue (argument, message, props) {
   return make(RangeError, 'EINVAL', `${argument} ${message}`, { argument, ...props })
 }
 
+// store.<method>(...) given `count` arguments where it takes `params`.
+function tooManyArguments (method, params, count, hint) {
+  const takes = params.length === 0 ? 'no arguments' : `${params.length === 1 ? '1 argument' : `${params.length} arguments`} (${params.join(', ')})`
+  return make(TypeError, 'EINVAL', `store.${method}() takes ${takes}, got ${count}${hint ? `: ${hint}` : ''}`)
+}
+
 function notFound (key) {
   return make(Error, 'ENOENT', `no file with key ${key}`, { key })
+}
+
+// An error about the file `key` (err.key), raised where only its key is known, told of
+// the name the caller gave for it: err.fileName, and the message says both. The same
+// error, changed in place; any other error is returned as it is.
+function named (err, { key, name }) {
+  if (name === undefined || !err || err.key !== key || err.fileName !== undefined) return err
+  const before = err.message
+  const label = `${JSON.stringify(name)} (key ${key})`
+  err.message = before.includes(`with key ${key}`) ? before.replace(`with key ${key}`, `named ${label}`) : before.replace(key, label)
+  err.fileName = name
+  return err
 }
 
 function noShard (shard) {
@@ -155,7 +173,9 @@ const is = (code) => (err) => Boolean(err) && err.code === code
 module.exports = {
   invalidType,
   invalidValue,
+  tooManyArguments,
   notFound,
+  named,
   noShard,
   noSpace,
   diskFull,

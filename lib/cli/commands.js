@@ -1,5 +1,6 @@
 'use strict'
 
+const { Transform } = require('node:stream')
 const { pipeline } = require('node:stream/promises')
 const { Progress } = require('./progress')
 const { Output, write, println } = require('./output')
@@ -7,11 +8,15 @@ const { put } = require('./put')
 const { openTarget } = require('./write-file')
 const { humanSize, table, escapeField, describeError, shardName } = require('./text')
 
-// Each command gets the store, its arguments and `io` ({ stdin, stdout, stderr, and
-// `temps`, a Set of files to remove if the process is interrupted }) and resolves to
-// the process exit code.
+// Each command gets the store, its arguments and `io` ({ stdin, stdout, stderr,
+// `temps`, a Set of files to remove if the process is interrupted, and `json`, whether
+// results are printed as JSON }) and resolves to the process exit code.
 
-async function get (store, io, key, file, { start, end }) {
+// What a terminal is given of a file before it is taken for binary (as git and curl
+// look at the start of a file for a NUL byte).
+const SNIFF_BYTES = 8000
+
+async function get (store, io, key, file, { start, end, force }) {
   // A reversed range is a usage error, whatever is stored.
   if (end < start) throw Object.assign(new RangeError(`end (${end}) must not be less than start (${start})`), { code: 'EINVAL' })
   // A FILE written through (a FIFO, a device) is opened before the store is: see openTarget.
@@ -29,6 +34,9 @@ async function get (store, io, key, file, { start, end }) {
     // Each stream is made where pipeline() takes it, which listens to its errors.
     const copy = (...out) => pipeline(store.createReadStream(key, { start, end }), ...meter, ...out)
     if (!target) {
+      // Binary on a terminal can leave it in a state the user must reset: refused unless
+      // asked for with FILE "-" or --force.
+      if (io.stdout.isTTY && file !== '-' && !force) meter.push(textOnly())
       await copy(io.stdout, { end: false })
       await write(io.stdout, '') // an error writing the output is reported, not lost
       return 0
@@ -41,6 +49,20 @@ async function get (store, io, key, file, { start, end }) {
   }
 }
 
+// Passes a stream on unless its first bytes hold a NUL byte.
+function textOnly () {
+  let seen = 0
+  return new Transform({
+    transform (chunk, encoding, callback) {
+      if (seen < SNIFF_BYTES && chunk.subarray(0, SNIFF_BYTES - seen).includes(0)) {
+        return callback(Object.assign(new Error('the file looks binary and standard output is a terminal: give a FILE to write it to, or - (or --force) to write it here anyway'), { code: 'EINVAL' }))
+      }
+      seen += chunk.length
+      callback(null, chunk)
+    }
+  })
+}
+
 async function unlink (store, io, key) {
   await store.unlink(key)
   return 0
@@ -48,11 +70,12 @@ async function unlink (store, io, key) {
 
 async function exists (store, io, key) {
   const found = await store.exists(key)
-  await println(io.stdout, String(found))
+  await println(io.stdout, io.json ? JSON.stringify({ exists: found }) : String(found))
   return found ? 0 : 1
 }
 
-async function stat (store, io, key, { human, json, shards }) {
+async function stat (store, io, key, { human, shards }) {
+  const { json } = io
   const size = human ? humanSize : String
   if (key !== undefined && shards) throw Object.assign(new Error('--shards shows the store\'s shards: give no key'), { code: 'EINVAL' })
   if (key !== undefined) {
@@ -64,7 +87,8 @@ async function stat (store, io, key, { human, json, shards }) {
     return 0
   }
   const usage = await store.usage()
-  if (json) return println(io.stdout, JSON.stringify(usage)).then(() => 0)
+  const disk = await store.diskUsage()
+  if (json) return println(io.stdout, JSON.stringify({ ...usage, disk })).then(() => 0)
   if (shards) {
     const rows = [['shard', 'used', 'free', 'files', 'disk']]
     for (const s of usage.shards) rows.push([shardName(s.index), size(s.used), size(s.free), s.files, size(s.diskBytes)])
@@ -72,10 +96,10 @@ async function stat (store, io, key, { human, json, shards }) {
     await write(io.stdout, table(rows))
     return 0
   }
-  // A summary: the table has a row per shard created, up to 256.
-  const disk = usage.shards.reduce((sum, s) => sum + s.diskBytes, 0)
+  // A summary: the table has a row per shard created, up to 256. disk: the store's
+  // files; reserve: the file kept back for a full disk (diskReserve), which holds no data.
   await write(io.stdout, table([['used', size(usage.used)], ['free', size(usage.free)], ['capacity', size(usage.capacity)],
-    ['files', usage.files], ['shards', `${usage.shards.length} of ${store.shardCount} created`], ['disk', size(disk)]]))
+    ['files', usage.files], ['shards', `${usage.shards.length} of ${store.shardCount} created`], ['disk', size(disk)], ['reserve', size(usage.reserve)]]))
   return 0
 }
 
@@ -83,7 +107,8 @@ async function stat (store, io, key, { human, json, shards }) {
 // listing itself.
 // What was listed is printed even when the listing then fails (shards it could not
 // read): the error follows, on stderr.
-async function list (store, io, shard, { json }) {
+async function list (store, io, shard) {
+  const { json } = io
   const out = new Output(io.stdout)
   let piece = ''
   try {
@@ -109,11 +134,17 @@ async function compact (store, io) {
   const before = await store.diskUsage()
   await store.compact()
   const after = await store.diskUsage()
-  await println(io.stdout, `disk space used by ${store.location}: ${humanSize(before)} before, ${humanSize(after)} after`)
+  // Compacting writes a little (new manifests and logs): a store with nothing removed
+  // may end slightly larger.
+  const reclaimed = Math.max(0, before - after)
+  if (io.json) await println(io.stdout, JSON.stringify({ before, after, reclaimed }))
+  else if (reclaimed) await println(io.stdout, `reclaimed ${humanSize(reclaimed)}: disk space used by ${store.location}: ${humanSize(before)} before, ${humanSize(after)} after`)
+  else await println(io.stdout, `nothing to reclaim: ${store.location} uses ${humanSize(after)} on disk`)
   return 0
 }
 
-async function verify (store, io, { shard, json }) {
+async function verify (store, io, { shard }) {
+  const { json } = io
   let progress
   const report = await store.verify({
     shard,
@@ -136,9 +167,9 @@ async function verify (store, io, { shard, json }) {
   return report.problems.length ? 1 : 0
 }
 
-async function repair (store, io, shard, { json }) {
+async function repair (store, io, shard) {
   const result = await store.repair(shard)
-  if (json) return println(io.stdout, JSON.stringify(result)).then(() => 0)
+  if (io.json) return println(io.stdout, JSON.stringify(result)).then(() => 0)
   for (const d of result.dropped) await println(io.stdout, `dropped ${d.key}: ${d.problem}`)
   for (const n of result.notes) await println(io.stdout, `cleared a damage note of ${n.at}: ${n.dropped.join('; ')}`)
   const lost = result.unaccounted ? `; ${files(result.unaccounted)} more lost without a trace` : ''

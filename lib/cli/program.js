@@ -47,8 +47,8 @@ function shardNumber (value) {
 
 // Builds the command line. `run(name, args)` is called with the command's name and its
 // arguments (commander's parsed options last); `output` ({ writeOut, writeErr }) is
-// where help and errors go, stdout and stderr by default.
-function buildProgram (run, env, output = {}) {
+// where help and errors go, stdout and stderr by default; `json`: usage errors as JSON.
+function buildProgram (run, env, { writeOut, writeErr, json = false } = {}) {
   const program = new Command('kfs')
     .description('Store files in a kfs store: sharded, chunked and content-addressed, on LevelDB.')
     .version(version, '-V, --version', 'print the version')
@@ -58,12 +58,14 @@ function buildProgram (run, env, output = {}) {
     .configureHelp({ showGlobalOptions: true })
     .option('-d, --db <dir>', `the store to use (default: $KFS_DB, else ~/.kfs/default; now ${defaultDb(env)})`)
     .option('--read-only', 'open the store for reads only, writing nothing in it; the default when it cannot be written')
+    .option('--json', 'print results as JSON, and errors as one JSON line on stderr: {"error":{"code","message",...}}')
     .exitOverride()
 
   program.command('put').alias('write')
     .argument('[file]', 'the file to store; standard input when absent or "-"')
     .option('--key <key>', 'store it under this key (40 or 64 hex characters) or name instead of its SHA-256')
     .option('--size <bytes>', 'store exactly the first <bytes> bytes of the input; needed for a character device such as /dev/zero', nonNegativeInteger)
+    .option('--allow-empty', 'store an empty standard input (refused otherwise: an empty input is more often a mistake)')
     .description('store a file and print its key (the SHA-256 of its content, unless --key is given)')
     .action((file, options) => run('put', [file, options]))
 
@@ -72,6 +74,7 @@ function buildProgram (run, env, output = {}) {
     .argument('[file]', 'where to write it; standard output when absent or "-"')
     .option('--start <n>', 'first byte to read (default 0)', nonNegativeInteger)
     .option('--end <n>', 'last byte to read, inclusive; past the end of the file means to its end (the default)', lastByte)
+    .option('-f, --force', 'write a file that looks binary to standard output even when it is a terminal (as FILE "-" does)')
     .description('write a stored file, or a byte range of it, to a file or standard output')
     .action((key, file, options) => run('get', [key, file, options]))
 
@@ -89,30 +92,26 @@ function buildProgram (run, env, output = {}) {
     .argument('[key]', 'the key (or name) of a file; without it, the store\'s usage')
     .option('-H, --human', 'sizes in KiB, MiB, GiB...')
     .option('--shards', 'without a key: a row per shard instead of the summary')
-    .option('--json', 'print JSON (the store\'s usage has every shard)')
-    .description('show a file\'s size, chunks, shard, time and name, or the store\'s usage: used, free, capacity, files, shards, disk')
+    .description('show a file\'s size, chunks, shard, time and name, or the store\'s usage: used, free, capacity, files, shards, disk, reserve')
     .action((key, options) => run('stat', [key, options]))
 
   program.command('list')
     .argument('[shard]', 'only this shard (0 to 255)', shardNumber)
-    .option('--json', 'print one JSON object per line')
-    .description('list stored files, one per line: key<TAB>size<TAB>name')
+    .description('list stored files, one per line: key<TAB>size<TAB>name (with --json, one JSON object per line)')
     .action((shard, options) => run('list', [shard, options]))
 
   program.command('verify')
     .option('--shard <n>', 'only this shard (0 to 255)', shardNumber)
-    .option('--json', 'print the report as JSON')
     .description('read every stored file and check it; exit 1 if any problem is found')
     .action((options) => run('verify', [options]))
 
   program.command('repair')
     .argument('<shard>', 'the damaged shard (0 to 255)', shardNumber)
-    .option('--json', 'print the result as JSON')
     .description('repair a damaged shard: recover what LevelDB can, drop files that cannot be recovered (listed), rebuild its accounting')
     .action((shard, options) => run('repair', [shard, options]))
 
   program.command('compact')
-    .description('compact every shard, reclaiming the space of removed data; prints disk use before and after')
+    .description('compact every shard, reclaiming the space of removed data; prints disk use before and after, or that there was nothing to reclaim')
     .action(() => run('compact', []))
 
   program.command('help')
@@ -129,17 +128,27 @@ function buildProgram (run, env, output = {}) {
 
   // A command copies the program's output settings when it is created: set on each.
   for (const command of [program, ...program.commands]) {
-    command.configureOutput({ ...output, outputError: (message, write) => write(usageError(message, command)) })
+    command.configureOutput({ writeOut, writeErr, outputError: (message, write) => write(usageError(message, command, json)) })
   }
   return program
 }
 
 // A usage error as one line: commander's "(Did you mean put?)" goes on the same line,
 // and the line says where the help is.
-function usageError (message, command) {
+function usageError (message, command, json) {
   const text = message.trim().replace(/^error: /, '').replace(/\n\(Did you mean (.*)\?\)$/, ' (did you mean $1?)').replace(/\.$/, '')
   const help = command.parent ? `kfs ${command.name()} --help` : 'kfs --help'
-  return `kfs: ${text}; see '${help}'\n`
+  return json ? errorLine({ code: 'EINVAL', message: `${text}; see '${help}'` }) : `kfs: ${text}; see '${help}'\n`
+}
+
+// The properties of a kfs error a script may use, beside its code and message.
+const ERROR_PROPS = ['key', 'fileName', 'path', 'shard', 'shards', 'argument', 'needed', 'free', 'pid', 'written']
+
+// An error as --json prints it: one line, {"error":{"code","message",...}}.
+function errorLine (err) {
+  const error = { code: err.code || 'EIO', message: describeError(err) }
+  for (const prop of ERROR_PROPS) if (err[prop] !== undefined) error[prop] = err[prop]
+  return JSON.stringify({ error }) + '\n'
 }
 
 // Runs the command line and resolves to the exit code: 0 success, 1 runtime error (or
@@ -161,9 +170,11 @@ async function main (argv, io = { stdin: process.stdin, stdout: process.stdout, 
     // Only put creates a store: any other command on a path that holds none (a
     // mistyped --db) fails with ENOENT rather than leaving an empty store there.
     store = kfs(dir, readOnly ? { readOnly: true } : { create: name === 'put' })
-    io.exitCode = await commands[name](store, io, ...args)
+    io.exitCode = await commands[name](store, { ...io, json }, ...args)
   }
-  const program = buildProgram(run, env, { writeOut: (s) => io.stdout.write(s), writeErr: (s) => io.stderr.write(s) })
+  // Known before parsing, so that a usage error is JSON too.
+  const json = argv.slice(2).includes('--json')
+  const program = buildProgram(run, env, { writeOut: (s) => io.stdout.write(s), writeErr: (s) => io.stderr.write(s), json })
   try {
     await program.parseAsync(argv)
     return io.exitCode ?? 0
@@ -172,7 +183,7 @@ async function main (argv, io = { stdin: process.stdin, stdout: process.stdout, 
     // the help on stderr, a usage error.
     if (err instanceof CommanderError) return err.exitCode === 0 ? 0 : 2
     if (err.code === 'EPIPE') return 0 // the reader went away (`kfs get KEY | head`): not an error
-    io.stderr.write(`kfs: ${describeError(err)}\n`)
+    io.stderr.write(json ? errorLine(err) : `kfs: ${describeError(err)}\n`)
     if (env.KFS_DEBUG === '1') io.stderr.write(`${err.stack}\n`)
     return err.code === 'EINVAL' ? 2 : 1
   } finally {

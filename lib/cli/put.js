@@ -5,13 +5,18 @@ const crypto = require('node:crypto')
 const { Readable } = require('node:stream')
 const { pipeline } = require('node:stream/promises')
 const { Progress, metered, finished } = require('./progress')
-const { println } = require('./output')
+const { println, write } = require('./output')
 
-// kfs put [file] [--key k] [--size n]: see doc/cli.md.
-async function put (store, io, file, { key, size: wanted }) {
+// kfs put [file] [--key k] [--size n] [--allow-empty]: see doc/cli.md.
+async function put (store, io, file, { key, size: wanted, allowEmpty }) {
   const fromStdin = !file || file === '-'
   const name = fromStdin ? 'standard input' : file
   if (fromStdin) refuseDirectory(io.stdin, name)
+  // Without a FILE, on a terminal, kfs would seem to hang.
+  if (fromStdin && io.stdin.isTTY) await write(io.stderr, 'kfs: reading standard input (end it with Ctrl-D)\n')
+  // An empty standard input is more often a failed producer than an empty file.
+  const refuseEmpty = fromStdin && !allowEmpty && wanted === undefined
+  const printKey = (k) => println(io.stdout, io.json ? JSON.stringify({ key: k }) : k)
   const stats = fromStdin ? undefined : await fs.promises.stat(file)
   if (stats && stats.isDirectory()) throw isDirectory(file)
   // /dev/zero or /dev/urandom never ends: it would be spooled up to the shard's cap
@@ -24,6 +29,7 @@ async function put (store, io, file, { key, size: wanted }) {
   const size = wanted ?? (regular ? stats.size : undefined)
   const read = () => {
     const source = fromStdin ? io.stdin : fs.createReadStream(file)
+    if (refuseEmpty) return Readable.from(notEmpty(source), { objectMode: false })
     return wanted === undefined ? source : Readable.from(firstBytes(source, wanted, name), { objectMode: false })
   }
   if (wanted !== undefined && key === undefined && !regular) {
@@ -35,7 +41,7 @@ async function put (store, io, file, { key, size: wanted }) {
   if (key !== undefined || !regular) {
     const progress = Progress.create({ stream: io.stderr, total: size, label: 'put' })
     const written = key === undefined ? store.put(metered(read(), progress)) : writeTo(store, key, read(), progress, size)
-    return println(io.stdout, await unchanged(file, finished(written, progress))).then(() => 0)
+    return printKey(await unchanged(file, finished(written, progress))).then(() => 0)
   }
   // A file can be read twice: hash it first, so stored content is not written again
   // and nothing is spooled, then stream it into its shard.
@@ -55,8 +61,18 @@ async function put (store, io, file, { key, size: wanted }) {
     const ws = store.createWriteStream(sha256, { sha256, size })
     await unchanged(file, finished(pipeline(metered(read(), progress), ws), progress))
   }
-  await println(io.stdout, sha256)
+  await printKey(sha256)
   return 0
+}
+
+// Standard input, which fails the put, nothing stored, if it ends before any byte.
+async function * notEmpty (source) {
+  let empty = true
+  for await (const chunk of source) {
+    if (chunk.length) empty = false
+    yield chunk
+  }
+  if (empty) throw Object.assign(new Error('standard input was empty: nothing was stored (give --allow-empty to store an empty file)'), { code: 'ENODATA' })
 }
 
 // The first `size` bytes of `source` (put --size), which is then destroyed: the rest is

@@ -9,6 +9,9 @@ const { controller } = require('../api/abortable')
 // Node runs _destroy only once _construct is done, so destroy() also aborts the
 // signal that open(signal) was given: a stream destroyed while it waits (for a shard
 // slot) stops waiting at once, and that wait's end is no error of the stream's.
+//
+// Every error the stream emits passes through `named` (errors.named: the file's name
+// added to an error about its key) in _destroy, which each of them reaches.
 function opening (signal, open, callback) {
   open(signal).then((opened) => callback(null, opened), (err) => callback(signal.aborted ? null : err))
 }
@@ -16,12 +19,14 @@ function opening (signal, open, callback) {
 class WriteStream extends Writable {
   #open
   #writer
+  #named
   #aborter = controller()
 
   // open: async (signal) => ChunkWriter
-  constructor (open, options) {
-    super(options)
+  constructor (open, named = (err) => err) {
+    super()
     this.#open = open
+    this.#named = named
   }
 
   _construct (callback) {
@@ -51,6 +56,7 @@ class WriteStream extends Writable {
 
   // Destroyed before the commit: nothing of this write remains.
   _destroy (err, callback) {
+    err = this.#named(err)
     if (!this.#writer) return callback(err)
     this.#writer.abort().then(() => callback(err), () => callback(err))
   }
@@ -59,12 +65,14 @@ class WriteStream extends Writable {
 class ReadStream extends Readable {
   #open
   #reader
+  #named
   #aborter = controller()
 
   // open: async (signal) => ChunkReader
-  constructor (open, options) {
-    super(options)
+  constructor (open, named = (err) => err) {
+    super()
     this.#open = open
+    this.#named = named
   }
 
   _construct (callback) {
@@ -86,6 +94,7 @@ class ReadStream extends Readable {
   // Only stops reading, or waiting to: the iterator is ended and the shard released,
   // data untouched.
   _destroy (err, callback) {
+    err = this.#named(err)
     if (!this.#reader) return callback(err)
     this.#reader.close().then(() => callback(err), () => callback(err))
   }

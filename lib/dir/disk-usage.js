@@ -17,4 +17,13 @@ async function diskUsage (dir, top = true) {
   return total
 }
 
-module.exports = { diskUsage }
+// Bytes of the store's disk reserve now on disk: 0 while it is given up (a full disk)
+// and in a store opened read-only that never had one.
+async function reserveBytes (dir) {
+  const stats = await fs.stat(path.join(dir, RESERVE_FILE)).catch((err) => {
+    if (err.code !== 'ENOENT') throw err
+  })
+  return stats ? stats.size : 0
+}
+
+module.exports = { diskUsage, reserveBytes }

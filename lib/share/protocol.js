@@ -44,7 +44,7 @@ const STATUS = {
 }
 
 // Properties of kfs errors (index.d.ts, KfsError) carried across.
-const PROPS = ['argument', 'key', 'path', 'shard', 'shards', 'needed', 'free', 'disk', 'chunk', 'expected', 'found', 'supported', 'written', 'size']
+const PROPS = ['argument', 'key', 'fileName', 'path', 'shard', 'shards', 'needed', 'free', 'disk', 'chunk', 'expected', 'found', 'supported', 'written', 'size']
 
 function encodeError (err) {
   const out = { code: err.code || 'EIO', message: err.message, name: err.name }

@@ -189,7 +189,7 @@ class Holder {
 
   async #receive (key, query, req, res) {
     this.#idle(req)
-    const options = synced(query)
+    const options = { ...synced(query) }
     if (query.has('sha256')) options.sha256 = query.get('sha256')
     if (query.has('size')) options.size = Number(query.get('size'))
     const stream = this.#store.createWriteStream(key, options)
@@ -198,9 +198,9 @@ class Holder {
   }
 }
 
-// The internal options of a write: ?sync=1 asks that it be synced.
+// The internal options of a write, if any: ?sync=1 asks that it be synced.
 function synced (query) {
-  return query.get('sync') === '1' ? { [SYNC]: true } : {}
+  return query.get('sync') === '1' ? { [SYNC]: true } : undefined
 }
 
 // A key as sent, URI-encoded.
