@@ -1,4 +1,4 @@
-// Type declarations for kfs's public API (index.js). The README is the reference for
+// Type declarations for kfs's public API (index.js). doc/api.md is the reference for
 // behaviour; this file only states the shapes. test/types/usage.ts checks it with tsc,
 // and test/readme.test.js checks that every Store method is declared here.
 
@@ -51,7 +51,7 @@ declare namespace kfs {
    * An error raised by kfs: an `Error` (a `TypeError` or `RangeError` for EINVAL) with a
    * `code`. Other operating-system errors pass through with their own codes, so `code`
    * is any string, with the documented ones spelled out. The other fields are present
-   * only for the codes the README names them with.
+   * only for the codes doc/api.md names them with.
    */
   interface KfsError extends Error {
     // `string & {}` keeps ErrorCode's names for completion while accepting others.
@@ -190,7 +190,7 @@ declare namespace kfs {
     onProgress?: (progress: VerifyProgress) => void
   }
 
-  /** What a verify problem is about; see the README for each. */
+  /** What a verify problem is about; see doc/api.md for each. */
   type VerifyProblemKind = 'file' | 'metadata' | 'accounting' | 'shard' | 'log' | 'write'
 
   interface VerifyProblem {

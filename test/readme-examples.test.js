@@ -1,7 +1,7 @@
 'use strict'
 
 // Runs every ```js code block of README.md as written, the way a user would: saved as
-// app.js in a fresh app directory whose node_modules/kfs links to this checkout, then
+// app.js in a fresh app directory whose node_modules/kfs-store links to this checkout, then
 // `node app.js` there (so relative store paths land in that directory). A block passes
 // when it exits with 0 and writes nothing to stderr.
 //
@@ -89,7 +89,7 @@ describe('README examples', () => {
       const dir = await fs.promises.mkdtemp(path.join(os.tmpdir(), 'kfs-readme-'))
       try {
         await fs.promises.mkdir(path.join(dir, 'node_modules'))
-        await fs.promises.symlink(root, path.join(dir, 'node_modules', 'kfs'), 'dir')
+        await fs.promises.symlink(root, path.join(dir, 'node_modules', 'kfs-store'), 'dir')
         const file = isModule(block.code) ? 'app.mjs' : 'app.js'
         await fs.promises.writeFile(path.join(dir, file), block.code)
         const result = await node([file], dir)
@@ -102,11 +102,11 @@ describe('README examples', () => {
     })
   }
 
-  it('require(\'kfs\') and import work inside the checkout too (self-reference)', async () => {
+  it('require(\'kfs-store\') and import work inside the checkout too (self-reference)', async () => {
     // package.json "exports" is what lets a module of the package itself name it.
-    const cjs = await node(['-p', "require.resolve('kfs')"], path.join(root, 'test'))
+    const cjs = await node(['-p', "require.resolve('kfs-store')"], path.join(root, 'test'))
     expect(cjs).to.deep.equal({ code: 0, stdout: `${path.join(root, 'index.js')}\n`, stderr: '' })
-    const esm = await node(['--input-type=module', '-e', "import kfs, { Store, errors } from 'kfs'; console.log(typeof kfs, kfs('x') instanceof Store, typeof errors.isNotFound)"], root)
+    const esm = await node(['--input-type=module', '-e', "import kfs, { Store, errors } from 'kfs-store'; console.log(typeof kfs, kfs('x') instanceof Store, typeof errors.isNotFound)"], root)
     expect(esm).to.deep.equal({ code: 0, stdout: 'function true function\n', stderr: '' })
   })
 

@@ -7,6 +7,8 @@ const { execFile } = require('node:child_process')
 const kfs = require('..')
 
 const readme = fs.readFileSync(path.join(__dirname, '..', 'README.md'), 'utf8')
+// The reference: README.md is the user's overview, doc/api.md documents everything.
+const api = fs.readFileSync(path.join(__dirname, '..', 'doc', 'api.md'), 'utf8')
 const libDir = path.join(__dirname, '..', 'lib')
 
 // The .js files under dir, recursively, except in the subdirectories named in skip.
@@ -24,19 +26,21 @@ function stripComments (source) {
   return source.replace(/\/\*[\s\S]*?\*\//g, '').replace(/(^|\s)\/\/.*$/gm, '$1')
 }
 
-describe('README', () => {
-  it('documents every public method of the store', () => {
-    const methods = Object.getOwnPropertyNames(kfs.Store.prototype).filter((m) => m !== 'constructor')
+describe('README and doc/api.md', () => {
+  it('README lists every method of the store in its table; doc/api.md documents every method and property', () => {
+    const members = Object.getOwnPropertyNames(kfs.Store.prototype).filter((m) => m !== 'constructor')
+    const methods = members.filter((m) => typeof Object.getOwnPropertyDescriptor(kfs.Store.prototype, m).value === 'function')
     expect(methods.length).to.be.above(10)
-    for (const method of methods) expect(readme, method).to.contain(`store.${method}`)
+    for (const method of methods) expect(readme, method).to.match(new RegExp(`^\\| \`store\\.${method}\\(`, 'm'))
+    for (const member of members) expect(api, member).to.contain(`store.${member}`)
   })
 
-  it('documents every option', () => {
+  it('doc/api.md documents every option', () => {
     const { DEFAULTS } = require('../lib/api/options')
-    for (const option of [...Object.keys(DEFAULTS), 'referenceId']) expect(readme, option).to.contain(`\`${option}\``)
+    for (const option of [...Object.keys(DEFAULTS), 'referenceId']) expect(api, option).to.contain(`\`${option}\``)
   })
 
-  it('lists every error code the library raises', () => {
+  it('doc/api.md lists every error code the library raises', () => {
     const codes = new Set()
     // Every code-shaped word in the library's code, outside comments: however a code is
     // set (a quoted or template string, `code: ...`, `code = ...`, a table of codes), it
@@ -54,16 +58,16 @@ describe('README', () => {
     expect(system).to.include.members(['EMFILE', 'EACCES', 'EIO'])
     for (const code of system) codes.add(code)
     expect(codes).to.include.keys(['EINVAL', 'ENOENT', 'EIO', 'ECLOSED'])
-    for (const code of codes) expect(readme, code).to.match(new RegExp(`^\\| [^|]*\`${code}\`[^|]*\\|`, 'm'))
+    for (const code of codes) expect(api, code).to.match(new RegExp(`^\\| [^|]*\`${code}\`[^|]*\\|`, 'm'))
   })
 
-  it('mentions every export of index.js', () => {
+  it('doc/api.md mentions every export of index.js', () => {
     const names = Object.keys(kfs)
     expect(names).to.include.members(['kfs', 'Store', 'errors'])
     for (const name of names) {
-      // kfs.name, or a destructuring or named import of it from 'kfs'.
-      const used = new RegExp(`kfs\\.${name}\\b|\\{[^}]*\\b${name}\\b[^}]*\\}\\s*=\\s*require\\('kfs'\\)|import [^;\\n]*\\b${name}\\b[^;\\n]* from 'kfs'`)
-      expect(readme, name).to.match(used)
+      // kfs.name, or a destructuring or named import of it from 'kfs-store'.
+      const used = new RegExp(`kfs\\.${name}\\b|\\{[^}]*\\b${name}\\b[^}]*\\}\\s*=\\s*require\\('kfs-store'\\)|import [^;\\n]*\\b${name}\\b[^;\\n]* from 'kfs-store'`)
+      expect(api, name).to.match(used)
     }
   })
 
@@ -87,6 +91,7 @@ describe('README', () => {
     const install = /\n## Install\n([\s\S]*?)\n## /.exec(readme)
     expect(install, 'an Install section').to.not.equal(null)
     expect(install[1]).to.match(/npm install \/path\/to\/kfs/)
+    expect(install[1]).to.contain(`package name is **\`${require('../package.json').name}\`**`)
     expect(install[1]).to.match(/npm install git\+https:\/\//)
     expect(install[1]).to.match(/`npm install kfs`[^.]*unrelated/)
   })
@@ -113,7 +118,7 @@ describe('npm package', () => {
     const files = JSON.parse(out)[0].files.map((f) => f.path)
     const pkg = require('../package.json')
     // Everything package.json points at: exports, types, bin.
-    const wanted = ['index.js', 'index.d.ts', 'package.json', 'README.md', pkg.types, ...Object.values(pkg.bin),
+    const wanted = ['index.js', 'index.d.ts', 'package.json', 'README.md', 'LICENSE', pkg.types, ...Object.values(pkg.bin),
       ...Object.values(pkg.exports).flatMap((target) => (typeof target === 'string' ? [target] : Object.values(target)))]
     for (const file of wanted) expect(files, file).to.include(path.normalize(file))
     expect(files.filter((f) => f.startsWith('lib/')).length).to.be.above(10)

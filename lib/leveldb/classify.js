@@ -1,7 +1,7 @@
 'use strict'
 
 // Every error the binding reports leaves lib/leveldb/ through classify(), with a code
-// from the README's table, naming the shard when the database is one; a failed open
+// from doc/api.md's table, naming the shard when the database is one; a failed open
 // through openFailure().
 const { shardName } = require('../base/shard-names')
 const errors = require('../api/errors')

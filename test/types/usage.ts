@@ -2,7 +2,7 @@
 // property of the API is used here, and each result's type is asserted exactly, so a
 // declaration that is wrong, missing or too loose (any) fails the compile.
 
-import kfs = require('kfs')
+import kfs = require('kfs-store')
 import { Readable, Writable } from 'node:stream'
 
 // Exact type equality: true only if A and B are the same type (any is not `Buffer`).
