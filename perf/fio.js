@@ -4,24 +4,10 @@
 // (kfs with shardCount 1) and on plain files in the same directory, each engine in its
 // own child process, one cell at a time, engines side by side.
 //
-//   npm run benchmark:fio -- [options]
-//
-//   --engines list     kfs,vanilla,fs (default all three)
-//   --large SIZE       sequential part: one file of SIZE, one job (10G, like CubeFS)
-//   --files N          sequential part: N files, N jobs (32)
-//   --file-size SIZE   ... each of SIZE (1G)
-//   --sizes a,b,...    by-size part: file sizes (256K,1M,2M,5M,10M,50M,100M,200M,1G, like GCSFuse)
-//   --jobs J           by-size part: concurrent jobs (40)
-//   --bs SIZE          block size of every read and write (1M)
-//   --time S           by-size part: seconds per cell (10; GCSFuse ran 60)
-//   --set SIZE         by-size part: at most this much data per cell (4G); beyond it
-//                      jobs share files, job j reading file j mod files
-//   --dir DIR          where the engines' data lives ($KFS_PERF_DIR, else the temp dir)
-//   --out DIR          fio.csv, fio.md and SVG charts go here (benchmark-fio)
-//   --quick            tiny sizes, for CI: proves the script runs, measures nothing
-//   --from-csv FILE    run nothing: draw the charts again from a fio.csv written before,
-//                      into --out (default: beside FILE); add --quick for a quick run's
-//                      CSV, so that its charts say so
+// The charts' published series (GCSFuse's figures, on other hardware) are drawn in grey
+// and say so in their legend. --from-csv FILE runs nothing: it draws the charts again
+// from a fio.csv written before, into --out; add --quick for a quick run's CSV, so that
+// its charts say so.
 //
 // Sizes take K, M, G (powers of 1024) or bytes. What each engine does per operation:
 // a write is one block written to a kfs write stream (awaited) or one fs write() at the
@@ -36,7 +22,7 @@ const path = require('node:path')
 const crypto = require('node:crypto')
 const async = require('async')
 const { inChild, now, msSince } = require('./child')
-const { runScript, writeOut, chartsOf, quickMark, UsageError, optionValue, parseCount, parseSize, fmt, KiB, MiB, GiB } = require('./script')
+const { cli, runScript, writeOut, chartsOf, quickMark, fmt, KiB, MiB, GiB } = require('./script')
 const { barChart } = require('./svg')
 const stats = require('./stats')
 // Published figures of other systems on other hardware, beside ours in the report.
@@ -46,47 +32,29 @@ const SELF = __filename
 const ENGINES = ['kfs', 'vanilla', 'fs']
 const HEADER = 'engine,part,test,file_size_bytes,files,jobs,block_bytes,seconds,bytes,ops,mib_per_s,gib_per_s,iops,avg_ms,p99_ms'
 
-function parseArgs (argv) {
-  const args = {
-    engines: ENGINES,
-    large: 10 * GiB,
-    files: 32,
-    fileSize: GiB,
-    sizes: [256 * KiB, MiB, 2 * MiB, 5 * MiB, 10 * MiB, 50 * MiB, 100 * MiB, 200 * MiB, GiB],
-    jobs: 40,
-    bs: MiB,
-    time: 10,
-    set: 4 * GiB,
-    dir: process.env.KFS_PERF_DIR || os.tmpdir(),
-    out: undefined,
-    quick: false
+const QUICK = { large: 8 * MiB, files: 4, fileSize: 2 * MiB, sizes: [256 * KiB, MiB, 3 * MiB], jobs: 4, time: 0.3, set: 8 * MiB, quick: true }
+const COMMAND = cli(__filename, {
+  run: 'npm run benchmark:fio --',
+  options: [
+    { name: '--engines', type: 'list', values: ENGINES, default: ENGINES, help: 'the engines to run' },
+    { name: '--large', type: 'size', default: 10 * GiB, shown: '10G, like CubeFS', help: 'sequential part: one file of SIZE, one job' },
+    { name: '--files', type: 'count', default: 32, help: 'sequential part: N files, N jobs' },
+    { name: '--file-size', type: 'size', default: GiB, shown: '1G', help: '... each of SIZE' },
+    { name: '--sizes', type: 'list', of: 'size', default: [256 * KiB, MiB, 2 * MiB, 5 * MiB, 10 * MiB, 50 * MiB, 100 * MiB, 200 * MiB, GiB], shown: '256K,1M,2M,5M,10M,50M,100M,200M,1G, like GCSFuse', help: 'by-size part: file sizes' },
+    { name: '--jobs', type: 'count', default: 40, help: 'by-size part: concurrent jobs' },
+    { name: '--bs', type: 'size', default: MiB, shown: '1M', help: 'block size of every read and write' },
+    { name: '--time', type: 'number', arg: 'S', default: 10, shown: '10; GCSFuse ran 60', help: 'by-size part: seconds per cell' },
+    { name: '--set', type: 'size', default: 4 * GiB, shown: '4G', help: 'by-size part: at most this much data per cell; beyond it jobs share files, job j reading file j mod files' },
+    { name: '--dir', type: 'string', arg: 'DIR', default: process.env.KFS_PERF_DIR || os.tmpdir(), shown: '$KFS_PERF_DIR, else the temp dir', help: 'where the engines\' data lives' },
+    { name: '--quick', type: 'flag', sets: QUICK, help: 'tiny sizes, for CI: proves the script runs, measures nothing' },
+    { name: '--from-csv', type: 'string', arg: 'FILE', help: 'run nothing: draw the charts again from a fio.csv, into --out' }
+  ],
+  defaults: { quick: false },
+  check (args) {
+    args.engines = [...new Set(args.engines)]
+    args.sizes = [...new Set(args.sizes)]
   }
-  const value = (i) => optionValue(argv, i)
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i]
-    if (arg === '--engines') args.engines = value(++i).split(',')
-    else if (arg === '--large') args.large = parseSize(value(++i), arg)
-    else if (arg === '--files') args.files = parseCount(value(++i), arg)
-    else if (arg === '--file-size') args.fileSize = parseSize(value(++i), arg)
-    else if (arg === '--sizes') args.sizes = value(++i).split(',').map((s) => parseSize(s, arg))
-    else if (arg === '--jobs') args.jobs = parseCount(value(++i), arg)
-    else if (arg === '--bs') args.bs = parseSize(value(++i), arg)
-    else if (arg === '--time') args.time = Number(value(++i))
-    else if (arg === '--set') args.set = parseSize(value(++i), arg)
-    else if (arg === '--dir') args.dir = value(++i)
-    else if (arg === '--out') args.out = value(++i)
-    else if (arg === '--from-csv') args.fromCsv = value(++i)
-    else if (arg === '--quick') Object.assign(args, { large: 8 * MiB, files: 4, fileSize: 2 * MiB, sizes: [256 * KiB, MiB, 3 * MiB], jobs: 4, time: 0.3, set: 8 * MiB, quick: true })
-    else if (arg === '--child') args.child = JSON.parse(value(++i))
-    else throw new UsageError(`unknown argument ${arg} (see the comment at the top of perf/fio.js)`)
-  }
-  if (!(args.time > 0 && args.time < Infinity)) throw new UsageError('--time takes a positive number of seconds')
-  args.out = args.out ?? (args.fromCsv ? path.dirname(args.fromCsv) : 'benchmark-fio')
-  args.engines = [...new Set(args.engines)]
-  args.sizes = [...new Set(args.sizes)]
-  for (const engine of args.engines) if (!ENGINES.includes(engine)) throw new UsageError(`unknown engine ${engine} (known: ${ENGINES.join(', ')})`)
-  return args
-}
+})
 
 // One engine's files in `dir`: write(name, size, block, onBlock), readSequential and
 // readRange, each calling onBlock(bytes, ms) per block (readSequential until stop()
@@ -421,6 +389,6 @@ async function main (args) {
   progress(`wrote fio.csv, fio.md and charts to ${args.out}`)
 }
 
-if (require.main === module) runScript('perf/fio.js', { parseArgs, cases: CASES, main, redraw: REDRAW })
+if (require.main === module) runScript(COMMAND, { cases: CASES, main, redraw: REDRAW })
 
-module.exports = { HEADER }
+module.exports = { HEADER, COMMAND }

@@ -3,15 +3,8 @@
 // `ls`-style listing timings, like LeoFS's: kfs and vanilla (kfs with shardCount 1),
 // each engine in its own child process.
 //
-//   npm run benchmark:ls -- [--runs N] [--dir DIR] [--out DIR] [--quick]
-//
-//   --runs N           timings of each listing (5)
-//   --dir DIR          where the stores live ($KFS_PERF_DIR, else the temp dir)
-//   --out DIR          ls.csv, ls.md and an SVG chart go here (benchmark-ls)
-//   --quick            tiny stores, for CI: proves the script runs, measures nothing
-//   --from-csv FILE    run nothing: draw the chart again from an ls.csv written before,
-//                      into --out (default: beside FILE); add --quick for a quick run's
-//                      CSV, so that its chart says so
+// --from-csv FILE runs nothing: it draws the chart again from an ls.csv written before,
+// into --out; add --quick for a quick run's CSV, so that its chart says so.
 //
 // The cases, with files of 1 KiB:
 // - a store grown to 500, 1,000, 2,000, 5,000, 10,000, 20,000 and 100,000 files, listed
@@ -30,7 +23,7 @@ const crypto = require('node:crypto')
 const { execFileSync } = require('node:child_process')
 const async = require('async')
 const { inChild, cliList, now, msSince } = require('./child')
-const { runScript, writeOut, chartsOf, quickMark, UsageError, optionValue, parseCount, fmt } = require('./script')
+const { cli, runScript, writeOut, chartsOf, quickMark, fmt } = require('./script')
 const { lineChart } = require('./svg')
 const { shardFor } = require('../lib/shard/routing')
 const PUBLISHED = require('./published')
@@ -43,31 +36,17 @@ const REF = '00112233445566778899aabbccddeeff00112233' // so that keys can be pi
 const shardOf = (key, shardCount) => shardFor(Buffer.from(REF, 'hex'), key, shardCount)
 const WRITERS = 16 // files stored at once while a store is built (not timed)
 
-function parseArgs (argv) {
-  const args = {
-    runs: 5,
-    steps: [500, 1000, 2000, 5000, 10000, 11000, 20000, 100000],
-    oneShardAt: 11000,
-    shardFiles: 10000,
-    others: 100000,
-    dir: process.env.KFS_PERF_DIR || os.tmpdir(),
-    out: undefined,
-    quick: false
-  }
-  const value = (i) => optionValue(argv, i)
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i]
-    if (arg === '--runs') args.runs = parseCount(value(++i), arg)
-    else if (arg === '--dir') args.dir = value(++i)
-    else if (arg === '--out') args.out = value(++i)
-    else if (arg === '--from-csv') args.fromCsv = value(++i)
-    else if (arg === '--quick') Object.assign(args, { runs: 2, steps: [50, 100, 110, 200], oneShardAt: 110, shardFiles: 40, others: 200, quick: true })
-    else if (arg === '--child') args.child = JSON.parse(value(++i))
-    else throw new UsageError(`unknown argument ${arg} (see the comment at the top of perf/ls.js)`)
-  }
-  args.out = args.out ?? (args.fromCsv ? path.dirname(args.fromCsv) : 'benchmark-ls')
-  return args
-}
+const QUICK = { runs: 2, steps: [50, 100, 110, 200], oneShardAt: 110, shardFiles: 40, others: 200, quick: true }
+const COMMAND = cli(__filename, {
+  run: 'npm run benchmark:ls --',
+  options: [
+    { name: '--runs', type: 'count', default: 5, help: 'timings of each listing' },
+    { name: '--dir', type: 'string', arg: 'DIR', default: process.env.KFS_PERF_DIR || os.tmpdir(), shown: '$KFS_PERF_DIR, else the temp dir', help: 'where the stores live' },
+    { name: '--quick', type: 'flag', sets: QUICK, help: 'tiny stores, for CI: proves the script runs, measures nothing' },
+    { name: '--from-csv', type: 'string', arg: 'FILE', help: 'run nothing: draw the chart again from an ls.csv, into --out' }
+  ],
+  defaults: { steps: [500, 1000, 2000, 5000, 10000, 11000, 20000, 100000], oneShardAt: 11000, shardFiles: 10000, others: 100000, quick: false }
+})
 
 const randomKey = () => crypto.randomBytes(20).toString('hex')
 
@@ -269,6 +248,6 @@ async function main (args) {
   process.stderr.write(`perf/ls.js: wrote ls.csv, ls.md and ls.svg to ${args.out}\n`)
 }
 
-if (require.main === module) runScript('perf/ls.js', { parseArgs, cases: CASES, main, redraw: REDRAW })
+if (require.main === module) runScript(COMMAND, { cases: CASES, main, redraw: REDRAW })
 
 module.exports = { HEADER }

@@ -7,26 +7,9 @@
 // own (LevelDB runs every compaction of a process on one thread), into a new store;
 // rounds rotate the engines' order.
 //
-//   npm run benchmark:pieces -- [--size BYTES] [--pieces N] [--workers N] [--rounds N]
-//                                [--idle MS] [--fresh] [--memory BYTES] [--engines LIST]
-//                                [--dir DIR] [--out DIR] [--quick]
-//
-//   --size BYTES     a piece's size: 62068, 256K, 1M (62068)
-//   --pieces N       pieces per engine and round (10000)
-//   --workers N      uploads, and downloads, in flight (5)
-//   --rounds N       rounds (3)
-//   --idle MS        how long the engine stays open, idle, after collect (5000)
-//   --fresh          kfs starts from a new store: its shards are made by the first
-//                    pieces, on the clock (without it, they are made before)
-//   --memory BYTES   kfs's memory budget (the `memory` option): 64M, 1G (128M, kfs's default)
-//   --engines LIST   the engines to run, comma-separated (those below but kfs-operator)
-//   --dir DIR        where the stores go: a new directory made in it and removed at the
-//                    end ($KFS_PERF_DIR, else the temp dir)
-//   --out DIR        pieces.csv, pieces.md and pieces.svg go here (a new directory in
-//                    the temp dir, printed)
-//   --quick          tiny sizes, for the tests: proves the script runs, measures nothing
-//   --from-csv FILE  run nothing: draw the chart again from a pieces.csv, into --out
-//                    (default: beside FILE)
+// --fresh: kfs starts from a new store, its shards made by the first pieces, on the
+// clock (without it, they are made before). --from-csv FILE runs nothing: it draws the
+// chart again from a pieces.csv, into --out.
 //
 // Phases, each timed whole (pieces/s, MiB/s) and piece by piece (p50, p99):
 // - upload: the workers take the pieces in turn; each piece is random bytes (a slice of
@@ -70,7 +53,7 @@ const path = require('node:path')
 const crypto = require('node:crypto')
 const { execFileSync, spawn } = require('node:child_process')
 const { inChild, now, msSince } = require('./child')
-const { fsWrite, inFlight, runScript, writeOut, chartsOf, quickMark, UsageError, optionValue, parseCount, parseSize, fmt, MiB } = require('./script')
+const { cli, fsWrite, inFlight, runScript, writeOut, chartsOf, quickMark, fmt, MiB } = require('./script')
 const { median, percentile } = require('./stats')
 const { barChart } = require('./svg')
 const { diskBytes, memory, descriptors } = require('./node')
@@ -98,42 +81,26 @@ const POOL_SLACK = 4 * MiB
 const SAMPLE_MS = 20
 const FDS_EVERY = 25 // memory samples per descriptor count
 
-function parseArgs (argv) {
-  const args = { size: 62068, pieces: 10000, workers: 5, rounds: 3, idleMs: 5000, fresh: false, dir: process.env.KFS_PERF_DIR || os.tmpdir(), quick: false }
-  const value = (i) => optionValue(argv, i)
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i]
-    if (arg === '--size') args.size = parseSize(value(++i), arg)
-    else if (['--pieces', '--workers', '--rounds'].includes(arg)) args[arg.slice(2)] = parseCount(value(++i), arg)
-    else if (arg === '--idle') args.idleMs = parseCount(value(++i), arg)
-    else if (arg === '--fresh') args.fresh = true
-    else if (arg === '--memory') args.memory = parseSize(value(++i), arg)
-    else if (arg === '--engines') args.engines = engineList(value(++i))
-    else if (arg === '--dir') args.dir = value(++i)
-    else if (arg === '--out') args.out = value(++i)
-    else if (arg === '--from-csv') args.fromCsv = value(++i)
-    else if (arg === '--quick') Object.assign(args, { size: 4096, pieces: 60, rounds: 1, idleMs: 200, quick: true })
-    else if (arg === '--help' || arg === '-h') args.help = true
-    else if (arg === '--child') args.child = JSON.parse(value(++i))
-    else throw new UsageError(`unknown argument ${arg} (see --help)`)
+const COMMAND = cli(__filename, {
+  run: 'npm run benchmark:pieces --',
+  options: [
+    { name: '--size', type: 'size', arg: 'BYTES', default: 62068, help: 'a piece\'s size: 62068, 256K, 1M' },
+    { name: '--pieces', type: 'count', default: 10000, help: 'pieces per engine and round' },
+    { name: '--workers', type: 'count', default: 5, help: 'uploads, and downloads, in flight' },
+    { name: '--rounds', type: 'count', default: 3, help: 'rounds' },
+    { name: '--idle', key: 'idleMs', type: 'count', arg: 'MS', default: 5000, help: 'how long the engine stays open, idle, after collect' },
+    { name: '--fresh', type: 'flag', help: 'kfs starts from a new store: its shards are made by the first pieces, on the clock' },
+    { name: '--memory', type: 'size', arg: 'BYTES', shown: '128M, kfs\'s default', help: 'kfs\'s memory budget (the `memory` option): 64M, 1G' },
+    { name: '--engines', type: 'list', values: ENGINES, shown: 'all but kfs-operator', help: `the engines to run, comma-separated: ${ENGINES.join(', ')}` },
+    { name: '--dir', type: 'string', arg: 'DIR', default: process.env.KFS_PERF_DIR || os.tmpdir(), shown: '$KFS_PERF_DIR, else the temp dir', help: 'where the stores go: a new directory made in it and removed at the end' },
+    { name: '--quick', type: 'flag', sets: { size: 4096, pieces: 60, rounds: 1, idleMs: 200, quick: true }, help: 'tiny sizes, for the tests: proves the script runs, measures nothing' },
+    { name: '--from-csv', type: 'string', arg: 'FILE', help: 'run nothing: draw the chart again from a pieces.csv, into --out' }
+  ],
+  defaults: { quick: false },
+  check (args) {
+    if (args.engines) args.engines = ENGINES.filter((e) => args.engines.includes(e))
   }
-  if (args.fromCsv) args.out = args.out ?? path.dirname(args.fromCsv)
-  return args
-}
-
-function engineList (text) {
-  const engines = text.split(',')
-  const unknown = engines.find((e) => !ENGINES.includes(e))
-  if (unknown) throw new UsageError(`unknown engine ${unknown} (known: ${ENGINES.join(', ')})`)
-  return ENGINES.filter((e) => engines.includes(e))
-}
-
-// The comment at the top of a script (this one), as --help prints it.
-function usage (script = SELF) {
-  const text = fs.readFileSync(script, 'utf8').split('\n')
-  const body = text.slice(2, text.findIndex((line, i) => i > 2 && !line.startsWith('//')))
-  return body.map((line) => line.replace(/^\/\/ ?/, '')).join('\n') + '\n'
-}
+})
 
 // An engine: put(key, data), get(key) -> Buffer, del(key), close().
 // fresh: a kfs store opened with no shard made yet. memory: kfs's budget, if not its default.
@@ -523,8 +490,7 @@ async function runRounds ({ script, name, engines, rounds, dir, need, job, besid
 }
 
 async function main (args) {
-  if (args.help) return process.stdout.write(usage())
-  const out = args.out ?? fs.mkdtempSync(path.join(os.tmpdir(), 'kfs-pieces-out-'))
+  const out = args.out
   const { rows, context } = await runRounds({
     script: SELF,
     name: 'pieces',
@@ -543,6 +509,6 @@ async function main (args) {
   process.stderr.write(`perf/pieces.js: wrote pieces.csv, pieces.md and pieces.svg to ${out}\n`)
 }
 
-if (require.main === module) runScript('perf/pieces.js', { parseArgs, cases: CASES, main, redraw: REDRAW })
+if (require.main === module) runScript(COMMAND, { cases: CASES, main, redraw: REDRAW })
 
-module.exports = { HEADER, ENGINES, PHASES, usage, machine, runRounds }
+module.exports = { HEADER, ENGINES, PHASES, machine, runRounds }
