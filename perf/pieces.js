@@ -340,20 +340,20 @@ function report (args, rows, { loadStart, loadEnd, filesystem, commit }) {
     const workers = phase === 'collect' ? 1 : args.workers
     add(`## ${phase[0].toUpperCase()}${phase.slice(1)} (${workers} in flight)`)
     add()
-    const rounds = (e, fn) => at(e, phase).map((r) => fmt(fn(r)))
+    const each = (e, fn) => at(e, phase).map((r) => fmt(fn(r)))
     add(`Pieces/s (higher is better): the median of the rounds, and each round's (${rounds.length < MIN_N ? fewNote(rounds.length) : `n = ${rounds.length}`} beyond the median); latency of a piece, medians of the rounds:`)
     add()
     add('| engine | pieces/s | each round | MiB/s | p50 ms | p99 ms |')
     add('|---|---|---|---|---|---|')
     for (const e of engines) {
-      add(`| ${NAMES[e]} | ${fmt(mid(e, phase, rate))} | ${rounds(e, rate).join(', ')} | ${fmt(mid(e, phase, (r) => rate(r) * r.size / MiB), 1)} | ${ms(mid(e, phase, (r) => r.p50))} | ${ms(mid(e, phase, (r) => r.p99))} |`)
+      add(`| ${NAMES[e]} | ${fmt(mid(e, phase, rate))} | ${each(e, rate).join(', ')} | ${fmt(mid(e, phase, (r) => rate(r) * r.size / MiB), 1)} | ${ms(mid(e, phase, (r) => r.p50))} | ${ms(mid(e, phase, (r) => r.p99))} |`)
     }
     add()
     const against = ['files', 'files-fsync', ...(phase === 'download' ? ['raw-kfs', 'leveldb'] : [])]
     const short = { files: '/ files', 'files-fsync': '/ files + fsync', 'raw-kfs': '/ floor', leveldb: '/ one raw LevelDB' }
-    add('Pieces/s over other engines\' (above 1: faster), and peaks (lower is better):')
+    add('Pieces/s over other engines\' (above 1: faster), and peaks: RSS, private memory, descriptors (lower is better):')
     add()
-    add(`| engine | ${against.map((o) => short[o]).join(' | ')} | RSS MiB | private MiB | descriptors |`)
+    add(`| engine | ${against.map((o) => short[o]).join(' | ')} | RSS MiB | private MiB | fds |`)
     add(`|---|${against.map(() => '---').join('|')}|---|---|---|`)
     for (const e of engines) {
       add(`| ${NAMES[e]} | ${against.map((o) => fmt(ratio(e, o, phase), 2)).join(' | ')} | ${fmt(mid(e, phase, (r) => r.peak.rss / MiB))} | ${fmt(mid(e, phase, (r) => r.peak.anon / MiB))} | ${fmt(mid(e, phase, (r) => r.peak.fds))} |`)

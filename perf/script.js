@@ -119,7 +119,7 @@ function cli (file, { run, options = [], positional = [], defaults = {}, check }
       const pad = left.length >= width ? `\n${' '.repeat(width + 2)}` : ' '.repeat(width - left.length)
       return `  ${left}${pad}${wrap(withDefault, 96 - width).join(`\n${' '.repeat(width + 2)}`)}`
     }
-    for (const p of positional) lines.push(describe(p.name, p.help))
+    for (const p of positional) lines.push(describe(p.name, p.help || ''))
     for (const o of shown) lines.push(describe(flag(o), o.help || '', o.type === 'flag' || o.default === undefined ? undefined : shownDefault(o)))
     return `${lines.join('\n')}\n\n${topComment(file)}\n`
   }
