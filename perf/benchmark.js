@@ -3,16 +3,9 @@
 // The KFS experiment: does sharding a data set over size-capped LevelDB shards make
 // writes, reads and unlinks faster and steadier than one LevelDB?
 //
-//   npm run benchmark -- [trials] [results.csv] [options]
-//
-//   --trials N        trials (default 100)
-//   --sizes a,b,...   file sizes in MiB (default 8,16,32,64,128,256,512)
-//   --out FILE        CSV output (default: standard output)
-//   --engines list    kfs,vanilla (default both)
-//   --dir DIR         where the databases live (default $KFS_PERF_DIR, else the temp dir)
-//   --quick           2 trials of 1, 2 and 4 MiB: a one-minute smoke run
-//   --grow            keep every file instead of unlinking it, so the databases grow
-//   --keep            keep the databases at the end
+// The results: DIR/benchmark.csv (a row per measurement, written as it is measured),
+// then DIR/report.md and DIR/charts/ (perf/report.js) from it. An --out or second
+// argument ending in .csv is the CSV's file itself, as before: no report then.
 //
 // Engines: `kfs` is the store as users get it (256 shards); `vanilla` is the same code
 // with shardCount 1, one LevelDB holding the whole table, so sharding is the only
@@ -31,6 +24,7 @@ const kfs = require('..')
 const { diskUsage } = require('../lib/dir/disk-usage')
 const { Progress } = require('../lib/cli/progress')
 const { humanSize } = require('../lib/cli/text')
+const { cli, parseCommandLine, UsageError } = require('./script')
 
 const MiB = 1024 * 1024
 const ENGINES = { kfs: {}, vanilla: { shardCount: 1 } }
@@ -40,54 +34,29 @@ const HEADER = 'trial,engine,operation,size_bytes,ms,mib_per_s,shard,db_disk_byt
 // only need to be random and each file distinct).
 const FRESH = 256 * 1024
 
-class UsageError extends Error {}
-
-function parseArgs (argv) {
-  const args = {
-    trials: 100,
-    sizes: [8, 16, 32, 64, 128, 256, 512],
-    out: undefined,
-    engines: Object.keys(ENGINES),
-    dir: process.env.KFS_PERF_DIR || os.tmpdir(),
-    grow: false,
-    keep: false
+const COMMAND = cli(__filename, {
+  run: 'npm run benchmark --',
+  positional: [
+    { key: 'trials', name: 'trials', type: 'count', help: 'trials, as --trials' },
+    { key: 'csv', name: 'results.csv', help: 'the CSV\'s file (no report then)' }
+  ],
+  options: [
+    { name: '--trials', type: 'count', default: 100, help: 'trials' },
+    { name: '--sizes', type: 'list', of: 'number', default: [8, 16, 32, 64, 128, 256, 512], help: 'file sizes in MiB' },
+    { name: '--engines', type: 'list', values: Object.keys(ENGINES), default: Object.keys(ENGINES), help: 'the engines' },
+    { name: '--dir', type: 'string', arg: 'DIR', default: process.env.KFS_PERF_DIR || os.tmpdir(), shown: '$KFS_PERF_DIR, else the temp dir', help: 'where the databases live' },
+    { name: '--quick', type: 'flag', sets: { trials: 2, sizes: [1, 2, 4] }, help: '2 trials of 1, 2 and 4 MiB: a one-minute smoke run' },
+    { name: '--grow', type: 'flag', help: 'keep every file instead of unlinking it, so the databases grow' },
+    { name: '--keep', type: 'flag', help: 'keep the databases at the end' }
+  ],
+  check (args) {
+    // --out FILE.csv, or a second argument: the CSV itself, as before there was --out DIR.
+    if (args.csv === undefined && /\.csv$/i.test(args.out || '')) args.csv = args.out
+    if (args.csv !== undefined) args.out = path.dirname(args.csv)
   }
-  const positional = []
-  const value = (i) => {
-    if (i >= argv.length) throw new UsageError(`${argv[i - 1]} needs a value`)
-    return argv[i]
-  }
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i]
-    if (arg === '--trials') args.trials = count(value(++i), '--trials')
-    else if (arg === '--sizes') args.sizes = value(++i).split(',').map((s) => positiveNumber(s, '--sizes'))
-    else if (arg === '--out') args.out = value(++i)
-    else if (arg === '--engines') args.engines = value(++i).split(',')
-    else if (arg === '--dir') args.dir = value(++i)
-    else if (arg === '--quick') Object.assign(args, { trials: 2, sizes: [1, 2, 4] })
-    else if (arg === '--grow') args.grow = true
-    else if (arg === '--keep') args.keep = true
-    else if (arg === '--help') throw new UsageError('')
-    else if (arg.startsWith('-')) throw new UsageError(`unknown option ${arg}`)
-    else positional.push(arg)
-  }
-  if (positional.length > 2) throw new UsageError('at most two arguments: [trials] [results.csv]')
-  if (positional[0] !== undefined) args.trials = count(positional[0], 'trials')
-  if (positional[1] !== undefined) args.out = positional[1]
-  for (const engine of args.engines) if (!ENGINES[engine]) throw new UsageError(`unknown engine ${engine} (known: ${Object.keys(ENGINES).join(', ')})`)
-  return args
-}
+})
 
-function count (text, name) {
-  if (!/^\d+$/.test(text) || Number(text) < 1) throw new UsageError(`${name} must be a whole number of at least 1, got ${text}`)
-  return Number(text)
-}
-
-function positiveNumber (text, name) {
-  const n = Number(text)
-  if (!(n > 0) || !Number.isFinite(n)) throw new UsageError(`${name} takes positive sizes in MiB, got ${text}`)
-  return n
-}
+const parseArgs = (argv) => COMMAND.parse(argv)
 
 // The most disk the run may take. With --grow every file stays. Otherwise the space of
 // unlinked files comes back: kfs reclaims it in the background once its shards hold
@@ -118,7 +87,9 @@ async function run (args, log = process.stderr) {
     throw new Error(`${args.dir} has ${humanSize(freeBytes(args.dir))} free; this run needs about ${humanSize(needed)}. Use fewer trials or sizes, or --dir on a larger disk.`)
   }
   const base = fs.mkdtempSync(path.join(args.dir, 'kfs-benchmark-'))
-  const out = args.out ? fs.openSync(args.out, 'w') : 1
+  fs.mkdirSync(args.out, { recursive: true })
+  const csv = args.csv ?? path.join(args.out, 'benchmark.csv')
+  const out = fs.openSync(csv, 'w')
   const emit = (line) => fs.writeSync(out, line + '\n') // synchronous: rows survive a stop midway
   const workers = Object.fromEntries(args.engines.map((e) => [e, new Worker(e, path.join(base, e))]))
   const sweep = args.sizes.reduce((a, b) => a + b, 0) * MiB
@@ -148,11 +119,11 @@ async function run (args, log = process.stderr) {
   } finally {
     if (progress) progress.finish()
     await Promise.allSettled(Object.values(workers).map((w) => w.close()))
-    if (out !== 1) fs.closeSync(out)
+    fs.closeSync(out)
     if (args.keep) log.write(`benchmark: databases kept in ${base}\n`)
     else fs.rmSync(base, { recursive: true, force: true })
   }
-  return { trials: Math.min(trial, args.trials), base }
+  return { trials: Math.min(trial, args.trials), base, csv }
 }
 
 // One engine's child process, asked for one file size at a time.
@@ -226,22 +197,20 @@ function serve (engine, location) {
   })
 }
 
-module.exports = { parseArgs, run, diskNeeded, HEADER, UsageError }
+const log = (text) => process.stderr.write(`perf/benchmark.js: ${text}\n`)
+
+module.exports = { COMMAND, parseArgs, run, diskNeeded, HEADER, UsageError }
 
 if (require.main === module && process.argv[2] === '--worker') {
   serve(process.argv[3], process.argv[4])
 } else if (require.main === module) {
-  let args
-  try {
-    args = parseArgs(process.argv.slice(2))
-  } catch (err) {
-    if (!(err instanceof UsageError)) throw err
-    if (err.message) process.stderr.write(`benchmark: ${err.message}\n`)
-    process.stderr.write(fs.readFileSync(__filename, 'utf8').split('\n').slice(5, 15).map((l) => l.replace(/^\/\/ ?/, '')).join('\n') + '\n')
-    process.exit(err.message ? 2 : 0)
-  }
-  run(args).catch((err) => {
-    process.stderr.write(`benchmark: ${err.message}\n`)
+  const args = parseCommandLine(COMMAND)
+  run(args).then(({ csv }) => {
+    if (args.csv !== undefined) return log(`wrote ${csv}`)
+    const { file, charts } = require('./report').report(csv, args.out)
+    log(`wrote ${csv}, ${file} and ${charts.length} charts in ${path.join(args.out, 'charts')}`)
+  }).catch((err) => {
+    process.stderr.write(`perf/benchmark.js: ${err.message}\n`)
     process.exitCode = 1
   })
 }

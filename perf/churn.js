@@ -8,37 +8,20 @@
 // { reclaim: false }, each round in a child process of its own, into a new store whose
 // shards are all made before the clock starts; rounds rotate the engines' order.
 //
-//   npm run benchmark:churn -- [--size BYTES] [--pieces N] [--workers N] [--seconds S]
-//                              [--rounds N] [--idle MS] [--dir DIR] [--out DIR] [--quick]
-//
-//   --size BYTES     a piece's size (62068)
-//   --pieces N       live pieces: uploaded first, then kept by the unlinks (10000)
-//   --workers N      uploads in flight during the churn (5)
-//   --seconds S      how long the uploaders go on (40)
-//   --rounds N       rounds (3)
-//   --idle MS        how long the engine stays open, idle, after the churn (5000)
-//   --dir DIR        where the stores go: a new directory made in it and removed at the
-//                    end ($KFS_PERF_DIR, else the temp dir)
-//   --out DIR        churn.csv and churn.md go here (a new directory in the temp dir,
-//                    printed)
-//   --quick          tiny sizes, for the tests: proves the script runs, measures nothing
-//
 // The churn: each worker uploads a new piece (random bytes, a random 32-byte ID in hex,
 // as perf/pieces.js makes them), then unlinks the oldest one, until the time is up.
 // Figures: upload pieces/s over the churn, p50 and p99 of a piece's upload, the
 // unlinks; disk (blocks allocated, as `du` counts them) over the live bytes
 // (--pieces x --size) after the preload, at the churn's end, and --idle later with the engine still open.
 
-const fs = require('node:fs')
 const os = require('node:os')
-const path = require('node:path')
 const crypto = require('node:crypto')
 const { now, msSince } = require('./child')
-const { inFlight, runScript, writeOut, quickMark, UsageError, optionValue, parseCount, parseSize, fmt, MiB } = require('./script')
+const { cli, inFlight, runScript, writeOut, quickMark, fmt, MiB } = require('./script')
 const { median, percentile } = require('./stats')
 const { diskBytes } = require('./node')
 const { openStore } = require('./kfs-work')
-const { usage, machine, runRounds } = require('./pieces')
+const { machine, runRounds } = require('./pieces')
 
 const SELF = __filename
 const ENGINES = ['kfs', 'kfs-no-reclaim']
@@ -47,23 +30,20 @@ const HEADER = 'round,engine,pieces,piece_bytes,workers,seconds,uploaded,upload_
 // A piece is a slice of a random pool at a random offset up to this.
 const POOL_SLACK = 4 * MiB
 
-function parseArgs (argv) {
-  const args = { size: 62068, pieces: 10000, workers: 5, seconds: 40, rounds: 3, idleMs: 5000, dir: process.env.KFS_PERF_DIR || os.tmpdir(), quick: false }
-  const value = (i) => optionValue(argv, i)
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i]
-    if (arg === '--size') args.size = parseSize(value(++i), arg)
-    else if (['--pieces', '--workers', '--seconds', '--rounds'].includes(arg)) args[arg.slice(2)] = parseCount(value(++i), arg)
-    else if (arg === '--idle') args.idleMs = parseCount(value(++i), arg)
-    else if (arg === '--dir') args.dir = value(++i)
-    else if (arg === '--out') args.out = value(++i)
-    else if (arg === '--quick') Object.assign(args, { size: 4096, pieces: 100, seconds: 1, rounds: 1, idleMs: 200, quick: true })
-    else if (arg === '--help' || arg === '-h') args.help = true
-    else if (arg === '--child') args.child = JSON.parse(value(++i))
-    else throw new UsageError(`unknown argument ${arg} (see --help)`)
-  }
-  return args
-}
+const COMMAND = cli(__filename, {
+  run: 'npm run benchmark:churn --',
+  options: [
+    { name: '--size', type: 'size', arg: 'BYTES', default: 62068, help: 'a piece\'s size' },
+    { name: '--pieces', type: 'count', default: 10000, help: 'live pieces: uploaded first, then kept by the unlinks' },
+    { name: '--workers', type: 'count', default: 5, help: 'uploads in flight during the churn' },
+    { name: '--seconds', type: 'count', arg: 'S', default: 40, help: 'how long the uploaders go on' },
+    { name: '--rounds', type: 'count', default: 3, help: 'rounds' },
+    { name: '--idle', key: 'idleMs', type: 'count', arg: 'MS', default: 5000, help: 'how long the engine stays open, idle, after the churn' },
+    { name: '--dir', type: 'string', arg: 'DIR', default: process.env.KFS_PERF_DIR || os.tmpdir(), shown: '$KFS_PERF_DIR, else the temp dir', help: 'where the stores go: a new directory made in it and removed at the end' },
+    { name: '--quick', type: 'flag', sets: { size: 4096, pieces: 100, seconds: 1, rounds: 1, idleMs: 200, quick: true }, help: 'tiny sizes, for the tests: proves the script runs, measures nothing' }
+  ],
+  defaults: { quick: false }
+})
 
 const CASES = {
   // One engine's round: its row, without round and engine.
@@ -141,12 +121,20 @@ function report (args, rows, { loadStart, loadEnd, filesystem, commit }) {
   add()
   add('Method: perf/churn.js (the comment at its top) and doc/performance.md, "Storj\'s piece workload".')
   add()
-  add(`| engine | upload pieces/s (rounds) | p50 ms | p99 ms | pieces uploaded | unlinked | disk after the preload | at the churn's end | ${fmt(args.idleMs / 1000, 1)} s later |`)
-  add('|---|---|---|---|---|---|---|---|---|')
+  add('Uploads (pieces/s: higher is better; the median of the rounds, then each round\'s):')
+  add()
+  add('| engine | pieces/s | each round | p50 ms | p99 ms | uploaded | unlinked |')
+  add('|---|---|---|---|---|---|---|')
   for (const e of ENGINES) {
     const of = rows.filter((r) => r.engine === e).map(rate)
-    add(`| ${NAMES[e]} | ${fmt(mid(e, rate))} (${of.map((x) => fmt(x)).join(', ')}) | ${ms(mid(e, (r) => r.p50))} | ${ms(mid(e, (r) => r.p99))} | ${fmt(mid(e, (r) => r.uploaded))} | ${fmt(mid(e, (r) => r.collected))} | ${share(e, (r) => r.diskPreload)} | ${share(e, (r) => r.diskEnd)} | ${share(e, (r) => r.diskIdle)} |`)
+    add(`| ${NAMES[e]} | ${fmt(mid(e, rate))} | ${of.map((x) => fmt(x)).join(', ')} | ${ms(mid(e, (r) => r.p50))} | ${ms(mid(e, (r) => r.p99))} | ${fmt(mid(e, (r) => r.uploaded))} | ${fmt(mid(e, (r) => r.collected))} |`)
   }
+  add()
+  add('Disk (lower is better):')
+  add()
+  add(`| engine | after the preload | at the churn's end | ${fmt(args.idleMs / 1000, 1)} s later |`)
+  add('|---|---|---|---|')
+  for (const e of ENGINES) add(`| ${NAMES[e]} | ${share(e, (r) => r.diskPreload)} | ${share(e, (r) => r.diskEnd)} | ${share(e, (r) => r.diskIdle)} |`)
   add()
   add('Disk: blocks allocated to the store\'s directory over the live pieces\' bytes.')
   add()
@@ -156,8 +144,7 @@ function report (args, rows, { loadStart, loadEnd, filesystem, commit }) {
 }
 
 async function main (args) {
-  if (args.help) return process.stdout.write(usage(SELF))
-  const out = args.out ?? fs.mkdtempSync(path.join(os.tmpdir(), 'kfs-churn-out-'))
+  const out = args.out
   const { rows, context } = await runRounds({
     script: SELF,
     name: 'churn',
@@ -174,6 +161,6 @@ async function main (args) {
   process.stderr.write(`perf/churn.js: wrote churn.csv and churn.md to ${out}\n`)
 }
 
-if (require.main === module) runScript('perf/churn.js', { parseArgs, cases: CASES, main })
+if (require.main === module) runScript(COMMAND, { cases: CASES, main })
 
 module.exports = { HEADER, ENGINES }

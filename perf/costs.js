@@ -9,18 +9,6 @@
 // median of its ratios (each step's, or each read pass's, of every round), with the
 // spread of the rounds' medians.
 //
-//   npm run perf:costs -- [--rounds 3] [--passes 3] [--big MiB] [--writes N] [--small N] [--kfs4 DIR] [--dir DIR] [--quick]
-//
-//   --rounds N   rounds (3)
-//   --passes N   reads of figures 2 and 3 per engine and round (3)
-//   --big MiB    the file read whole and by ranges (1024)
-//   --writes N   timed 8 MiB writes per engine and round, after 2 untimed (12)
-//   --small N    timed small files per engine and round, in steps of 500, after a
-//                fifth as many untimed (10000)
-//   --kfs4 DIR   where the original storj/kfs v4 and its dependencies are installed
-//                (doc/performance.md, Reproducing); without it, kfs4 is not measured
-//   --quick      tiny sizes, for the tests: proves the script runs, measures nothing
-//
 // 1. 8 MiB writeFile into a store whose shards all exist and are open: kfs against one
 //    raw LevelDB (leveldown, kfs's LevelDB options, LevelDB's 4 MiB memtable; and, 1a's
 //    floor, with the memtable kfs gives each shard when all may be open) writing
@@ -60,7 +48,7 @@ const path = require('node:path')
 const crypto = require('node:crypto')
 const { pipeline } = require('node:stream/promises')
 const { inChild, runSteps, now, msSince } = require('./child')
-const { drain, inFlight, runScript, fmt, quickMark, UsageError, optionValue, parseCount, MiB } = require('./script')
+const { cli, drain, inFlight, runScript, fmt, quickMark, UsageError, MiB } = require('./script')
 const { median } = require('./stats')
 const { call, randomKey, chunkKeys, shardOptions, writeRecords, openRaw, rawShards, openStore, REF } = require('./kfs-work')
 const records = require('../lib/shard/records')
@@ -75,20 +63,23 @@ const WRITE_SIZE = 8 * MiB
 // Small files timed per step of figure 4.
 const SMALL_STEP = 500
 
-function parseArgs (argv) {
-  const args = { rounds: 3, passes: 3, big: 1024, writes: 12, small: 10000, firstFiles: 1000, slowBig: 8, shards: STORE.shardCount, writeSize: WRITE_SIZE, dir: process.env.KFS_PERF_DIR || os.tmpdir(), quick: false }
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i]
-    if (arg === '--child') args.child = JSON.parse(optionValue(argv, ++i))
-    else if (['--rounds', '--passes', '--big', '--writes', '--small'].includes(arg)) args[arg.slice(2)] = parseCount(optionValue(argv, ++i), arg)
-    else if (arg === '--kfs4') args.kfs4 = path.resolve(optionValue(argv, ++i))
-    else if (arg === '--dir') args.dir = optionValue(argv, ++i)
-    else if (arg === '--quick') Object.assign(args, { rounds: 1, passes: 1, big: 8, writes: 2, small: 100, firstFiles: 20, slowBig: 1, shards: 8, writeSize: MiB, quick: true })
-    else throw new UsageError(`unknown argument ${arg} (see the comment at the top of perf/costs.js)`)
+const COMMAND = cli(__filename, {
+  run: 'npm run perf:costs --',
+  options: [
+    { name: '--rounds', type: 'count', default: 3, help: 'rounds' },
+    { name: '--passes', type: 'count', default: 3, help: 'reads of figures 2 and 3 per engine and round' },
+    { name: '--big', type: 'count', arg: 'MiB', default: 1024, help: 'the file read whole and by ranges, MiB' },
+    { name: '--writes', type: 'count', default: 12, help: 'timed 8 MiB writes per engine and round, after 2 untimed' },
+    { name: '--small', type: 'count', default: 10000, help: 'timed small files per engine and round, in steps of 500, after a fifth as many untimed' },
+    { name: '--kfs4', type: 'path', help: 'where the original storj/kfs v4 and its dependencies are installed (doc/performance.md, Reproducing); without it, kfs4 is not measured' },
+    { name: '--dir', type: 'string', arg: 'DIR', default: process.env.KFS_PERF_DIR || os.tmpdir(), shown: '$KFS_PERF_DIR, else the temp dir', help: 'where the data goes' },
+    { name: '--quick', type: 'flag', sets: { rounds: 1, passes: 1, big: 8, writes: 2, small: 100, firstFiles: 20, slowBig: 1, shards: 8, writeSize: MiB, quick: true }, help: 'tiny sizes, for the tests: proves the script runs, measures nothing' }
+  ],
+  defaults: { firstFiles: 1000, slowBig: 8, shards: STORE.shardCount, writeSize: WRITE_SIZE, quick: false },
+  check (args) {
+    if (args.kfs4 && !fs.existsSync(path.join(args.kfs4, 'lib', 'b-table.js'))) throw new UsageError(`--kfs4 ${args.kfs4}: no kfs v4 there (lib/b-table.js is missing)`)
   }
-  if (args.kfs4 && !fs.existsSync(path.join(args.kfs4, 'lib', 'b-table.js'))) throw new UsageError(`--kfs4 ${args.kfs4}: no kfs v4 there (lib/b-table.js is missing)`)
-  return args
-}
+})
 
 
 async function timed (fn) {
@@ -504,4 +495,4 @@ async function main (args) {
   }
 }
 
-if (require.main === module) runScript('perf/costs.js', { parseArgs, cases: CASES, main })
+if (require.main === module) runScript(COMMAND, { cases: CASES, main, tee: true })

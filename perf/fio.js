@@ -4,24 +4,10 @@
 // (kfs with shardCount 1) and on plain files in the same directory, each engine in its
 // own child process, one cell at a time, engines side by side.
 //
-//   npm run benchmark:fio -- [options]
-//
-//   --engines list     kfs,vanilla,fs (default all three)
-//   --large SIZE       sequential part: one file of SIZE, one job (10G, like CubeFS)
-//   --files N          sequential part: N files, N jobs (32)
-//   --file-size SIZE   ... each of SIZE (1G)
-//   --sizes a,b,...    by-size part: file sizes (256K,1M,2M,5M,10M,50M,100M,200M,1G, like GCSFuse)
-//   --jobs J           by-size part: concurrent jobs (40)
-//   --bs SIZE          block size of every read and write (1M)
-//   --time S           by-size part: seconds per cell (10; GCSFuse ran 60)
-//   --set SIZE         by-size part: at most this much data per cell (4G); beyond it
-//                      jobs share files, job j reading file j mod files
-//   --dir DIR          where the engines' data lives ($KFS_PERF_DIR, else the temp dir)
-//   --out DIR          fio.csv, fio.md and SVG charts go here (benchmark-fio)
-//   --quick            tiny sizes, for CI: proves the script runs, measures nothing
-//   --from-csv FILE    run nothing: draw the charts again from a fio.csv written before,
-//                      into --out (default: beside FILE); add --quick for a quick run's
-//                      CSV, so that its charts say so
+// The charts' published series (GCSFuse's figures, on other hardware) are drawn in grey
+// and say so in their legend. --from-csv FILE runs nothing: it draws the charts again
+// from a fio.csv written before, into --out; add --quick for a quick run's CSV, so that
+// its charts say so.
 //
 // Sizes take K, M, G (powers of 1024) or bytes. What each engine does per operation:
 // a write is one block written to a kfs write stream (awaited) or one fs write() at the
@@ -36,7 +22,7 @@ const path = require('node:path')
 const crypto = require('node:crypto')
 const async = require('async')
 const { inChild, now, msSince } = require('./child')
-const { runScript, writeOut, chartsOf, quickMark, UsageError, optionValue, parseCount, parseSize, fmt, KiB, MiB, GiB } = require('./script')
+const { cli, runScript, writeOut, chartsOf, quickMark, machineOf, machineFor, MACHINE_OPTION, fmt, KiB, MiB, GiB } = require('./script')
 const { barChart } = require('./svg')
 const stats = require('./stats')
 // Published figures of other systems on other hardware, beside ours in the report.
@@ -46,47 +32,30 @@ const SELF = __filename
 const ENGINES = ['kfs', 'vanilla', 'fs']
 const HEADER = 'engine,part,test,file_size_bytes,files,jobs,block_bytes,seconds,bytes,ops,mib_per_s,gib_per_s,iops,avg_ms,p99_ms'
 
-function parseArgs (argv) {
-  const args = {
-    engines: ENGINES,
-    large: 10 * GiB,
-    files: 32,
-    fileSize: GiB,
-    sizes: [256 * KiB, MiB, 2 * MiB, 5 * MiB, 10 * MiB, 50 * MiB, 100 * MiB, 200 * MiB, GiB],
-    jobs: 40,
-    bs: MiB,
-    time: 10,
-    set: 4 * GiB,
-    dir: process.env.KFS_PERF_DIR || os.tmpdir(),
-    out: undefined,
-    quick: false
+const QUICK = { large: 8 * MiB, files: 4, fileSize: 2 * MiB, sizes: [256 * KiB, MiB, 3 * MiB], jobs: 4, time: 0.3, set: 8 * MiB, quick: true }
+const COMMAND = cli(__filename, {
+  run: 'npm run benchmark:fio --',
+  options: [
+    { name: '--engines', type: 'list', values: ENGINES, default: ENGINES, help: 'the engines to run' },
+    { name: '--large', type: 'size', default: 10 * GiB, shown: '10G, like CubeFS', help: 'sequential part: one file of SIZE, one job' },
+    { name: '--files', type: 'count', default: 32, help: 'sequential part: N files, N jobs' },
+    { name: '--file-size', type: 'size', default: GiB, shown: '1G', help: '... each of SIZE' },
+    { name: '--sizes', type: 'list', of: 'size', default: [256 * KiB, MiB, 2 * MiB, 5 * MiB, 10 * MiB, 50 * MiB, 100 * MiB, 200 * MiB, GiB], shown: '256K,1M,2M,5M,10M,50M,100M,200M,1G, like GCSFuse', help: 'by-size part: file sizes' },
+    { name: '--jobs', type: 'count', default: 40, help: 'by-size part: concurrent jobs' },
+    { name: '--bs', type: 'size', default: MiB, shown: '1M', help: 'block size of every read and write' },
+    { name: '--time', type: 'number', arg: 'S', default: 10, shown: '10; GCSFuse ran 60', help: 'by-size part: seconds per cell' },
+    { name: '--set', type: 'size', default: 4 * GiB, shown: '4G', help: 'by-size part: at most this much data per cell; beyond it jobs share files, job j reading file j mod files' },
+    { name: '--dir', type: 'string', arg: 'DIR', default: process.env.KFS_PERF_DIR || os.tmpdir(), shown: '$KFS_PERF_DIR, else the temp dir', help: 'where the engines\' data lives' },
+    { name: '--quick', type: 'flag', sets: QUICK, help: 'tiny sizes, for CI: proves the script runs, measures nothing' },
+    { name: '--from-csv', type: 'string', arg: 'FILE', help: 'run nothing: draw the charts again from a fio.csv, into --out' },
+    MACHINE_OPTION
+  ],
+  defaults: { quick: false },
+  check (args) {
+    args.engines = [...new Set(args.engines)]
+    args.sizes = [...new Set(args.sizes)]
   }
-  const value = (i) => optionValue(argv, i)
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i]
-    if (arg === '--engines') args.engines = value(++i).split(',')
-    else if (arg === '--large') args.large = parseSize(value(++i), arg)
-    else if (arg === '--files') args.files = parseCount(value(++i), arg)
-    else if (arg === '--file-size') args.fileSize = parseSize(value(++i), arg)
-    else if (arg === '--sizes') args.sizes = value(++i).split(',').map((s) => parseSize(s, arg))
-    else if (arg === '--jobs') args.jobs = parseCount(value(++i), arg)
-    else if (arg === '--bs') args.bs = parseSize(value(++i), arg)
-    else if (arg === '--time') args.time = Number(value(++i))
-    else if (arg === '--set') args.set = parseSize(value(++i), arg)
-    else if (arg === '--dir') args.dir = value(++i)
-    else if (arg === '--out') args.out = value(++i)
-    else if (arg === '--from-csv') args.fromCsv = value(++i)
-    else if (arg === '--quick') Object.assign(args, { large: 8 * MiB, files: 4, fileSize: 2 * MiB, sizes: [256 * KiB, MiB, 3 * MiB], jobs: 4, time: 0.3, set: 8 * MiB, quick: true })
-    else if (arg === '--child') args.child = JSON.parse(value(++i))
-    else throw new UsageError(`unknown argument ${arg} (see the comment at the top of perf/fio.js)`)
-  }
-  if (!(args.time > 0 && args.time < Infinity)) throw new UsageError('--time takes a positive number of seconds')
-  args.out = args.out ?? (args.fromCsv ? path.dirname(args.fromCsv) : 'benchmark-fio')
-  args.engines = [...new Set(args.engines)]
-  args.sizes = [...new Set(args.sizes)]
-  for (const engine of args.engines) if (!ENGINES.includes(engine)) throw new UsageError(`unknown engine ${engine} (known: ${ENGINES.join(', ')})`)
-  return args
-}
+})
 
 // One engine's files in `dir`: write(name, size, block, onBlock), readSequential and
 // readRange, each calling onBlock(bytes, ms) per block (readSequential until stop()
@@ -294,6 +263,31 @@ const ratio = (a, b) => (a && b ? fmt(a.mibPerS / b.mibPerS, 2) : '–')
 // (one large file and N files may have the same size), its file count.
 const cellIn = (rows) => (engine, part, test, size, files) => rows.find((r) => r.engine === engine && r.part === part && r.test === test && r.size === size && (files === undefined || r.files === files))
 
+// One table per metric, each within 100 columns: MiB/s with the ratios of kfs to the
+// others, then IOPS, then average and p99 latency. cases: [{ label, cell(engine) }].
+function metricTables (add, engines, cases, first) {
+  const ratios = ['fs', 'vanilla'].filter((e) => engines.includes(e) && engines.includes('kfs'))
+  const metrics = [
+    ['MiB/s (higher is better)', (c) => fmt(c.mibPerS)],
+    ['IOPS (higher is better)', (c) => fmt(c.iops)],
+    ['avg ms per block (lower is better)', (c) => fmt(c.avgMs, 2)],
+    ['p99 ms per block (lower is better)', (c) => fmt(c.p99Ms, 2)]
+  ]
+  metrics.forEach(([name, value], m) => {
+    const extra = m === 0 ? ratios.map((e) => `kfs / ${e}`) : []
+    add(`${name}:`)
+    add()
+    add(`| ${first} | ${[...engines, ...extra].join(' | ')} |`)
+    add(`|---|${[...engines, ...extra].map(() => '---').join('|')}|`)
+    for (const { label, cell } of cases) {
+      const cells = engines.map((e) => (cell(e) ? value(cell(e)) : '–'))
+      const k = cell('kfs')
+      add(`| ${label} | ${[...cells, ...(m === 0 ? ratios.map((e) => ratio(k, cell(e))) : [])].join(' | ')} |`)
+    }
+    add()
+  })
+}
+
 function report (args, rows) {
   const engines = args.engines
   const find = cellIn(rows)
@@ -301,20 +295,18 @@ function report (args, rows) {
   const add = (line = '') => lines.push(line)
   add('# fio-style throughput: kfs, vanilla and plain files')
   add()
-  add(`Measured with \`node perf/fio.js ${process.argv.slice(2).join(' ')}\` on ${os.cpus().length} cores and ${fmt(os.totalmem() / GiB)} GiB of RAM, ${new Date().toISOString().slice(0, 10)}; each engine in its own process, one cell at a time. Blocks of ${human(args.bs)}.${args.quick ? ` **${quickMark('sizes')}.**` : ''}`)
+  add(`Measured with \`node perf/fio.js ${process.argv.slice(2).join(' ')}\` on ${machineOf(args.dir)}, ${new Date().toISOString().slice(0, 10)}; each engine in its own process, one cell at a time. Blocks of ${human(args.bs)}.${args.quick ? ` **${quickMark('sizes')}.**` : ''}`)
   add()
   add(`## Sequential write and read (like CubeFS's fio runs)`)
   add()
+  add('One run per cell: no statistics. avg and p99 are over the blocks of the cell.')
+  add()
   const seqCells = [[args.large, 1], [args.fileSize, args.files]]
+  const seqLabel = (size, jobs) => `${jobs} file${jobs > 1 ? 's' : ''} of ${human(size)}, ${jobs} job${jobs > 1 ? 's' : ''}`
   for (const test of ['seq-write', 'seq-read']) {
-    add(`| ${test === 'seq-write' ? 'write' : 'read'} | ${engines.map((e) => `${e} MiB/s | ${e} IOPS | ${e} avg ms | ${e} p99 ms`).join(' | ')} | kfs / fs | kfs / vanilla |`)
-    add(`|---|${engines.map(() => '---|---|---|---').join('|')}|---|---|`)
-    for (const [size, jobs] of seqCells) {
-      const cells = engines.map((e) => find(e, 'sequential', test, size, jobs))
-      const k = find('kfs', 'sequential', test, size, jobs)
-      add(`| ${jobs} file${jobs > 1 ? 's' : ''} of ${human(size)}, ${jobs} job${jobs > 1 ? 's' : ''} | ${cells.map((c) => (c ? `${fmt(c.mibPerS)} | ${fmt(c.iops)} | ${fmt(c.avgMs, 2)} | ${fmt(c.p99Ms, 2)}` : '– | – | – | –')).join(' | ')} | ${ratio(k, find('fs', 'sequential', test, size, jobs))} | ${ratio(k, find('vanilla', 'sequential', test, size, jobs))} |`)
-    }
+    add(`### ${test === 'seq-write' ? 'Write' : 'Read'}`)
     add()
+    metricTables(add, engines, seqCells.map(([size, jobs]) => ({ label: seqLabel(size, jobs), cell: (e) => find(e, 'sequential', test, size, jobs) })), 'case')
   }
   add(`Published, other systems on other hardware: ${PUBLISHED.cubefs.text}`)
   add()
@@ -325,14 +317,7 @@ function report (args, rows) {
   for (const test of ['seq-read', 'rand-read']) {
     add(`### ${test === 'seq-read' ? 'Sequential' : 'Random'} reads`)
     add()
-    add(`| file size | ${engines.map((e) => `${e} GiB/s | ${e} MiB/s | ${e} IOPS | ${e} avg ms | ${e} p99 ms`).join(' | ')} | kfs / fs | kfs / vanilla |`)
-    add(`|---|${engines.map(() => '---|---|---|---|---').join('|')}|---|---|`)
-    for (const size of args.sizes) {
-      const cells = engines.map((e) => find(e, 'by-size', test, size))
-      const k = find('kfs', 'by-size', test, size)
-      add(`| ${human(size)} | ${cells.map((c) => (c ? `${fmt(c.gibPerS, 2)} | ${fmt(c.mibPerS)} | ${fmt(c.iops)} | ${fmt(c.avgMs, 2)} | ${fmt(c.p99Ms, 2)}` : '– | – | – | – | –')).join(' | ')} | ${ratio(k, find('fs', 'by-size', test, size))} | ${ratio(k, find('vanilla', 'by-size', test, size))} |`)
-    }
-    add()
+    metricTables(add, engines, args.sizes.map((size) => ({ label: human(size), cell: (e) => find(e, 'by-size', test, size) })), 'file size')
   }
   add('### Random against sequential reads of the same files')
   add()
@@ -345,7 +330,9 @@ function report (args, rows) {
   add(`Published, other systems on other hardware: ${PUBLISHED.gcsfuse.text}`)
   add()
   add('![Sequential reads by file size](fio-seq-read.svg)')
+  add('![Sequential reads, kfs against the others](fio-seq-read-ratio.svg)')
   add('![Random reads by file size](fio-rand-read.svg)')
+  add('![Random reads, kfs against the others](fio-rand-read-ratio.svg)')
   add()
   return lines.join('\n')
 }
@@ -355,32 +342,53 @@ function report (args, rows) {
 // and --from-csv's alike. On a log axis: plain files read from the page cache ran at up
 // to 25 times kfs's rate in the committed run, which left kfs's bars slivers on a
 // linear one.
-function charts (rows, { quick }) {
+function charts (rows, args) {
   const bySize = rows.filter((r) => r.part === 'by-size')
   if (!bySize.length) return {}
   const engines = [...new Set(bySize.map((r) => r.engine))]
   const sizes = [...new Set(bySize.map((r) => r.size))]
   const find = cellIn(rows)
+  const machine = machineFor(args, args.dir)
+  const mark = args.quick ? quickMark('sizes') : undefined
+  const seconds = Math.round(Math.max(...bySize.map((r) => r.seconds || 0)))
+  const runs = `n = 1: one run${seconds ? ` of ${seconds} s` : ''} per bar, ${bySize[0].jobs} jobs, ${human(bySize[0].bs)} blocks`
   const out = {}
   for (const test of ['seq-read', 'rand-read']) {
+    const what = test === 'seq-read' ? 'Sequential' : 'Random'
     const series = engines.map((e) => ({ name: e, values: sizes.map((s) => (find(e, 'by-size', test, s) || {}).mibPerS) }))
     const published = sizes.map((s) => PUBLISHED.gcsfuse.bySize[test][s / KiB] * 1024)
-    if (published.some(Number.isFinite)) series.push({ name: 'GCSFuse (published)', values: published })
+    if (published.some(Number.isFinite)) series.push({ name: 'GCSFuse (published, other hardware)', grey: true, values: published })
     out[`fio-${test}.svg`] = barChart({
-      title: `${test === 'seq-read' ? 'Sequential' : 'Random'} reads, ${bySize[0].jobs} jobs, ${human(bySize[0].bs)} blocks`,
-      mark: quick ? quickMark('sizes') : undefined,
-      xLabel: 'file size (GCSFuse: other hardware, reading from Cloud Storage)',
+      title: `${what} reads by file size: MiB/s (higher is better)`,
+      subtitle: [`${runs}; ${machine}`, 'grey: GCSFuse\'s published figures, an n2-standard-48 VM reading Cloud Storage'],
+      mark,
+      xLabel: 'file size',
       yLabel: 'MiB/s',
       yScale: 'log',
       groups: sizes.map(human),
       series
+    })
+    const others = ['vanilla', 'fs'].filter((e) => engines.includes(e) && engines.includes('kfs'))
+    if (!others.length) continue
+    const rate = (e, s) => (find(e, 'by-size', test, s) || {}).mibPerS
+    out[`fio-${test}-ratio.svg`] = barChart({
+      title: `${what} reads: kfs MiB/s / other MiB/s (higher is better for kfs)`,
+      subtitle: [`above 1.0 kfs is faster; ${runs}`, machine],
+      mark,
+      xLabel: 'file size',
+      yLabel: 'kfs / other',
+      yScale: 'log',
+      reference: 1,
+      referenceLabel: '1.0: as fast',
+      groups: sizes.map(human),
+      series: others.map((e) => ({ name: `kfs / ${e}`, values: sizes.map((s) => rate('kfs', s) / rate(e, s)) }))
     })
   }
   return out
 }
 
 // A row as charts() needs it, from a record of fio.csv.
-const fromCsv = (r) => ({ engine: r.engine, part: r.part, test: r.test, size: Number(r.file_size_bytes), jobs: Number(r.jobs), bs: Number(r.block_bytes), mibPerS: Number(r.mib_per_s) })
+const fromCsv = (r) => ({ engine: r.engine, part: r.part, test: r.test, size: Number(r.file_size_bytes), jobs: Number(r.jobs), bs: Number(r.block_bytes), seconds: Number(r.seconds), mibPerS: Number(r.mib_per_s) })
 const REDRAW = { header: HEADER, fromCsv, charts }
 
 async function main (args) {
@@ -421,6 +429,6 @@ async function main (args) {
   progress(`wrote fio.csv, fio.md and charts to ${args.out}`)
 }
 
-if (require.main === module) runScript('perf/fio.js', { parseArgs, cases: CASES, main, redraw: REDRAW })
+if (require.main === module) runScript(COMMAND, { cases: CASES, main, redraw: REDRAW })
 
-module.exports = { HEADER }
+module.exports = { HEADER, COMMAND }

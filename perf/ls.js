@@ -1,17 +1,10 @@
 'use strict'
 
-// `ls`-style listing timings, like LeoFS's: kfs and vanilla (kfs with shardCount 1),
+// `ls`-style listing timings, in the shape of LeoFS's reported ones: kfs and vanilla (kfs with shardCount 1),
 // each engine in its own child process.
 //
-//   npm run benchmark:ls -- [--runs N] [--dir DIR] [--out DIR] [--quick]
-//
-//   --runs N           timings of each listing (5)
-//   --dir DIR          where the stores live ($KFS_PERF_DIR, else the temp dir)
-//   --out DIR          ls.csv, ls.md and an SVG chart go here (benchmark-ls)
-//   --quick            tiny stores, for CI: proves the script runs, measures nothing
-//   --from-csv FILE    run nothing: draw the chart again from an ls.csv written before,
-//                      into --out (default: beside FILE); add --quick for a quick run's
-//                      CSV, so that its chart says so
+// --from-csv FILE runs nothing: it draws the chart again from an ls.csv written before,
+// into --out; add --quick for a quick run's CSV, so that its chart says so.
 //
 // The cases, with files of 1 KiB:
 // - a store grown to 500, 1,000, 2,000, 5,000, 10,000, 20,000 and 100,000 files, listed
@@ -30,10 +23,9 @@ const crypto = require('node:crypto')
 const { execFileSync } = require('node:child_process')
 const async = require('async')
 const { inChild, cliList, now, msSince } = require('./child')
-const { runScript, writeOut, chartsOf, quickMark, UsageError, optionValue, parseCount, fmt } = require('./script')
-const { lineChart } = require('./svg')
+const { cli, runScript, writeOut, chartsOf, quickMark, machineOf, machineFor, MACHINE_OPTION, MIN_N, fewNote, fmt } = require('./script')
+const { lineChart, barChart } = require('./svg')
 const { shardFor } = require('../lib/shard/routing')
-const PUBLISHED = require('./published')
 const { median } = require('./stats')
 
 const SELF = __filename
@@ -43,31 +35,18 @@ const REF = '00112233445566778899aabbccddeeff00112233' // so that keys can be pi
 const shardOf = (key, shardCount) => shardFor(Buffer.from(REF, 'hex'), key, shardCount)
 const WRITERS = 16 // files stored at once while a store is built (not timed)
 
-function parseArgs (argv) {
-  const args = {
-    runs: 5,
-    steps: [500, 1000, 2000, 5000, 10000, 11000, 20000, 100000],
-    oneShardAt: 11000,
-    shardFiles: 10000,
-    others: 100000,
-    dir: process.env.KFS_PERF_DIR || os.tmpdir(),
-    out: undefined,
-    quick: false
-  }
-  const value = (i) => optionValue(argv, i)
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i]
-    if (arg === '--runs') args.runs = parseCount(value(++i), arg)
-    else if (arg === '--dir') args.dir = value(++i)
-    else if (arg === '--out') args.out = value(++i)
-    else if (arg === '--from-csv') args.fromCsv = value(++i)
-    else if (arg === '--quick') Object.assign(args, { runs: 2, steps: [50, 100, 110, 200], oneShardAt: 110, shardFiles: 40, others: 200, quick: true })
-    else if (arg === '--child') args.child = JSON.parse(value(++i))
-    else throw new UsageError(`unknown argument ${arg} (see the comment at the top of perf/ls.js)`)
-  }
-  args.out = args.out ?? (args.fromCsv ? path.dirname(args.fromCsv) : 'benchmark-ls')
-  return args
-}
+const QUICK = { runs: 2, steps: [50, 100, 110, 200], oneShardAt: 110, shardFiles: 40, others: 200, quick: true }
+const COMMAND = cli(__filename, {
+  run: 'npm run benchmark:ls --',
+  options: [
+    { name: '--runs', type: 'count', default: 5, help: 'timings of each listing' },
+    { name: '--dir', type: 'string', arg: 'DIR', default: process.env.KFS_PERF_DIR || os.tmpdir(), shown: '$KFS_PERF_DIR, else the temp dir', help: 'where the stores live' },
+    { name: '--quick', type: 'flag', sets: QUICK, help: 'tiny stores, for CI: proves the script runs, measures nothing' },
+    { name: '--from-csv', type: 'string', arg: 'FILE', help: 'run nothing: draw the chart again from an ls.csv, into --out' },
+    MACHINE_OPTION
+  ],
+  defaults: { steps: [500, 1000, 2000, 5000, 10000, 11000, 20000, 100000], oneShardAt: 11000, shardFiles: 10000, others: 100000, quick: false }
+})
 
 const randomKey = () => crypto.randomBytes(20).toString('hex')
 
@@ -144,7 +123,7 @@ function toCsv (rows) {
   return [HEADER, ...rows.map((r) => [r.engine, r.case, r.storeFiles, r.listed, r.shard, r.run, r.listMs.toFixed(2), r.cliMs.toFixed(2)].join(','))].join('\n') + '\n'
 }
 
-// Medians per engine, case and store size: { listed, listMs, cliMs }.
+// Medians per engine, case and store size: { n, listed, listMs, cliMs, values }.
 function summarize (rows) {
   const groups = new Map()
   for (const r of rows) {
@@ -153,7 +132,7 @@ function summarize (rows) {
     groups.get(id).push(r)
   }
   const out = {}
-  for (const [id, rs] of groups) out[id] = { listed: rs[0].listed, listMs: median(rs.map((r) => r.listMs)), cliMs: median(rs.map((r) => r.cliMs)) }
+  for (const [id, rs] of groups) out[id] = { n: rs.length, listed: rs[0].listed, listMs: median(rs.map((r) => r.listMs)), cliMs: median(rs.map((r) => r.cliMs)), values: { listMs: rs.map((r) => r.listMs), cliMs: rs.map((r) => r.cliMs) } }
   return (engine, kase, storeFiles) => out[`${engine} ${kase} ${storeFiles}`]
 }
 
@@ -164,19 +143,24 @@ function report (args, engines, rows) {
   const stores = args.steps.filter((s) => s !== args.oneShardAt)
   add('# `ls`-style listing: kfs and vanilla')
   add()
-  add(`Measured with \`node perf/ls.js ${process.argv.slice(2).join(' ')}\` on ${os.cpus().length} cores, ${new Date().toISOString().slice(0, 10)}; each engine in its own process; files of 1 KiB; medians of ${args.runs} runs. \`list()\`: the library's listing on a store object just made (shards closed, page cache warm, writeback done before each run). \`kfs list\`: the command as a process, output to /dev/null.${args.quick ? ` **${quickMark('stores')}.**` : ''}`)
+  add(`Measured with \`node perf/ls.js ${process.argv.slice(2).join(' ')}\` on ${machineOf(args.dir)}, ${new Date().toISOString().slice(0, 10)}; each engine in its own process; files of 1 KiB; ${args.runs} runs of each listing. \`list()\`: the library's listing on a store object just made (shards closed, page cache warm, writeback done before each run). \`kfs list\`: the command as a process, output to /dev/null.${args.quick ? ` **${quickMark('stores')}.**` : ''}`)
   add()
+  const cellOf = (c, key) => (c ? (args.runs >= MIN_N ? fmt(c[key]) : c.values[key].map((x) => fmt(x)).join(', ')) : '–')
+  const which = args.runs >= MIN_N ? `medians of ${args.runs} runs` : `each run's, ${fewNote(args.runs)}`
   add('## A whole store')
   add()
-  add(`| files | ${engines.map((e) => `${e} list() ms | ${e} \`kfs list\` ms`).join(' | ')} | kfs / vanilla (list()) |`)
-  add(`|---|${engines.map(() => '---|---').join('|')}|---|`)
-  for (const n of stores) {
-    const cells = engines.map((e) => get(e, 'store', n))
-    const k = get('kfs', 'store', n)
-    const v = get('vanilla', 'store', n)
-    add(`| ${fmt(n)} | ${cells.map((c) => (c ? `${fmt(c.listMs)} | ${fmt(c.cliMs)}` : '– | –')).join(' | ')} | ${k && v ? fmt(k.listMs / v.listMs, 2) : '–'} |`)
+  for (const [key, name] of [['listMs', 'list()'], ['cliMs', '`kfs list`']]) {
+    add(`${name}, ms (lower is better; ${which}):`)
+    add()
+    add(`| files | ${engines.join(' | ')} | kfs / vanilla |`)
+    add(`|---|${engines.map(() => '---').join('|')}|---|`)
+    for (const n of stores) {
+      const k = get('kfs', 'store', n)
+      const v = get('vanilla', 'store', n)
+      add(`| ${fmt(n)} | ${engines.map((e) => cellOf(get(e, 'store', n), key)).join(' | ')} | ${k && v ? fmt(k[key] / v[key], 2) : '–'} |`)
+    }
+    add()
   }
-  add()
   const first = stores[0]
   const tenth = stores.find((n) => n === 10000) || stores[Math.min(stores.length - 1, 4)]
   add(`Time to list ${fmt(tenth)} files against ${fmt(first)} (linear would be ${fmt(tenth / first, 1)}): ${engines.map((e) => {
@@ -187,29 +171,30 @@ function report (args, engines, rows) {
   add()
   add('## One shard')
   add()
-  add(`| case | ${engines.map((e) => `${e} files listed | ${e} list() ms | ${e} \`kfs list\` ms`).join(' | ')} |`)
-  add(`|---|${engines.map(() => '---|---|---').join('|')}|`)
   const shardCases = [
     ['one-shard', args.oneShardAt, `one shard of a store of ${fmt(args.oneShardAt)} files`],
-    ['shard-alone', args.shardFiles, `a shard holding ${fmt(args.shardFiles)} files, alone in its store`],
-    ['shard-beside-others', args.shardFiles + args.others, `the same shard, the other shards holding ${fmt(args.others)} more`]
+    ['shard-alone', args.shardFiles, `a shard of ${fmt(args.shardFiles)} files, alone`],
+    ['shard-beside-others', args.shardFiles + args.others, `the same, beside ${fmt(args.others)} more`]
   ]
-  for (const [kase, n, label] of shardCases) {
-    add(`| ${label} | ${engines.map((e) => {
+  for (const e of engines) {
+    add(`${e} (ms, lower is better; ${which}):`)
+    add()
+    add('| case | files listed | list() | `kfs list` |')
+    add('|---|---|---|---|')
+    for (const [kase, n, label] of shardCases) {
       const c = get(e, kase, n)
-      return c ? `${fmt(c.listed)} | ${fmt(c.listMs)} | ${fmt(c.cliMs)}` : '– | – | –'
-    }).join(' | ')} |`)
+      add(`| ${label} | ${c ? fmt(c.listed) : '–'} | ${cellOf(c, 'listMs')} | ${cellOf(c, 'cliMs')} |`)
+    }
+    add()
   }
-  add()
   add(`Beside others / alone: ${engines.map((e) => {
     const a = get(e, 'shard-alone', args.shardFiles)
     const b = get(e, 'shard-beside-others', args.shardFiles + args.others)
     return a && b ? `${e} list() ${fmt(b.listMs / a.listMs, 2)}, \`kfs list\` ${fmt(b.cliMs / a.cliMs, 2)}` : `${e} –`
   }).join('; ')} (vanilla's one shard holds the others too).`)
   add()
-  add(`Published, another system on other hardware: ${PUBLISHED.leofs.text}`)
-  add()
   add('![Listing time against files listed](ls.svg)')
+  add('![kfs against vanilla](ls-ratio.svg)')
   add()
   return lines.join('\n')
 }
@@ -217,33 +202,57 @@ function report (args, engines, rows) {
 // Median times to list a whole store against its files, drawn from the CSV's rows
 // (chartsOf), the run's and --from-csv's alike. Log on both axes: the stores grow
 // 200-fold and the times span 10 ms to seconds, and time growing in proportion to the
-// files is a slope of 1.
-function charts (rows, { quick }) {
+// files is a slope of 1. Then kfs / vanilla by store size, 1.0 marked. LeoFS's figures,
+// once drawn beside them, are not: their source could not be found again.
+function charts (rows, args) {
   const get = summarize(rows)
   const engines = [...new Set(rows.map((r) => r.engine))]
   const stores = [...new Set(rows.filter((r) => r.case === 'store').map((r) => r.storeFiles))]
+  const runs = Math.max(...rows.filter((r) => r.case === 'store').map((r) => r.run))
+  const machine = machineFor(args, args.dir)
+  const mark = args.quick ? quickMark('stores') : undefined
+  const n = runs >= MIN_N ? `medians of n = ${runs} runs` : `medians of n = ${runs} runs (n < ${MIN_N}: no statistics)`
   const series = []
   for (const e of engines) {
-    const medians = stores.map((n) => [n, get(e, 'store', n)]).filter(([, m]) => m)
-    series.push({ name: `${e}: list()`, points: medians.map(([n, m]) => [n, m.listMs]) })
-    series.push({ name: `${e}: list command`, points: medians.map(([n, m]) => [n, m.cliMs]) })
+    const medians = stores.map((s) => [s, get(e, 'store', s)]).filter(([, m]) => m)
+    series.push({ name: `${e}: list()`, points: medians.map(([s, m]) => [s, m.listMs]) })
+    series.push({ name: `${e}: list command`, points: medians.map(([s, m]) => [s, m.cliMs]) })
   }
-  if (!quick) series.push({ name: 'LeoFS (published)', points: PUBLISHED.leofs.points })
-  const svg = lineChart({
-    title: 'Listing a whole store (medians)',
-    subtitle: 'list(): the library\'s call; list command: `kfs list > /dev/null`, a process',
-    mark: quick ? quickMark('stores') : undefined,
+  const out = {}
+  out['ls.svg'] = lineChart({
+    title: 'Listing a whole store: time (lower is better)',
+    subtitle: ['list(): the library\'s call; list command: `kfs list > /dev/null`, a process', `${n}; ${machine}`],
+    mark,
     xLabel: 'files listed',
     yLabel: 'ms',
     xScale: 'log',
     yScale: 'log',
     series
   })
-  return { 'ls.svg': svg }
+  if (engines.includes('kfs') && engines.includes('vanilla')) {
+    const ratio = (key) => stores.map((s) => {
+      const k = get('kfs', 'store', s)
+      const v = get('vanilla', 'store', s)
+      return k && v ? k[key] / v[key] : NaN
+    })
+    out['ls-ratio.svg'] = barChart({
+      title: 'Listing a whole store: kfs time / vanilla time (lower is better for kfs)',
+      subtitle: [`below 1.0 kfs is faster; ${n}`, machine],
+      mark,
+      xLabel: 'files listed',
+      yLabel: 'kfs / vanilla',
+      yScale: 'log',
+      reference: 1,
+      referenceLabel: '1.0: as fast',
+      groups: stores.map((s) => fmt(s)),
+      series: [{ name: 'list()', values: ratio('listMs') }, { name: 'list command', values: ratio('cliMs') }]
+    })
+  }
+  return out
 }
 
 // A row as charts() needs it, from a record of ls.csv.
-const fromCsv = (r) => ({ engine: r.engine, case: r.case, storeFiles: Number(r.store_files), listed: Number(r.listed), listMs: Number(r.list_ms), cliMs: Number(r.cli_ms) })
+const fromCsv = (r) => ({ engine: r.engine, case: r.case, storeFiles: Number(r.store_files), listed: Number(r.listed), run: Number(r.run), listMs: Number(r.list_ms), cliMs: Number(r.cli_ms) })
 const REDRAW = { header: HEADER, fromCsv, charts }
 
 async function main (args) {
@@ -266,9 +275,9 @@ async function main (args) {
   const csv = toCsv(rows)
   writeOut(args.out, { 'ls.csv': csv, 'ls.md': markdown, ...chartsOf(csv, args, REDRAW) })
   process.stdout.write(markdown + '\n')
-  process.stderr.write(`perf/ls.js: wrote ls.csv, ls.md and ls.svg to ${args.out}\n`)
+  process.stderr.write(`perf/ls.js: wrote ls.csv, ls.md, ls.svg and ls-ratio.svg to ${args.out}\n`)
 }
 
-if (require.main === module) runScript('perf/ls.js', { parseArgs, cases: CASES, main, redraw: REDRAW })
+if (require.main === module) runScript(COMMAND, { cases: CASES, main, redraw: REDRAW })
 
 module.exports = { HEADER }

@@ -1,13 +1,17 @@
 'use strict'
 
-// Micro-benchmarks of the hot small functions: npm run bench:micro
-// Prints operations per second with the relative margin of error at 95% confidence.
+// Micro-benchmarks of the hot small functions. Prints operations per second with the
+// relative margin of error at 95% confidence (benchmark.js's own, over its many runs).
 
 const { Suite } = require('benchmark')
 const crypto = require('node:crypto')
 const { coerceKey } = require('../lib/api/keys')
 const { shardFor, routingByte } = require('../lib/shard/routing')
 const { ChunkKeys, encodeMeta, decodeMeta } = require('../lib/shard/records')
+const { cli, parseCommandLine, teeOutput } = require('./script')
+
+const COMMAND = cli(__filename, { run: 'npm run bench:micro --' })
+teeOutput(parseCommandLine(COMMAND), COMMAND.script)
 
 const referenceId = crypto.randomBytes(20)
 const hexKey = crypto.randomBytes(32).toString('hex')

@@ -5,27 +5,22 @@
 // (issue 21's target: 1,000 in under 1 s) next to its floors, perf/costs.js's `first`
 // job: 256 raw LevelDBs made when their first file comes, and all made at once. Each
 // case runs in a process of its own, rounds alternating, so that drift hits all.
-//
-//   node perf/new-shards.js [--shards 128] [--files 1000] [--rounds 3] [--dir DIR]
 
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
 const { execFileSync } = require('node:child_process')
 const { median } = require('./stats')
+const { cli, parseCommandLine, teeOutput } = require('./script')
 
-function parseArgs (argv) {
-  const args = { shards: 128, files: 1000, rounds: 3, dir: process.env.KFS_PERF_DIR || os.tmpdir() }
-  for (let i = 0; i < argv.length; i++) {
-    const [name, value] = [argv[i], argv[++i]]
-    if (name === '--child') args.child = JSON.parse(value)
-    else if (['--shards', '--files', '--rounds'].includes(name) && /^\d+$/.test(value)) args[name.slice(2)] = Number(value)
-    else if (name === '--dir' && value) args.dir = value
-    else throw new Error(`bad argument ${name} (see the comment at the top of perf/new-shards.js)`)
-  }
-  return args
-}
-
+const COMMAND = cli(__filename, {
+  options: [
+    { name: '--shards', type: 'count', default: 128, help: 'shards made one after another, each way' },
+    { name: '--files', type: 'count', default: 1000, help: 'a new store\'s first small files' },
+    { name: '--rounds', type: 'count', default: 3, help: 'rounds' },
+    { name: '--dir', type: 'string', arg: 'DIR', default: process.env.KFS_PERF_DIR || os.tmpdir(), shown: '$KFS_PERF_DIR, else the temp dir', help: 'where the data goes' }
+  ]
+})
 const since = (start) => Number(process.hrtime.bigint() - start) / 1e6
 
 const cases = {
@@ -97,13 +92,8 @@ async function main (args) {
   }
 }
 
-let args
-try {
-  args = parseArgs(process.argv.slice(2))
-} catch (err) {
-  process.stderr.write(`perf/new-shards.js: ${err.message}\n`)
-  process.exit(2)
-}
+const args = parseCommandLine(COMMAND)
+if (!args.child) teeOutput(args, COMMAND.script)
 main(args).catch((err) => {
   process.stderr.write(`perf/new-shards.js: ${err.message}\n`)
   process.exitCode = 1

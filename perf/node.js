@@ -6,13 +6,6 @@
 // shardCount 1) and plain files, each case of each engine in its own child process
 // (LevelDB runs all compactions of a process on one thread).
 //
-//   npm run perf:node -- [--files N] [--big MiB] [--reclaim-files N] [--dir DIR] [--quick]
-//
-//   --files N          small files of 1 KiB stored one at a time, then listed (100000)
-//   --big MiB          file size for the many-clients and slow-clients cases (8)
-//   --reclaim-files N  files of 128 MiB written then unlinked (40)
-//   --quick            tiny sizes, for CI: proves the script runs, measures nothing
-//
 // Prints one Markdown table per case with the ratios the issue's targets are stated in.
 
 const fs = require('node:fs')
@@ -20,7 +13,7 @@ const os = require('node:os')
 const path = require('node:path')
 const crypto = require('node:crypto')
 const { inChild: runChild, cliList, now, msSince } = require('./child')
-const { runScript, fmt } = require('./script')
+const { cli, runScript, fmt } = require('./script')
 
 const MiB = 1024 * 1024
 const SELF = __filename
@@ -38,25 +31,17 @@ function keysForShards (count) {
   return [...seen.values()].map((k) => ({ key: k }))
 }
 
-function parseArgs (argv) {
-  const args = { files: 100000, big: 8, reclaimFiles: 40, reclaimSize: 128, idleMs: 5000, dir: process.env.KFS_PERF_DIR || os.tmpdir(), quick: false }
-  const number = (i) => {
-    const n = Number(argv[i])
-    if (!(n > 0)) throw new Error(`${argv[i - 1]} takes a positive number, got ${argv[i]}`)
-    return n
-  }
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i]
-    if (arg === '--files') args.files = number(++i)
-    else if (arg === '--big') args.big = number(++i)
-    else if (arg === '--reclaim-files') args.reclaimFiles = number(++i)
-    else if (arg === '--dir') args.dir = argv[++i]
-    else if (arg === '--quick') Object.assign(args, { files: 300, big: 1, reclaimFiles: 4, reclaimSize: 4, idleMs: 2500, quick: true })
-    else if (arg === '--child') args.child = JSON.parse(argv[++i])
-    else throw new Error(`unknown argument ${arg} (see the comment at the top of perf/node.js)`)
-  }
-  return args
-}
+const COMMAND = cli(__filename, {
+  run: 'npm run perf:node --',
+  options: [
+    { name: '--files', type: 'count', default: 100000, help: 'small files of 1 KiB stored one at a time, then listed' },
+    { name: '--big', type: 'number', arg: 'MiB', default: 8, help: 'file size for the many-clients and slow-clients cases, MiB' },
+    { name: '--reclaim-files', type: 'count', default: 40, help: 'files of 128 MiB written then unlinked' },
+    { name: '--dir', type: 'string', arg: 'DIR', default: process.env.KFS_PERF_DIR || os.tmpdir(), shown: '$KFS_PERF_DIR, else the temp dir', help: 'where the data goes' },
+    { name: '--quick', type: 'flag', sets: { files: 300, big: 1, reclaimFiles: 4, reclaimSize: 4, idleMs: 2500, quick: true }, help: 'tiny sizes, for CI: proves the script runs, measures nothing' }
+  ],
+  defaults: { reclaimSize: 128, idleMs: 5000, quick: false }
+})
 
 const percentile = (sorted, p) => sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * p))]
 const key = () => crypto.randomBytes(20).toString('hex')
@@ -364,6 +349,6 @@ async function main (args) {
   }
 }
 
-if (require.main === module) runScript('perf/node.js', { parseArgs, cases: CASES, main })
+if (require.main === module) runScript(COMMAND, { cases: CASES, main, tee: true })
 
 module.exports = { keysForShards, REF, diskBytes, memory, descriptors }

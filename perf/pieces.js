@@ -7,26 +7,9 @@
 // own (LevelDB runs every compaction of a process on one thread), into a new store;
 // rounds rotate the engines' order.
 //
-//   npm run benchmark:pieces -- [--size BYTES] [--pieces N] [--workers N] [--rounds N]
-//                                [--idle MS] [--fresh] [--memory BYTES] [--engines LIST]
-//                                [--dir DIR] [--out DIR] [--quick]
-//
-//   --size BYTES     a piece's size: 62068, 256K, 1M (62068)
-//   --pieces N       pieces per engine and round (10000)
-//   --workers N      uploads, and downloads, in flight (5)
-//   --rounds N       rounds (3)
-//   --idle MS        how long the engine stays open, idle, after collect (5000)
-//   --fresh          kfs starts from a new store: its shards are made by the first
-//                    pieces, on the clock (without it, they are made before)
-//   --memory BYTES   kfs's memory budget (the `memory` option): 64M, 1G (128M, kfs's default)
-//   --engines LIST   the engines to run, comma-separated (those below but kfs-operator)
-//   --dir DIR        where the stores go: a new directory made in it and removed at the
-//                    end ($KFS_PERF_DIR, else the temp dir)
-//   --out DIR        pieces.csv, pieces.md and pieces.svg go here (a new directory in
-//                    the temp dir, printed)
-//   --quick          tiny sizes, for the tests: proves the script runs, measures nothing
-//   --from-csv FILE  run nothing: draw the chart again from a pieces.csv, into --out
-//                    (default: beside FILE)
+// --fresh: kfs starts from a new store, its shards made by the first pieces, on the
+// clock (without it, they are made before). --from-csv FILE runs nothing: it draws the
+// chart again from a pieces.csv, into --out.
 //
 // Phases, each timed whole (pieces/s, MiB/s) and piece by piece (p50, p99):
 // - upload: the workers take the pieces in turn; each piece is random bytes (a slice of
@@ -70,7 +53,7 @@ const path = require('node:path')
 const crypto = require('node:crypto')
 const { execFileSync, spawn } = require('node:child_process')
 const { inChild, now, msSince } = require('./child')
-const { fsWrite, inFlight, runScript, writeOut, chartsOf, quickMark, UsageError, optionValue, parseCount, parseSize, fmt, MiB } = require('./script')
+const { cli, fsWrite, inFlight, runScript, writeOut, chartsOf, quickMark, machineFor, MACHINE_OPTION, MIN_N, fewNote, fmt, MiB } = require('./script')
 const { median, percentile } = require('./stats')
 const { barChart } = require('./svg')
 const { diskBytes, memory, descriptors } = require('./node')
@@ -98,42 +81,27 @@ const POOL_SLACK = 4 * MiB
 const SAMPLE_MS = 20
 const FDS_EVERY = 25 // memory samples per descriptor count
 
-function parseArgs (argv) {
-  const args = { size: 62068, pieces: 10000, workers: 5, rounds: 3, idleMs: 5000, fresh: false, dir: process.env.KFS_PERF_DIR || os.tmpdir(), quick: false }
-  const value = (i) => optionValue(argv, i)
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i]
-    if (arg === '--size') args.size = parseSize(value(++i), arg)
-    else if (['--pieces', '--workers', '--rounds'].includes(arg)) args[arg.slice(2)] = parseCount(value(++i), arg)
-    else if (arg === '--idle') args.idleMs = parseCount(value(++i), arg)
-    else if (arg === '--fresh') args.fresh = true
-    else if (arg === '--memory') args.memory = parseSize(value(++i), arg)
-    else if (arg === '--engines') args.engines = engineList(value(++i))
-    else if (arg === '--dir') args.dir = value(++i)
-    else if (arg === '--out') args.out = value(++i)
-    else if (arg === '--from-csv') args.fromCsv = value(++i)
-    else if (arg === '--quick') Object.assign(args, { size: 4096, pieces: 60, rounds: 1, idleMs: 200, quick: true })
-    else if (arg === '--help' || arg === '-h') args.help = true
-    else if (arg === '--child') args.child = JSON.parse(value(++i))
-    else throw new UsageError(`unknown argument ${arg} (see --help)`)
+const COMMAND = cli(__filename, {
+  run: 'npm run benchmark:pieces --',
+  options: [
+    { name: '--size', type: 'size', arg: 'BYTES', default: 62068, help: 'a piece\'s size: 62068, 256K, 1M' },
+    { name: '--pieces', type: 'count', default: 10000, help: 'pieces per engine and round' },
+    { name: '--workers', type: 'count', default: 5, help: 'uploads, and downloads, in flight' },
+    { name: '--rounds', type: 'count', default: 3, help: 'rounds' },
+    { name: '--idle', key: 'idleMs', type: 'count', arg: 'MS', default: 5000, help: 'how long the engine stays open, idle, after collect' },
+    { name: '--fresh', type: 'flag', help: 'kfs starts from a new store: its shards are made by the first pieces, on the clock' },
+    { name: '--memory', type: 'size', arg: 'BYTES', shown: '128M, kfs\'s default', help: 'kfs\'s memory budget (the `memory` option): 64M, 1G' },
+    { name: '--engines', type: 'list', values: ENGINES, shown: 'all but kfs-operator', help: `the engines to run, comma-separated: ${ENGINES.join(', ')}` },
+    { name: '--dir', type: 'string', arg: 'DIR', default: process.env.KFS_PERF_DIR || os.tmpdir(), shown: '$KFS_PERF_DIR, else the temp dir', help: 'where the stores go: a new directory made in it and removed at the end' },
+    { name: '--quick', type: 'flag', sets: { size: 4096, pieces: 60, rounds: 1, idleMs: 200, quick: true }, help: 'tiny sizes, for the tests: proves the script runs, measures nothing' },
+    { name: '--from-csv', type: 'string', arg: 'FILE', help: 'run nothing: draw the chart again from a pieces.csv, into --out' },
+    MACHINE_OPTION
+  ],
+  defaults: { quick: false },
+  check (args) {
+    if (args.engines) args.engines = ENGINES.filter((e) => args.engines.includes(e))
   }
-  if (args.fromCsv) args.out = args.out ?? path.dirname(args.fromCsv)
-  return args
-}
-
-function engineList (text) {
-  const engines = text.split(',')
-  const unknown = engines.find((e) => !ENGINES.includes(e))
-  if (unknown) throw new UsageError(`unknown engine ${unknown} (known: ${ENGINES.join(', ')})`)
-  return ENGINES.filter((e) => engines.includes(e))
-}
-
-// The comment at the top of a script (this one), as --help prints it.
-function usage (script = SELF) {
-  const text = fs.readFileSync(script, 'utf8').split('\n')
-  const body = text.slice(2, text.findIndex((line, i) => i > 2 && !line.startsWith('//')))
-  return body.map((line) => line.replace(/^\/\/ ?/, '')).join('\n') + '\n'
-}
+})
 
 // An engine: put(key, data), get(key) -> Buffer, del(key), close().
 // fresh: a kfs store opened with no shard made yet. memory: kfs's budget, if not its default.
@@ -354,7 +322,7 @@ function machine (short = false) {
 }
 
 function report (args, rows, { loadStart, loadEnd, filesystem, commit }) {
-  const { rounds, mid, range, ratio } = summarize(rows)
+  const { rounds, at, mid, ratio } = summarize(rows)
   const engines = ENGINES.filter((e) => rows.some((r) => r.engine === e))
   const lines = []
   const add = (line = '') => lines.push(line)
@@ -372,13 +340,23 @@ function report (args, rows, { loadStart, loadEnd, filesystem, commit }) {
     const workers = phase === 'collect' ? 1 : args.workers
     add(`## ${phase[0].toUpperCase()}${phase.slice(1)} (${workers} in flight)`)
     add()
-    const extra = phase === 'download' ? ' | / floor | / one raw LevelDB' : ''
-    add(`| engine | pieces/s (rounds) | MiB/s | p50 ms | p99 ms | / files | / files + fsync${extra} | peak RSS MiB | peak private MiB | peak descriptors |`)
-    add(`|---|---|---|---|---|---|---|${phase === 'download' ? '---|---|' : ''}---|---|---|`)
+    const each = (e, fn) => at(e, phase).map((r) => fmt(fn(r)))
+    add(`Pieces/s (higher is better): the median of the rounds, and each round's (${rounds.length < MIN_N ? fewNote(rounds.length) : `n = ${rounds.length}`} beyond the median); latency of a piece, medians of the rounds:`)
+    add()
+    add('| engine | pieces/s | each round | MiB/s | p50 ms | p99 ms |')
+    add('|---|---|---|---|---|---|')
     for (const e of engines) {
-      const [lo, hi] = range(e, phase, rate)
-      const vsRaw = phase === 'download' ? ` | ${fmt(ratio(e, 'raw-kfs', phase), 2)} | ${fmt(ratio(e, 'leveldb', phase), 2)}` : ''
-      add(`| ${NAMES[e]} | ${fmt(mid(e, phase, rate))} (${fmt(lo)}-${fmt(hi)}) | ${fmt(mid(e, phase, (r) => rate(r) * r.size / MiB), 1)} | ${ms(mid(e, phase, (r) => r.p50))} | ${ms(mid(e, phase, (r) => r.p99))} | ${fmt(ratio(e, 'files', phase), 2)} | ${fmt(ratio(e, 'files-fsync', phase), 2)}${vsRaw} | ${fmt(mid(e, phase, (r) => r.peak.rss / MiB))} | ${fmt(mid(e, phase, (r) => r.peak.anon / MiB))} | ${fmt(mid(e, phase, (r) => r.peak.fds))} |`)
+      add(`| ${NAMES[e]} | ${fmt(mid(e, phase, rate))} | ${each(e, rate).join(', ')} | ${fmt(mid(e, phase, (r) => rate(r) * r.size / MiB), 1)} | ${ms(mid(e, phase, (r) => r.p50))} | ${ms(mid(e, phase, (r) => r.p99))} |`)
+    }
+    add()
+    const against = ['files', 'files-fsync', ...(phase === 'download' ? ['raw-kfs', 'leveldb'] : [])]
+    const short = { files: '/ files', 'files-fsync': '/ files + fsync', 'raw-kfs': '/ floor', leveldb: '/ one raw LevelDB' }
+    add('Pieces/s over other engines\' (above 1: faster), and peaks: RSS, private memory, descriptors (lower is better):')
+    add()
+    add(`| engine | ${against.map((o) => short[o]).join(' | ')} | RSS MiB | private MiB | fds |`)
+    add(`|---|${against.map(() => '---').join('|')}|---|---|---|`)
+    for (const e of engines) {
+      add(`| ${NAMES[e]} | ${against.map((o) => fmt(ratio(e, o, phase), 2)).join(' | ')} | ${fmt(mid(e, phase, (r) => r.peak.rss / MiB))} | ${fmt(mid(e, phase, (r) => r.peak.anon / MiB))} | ${fmt(mid(e, phase, (r) => r.peak.fds))} |`)
     }
     add()
     if (phase === 'download') {
@@ -397,37 +375,73 @@ function report (args, rows, { loadStart, loadEnd, filesystem, commit }) {
   add(`## Disk: blocks allocated, over the ${mib(live)} MiB of live pieces stored before collect`)
   add()
   const idle = `${fmt(args.idleMs / 1000, 1)} s`
-  add(`| engine | empty, open MiB | after download | after collect, at once | ${idle} later, still open | the same, less empty | after close | after close, MiB |`)
-  add('|---|---|---|---|---|---|---|---|')
-  for (const e of engines) {
-    const share = (phase, fn) => `${fmt(100 * mid(e, phase, fn) / live, 1)}%`
-    add(`| ${NAMES[e]} | ${mib(mid(e, 'upload', (r) => r.diskEmpty))} | ${share('download', (r) => r.diskEnd)} | ${share('collect', (r) => r.diskEnd)} | ${share('collect', (r) => r.diskIdle)} | ${share('collect', (r) => r.diskIdle - r.diskEmpty)} | ${share('collect', (r) => r.diskClosed)} | ${mib(mid(e, 'collect', (r) => r.diskClosed))} |`)
+  const share = (e, phase, fn) => `${fmt(100 * mid(e, phase, fn) / live, 1)}%`
+  const disk = [
+    [['empty, open MiB', (e) => mib(mid(e, 'upload', (r) => r.diskEmpty))], ['after download', (e) => share(e, 'download', (r) => r.diskEnd)], ['after collect', (e) => share(e, 'collect', (r) => r.diskEnd)], [`${idle} later, open`, (e) => share(e, 'collect', (r) => r.diskIdle)]],
+    [[`${idle} later, less empty`, (e) => share(e, 'collect', (r) => r.diskIdle - r.diskEmpty)], ['after close', (e) => share(e, 'collect', (r) => r.diskClosed)], ['after close, MiB', (e) => mib(mid(e, 'collect', (r) => r.diskClosed))]]
+  ]
+  for (const columns of disk) {
+    add(`| engine | ${columns.map(([name]) => name).join(' | ')} |`)
+    add(`|---|${columns.map(() => '---').join('|')}|`)
+    for (const e of engines) add(`| ${NAMES[e]} | ${columns.map(([, value]) => value(e)).join(' | ')} |`)
+    add()
   }
-  add()
   add(`Shares of the live bytes. "empty, open": the engine's directory once it is open and before the first piece (kfs: ${args.fresh ? 'no shard made yet' : 'every shard made, each holding one tiny file'}; files: the 256 directories); "less empty": what collect left beyond that.`)
   add()
   add('![pieces/s per engine and phase](pieces.svg)')
+  add('![kfs against the other engines](pieces-ratio.svg)')
   add()
   return lines.join('\n')
 }
 
-// Median pieces/s per phase and engine, from the CSV's rows (chartsOf): log scale, as
-// collect runs an order of magnitude faster than upload.
-function charts (rows, { quick, machine }) {
-  const { rounds, mid } = summarize(rows)
+// Median pieces/s per phase and engine, whiskers from the slowest round to the fastest,
+// from the CSV's rows (chartsOf): log scale, as collect runs an order of magnitude
+// faster than upload. Then kfs's pieces/s over each other engine's, per phase, 1.0
+// marked (the median of the rounds' ratios).
+function charts (rows, args) {
+  const { rounds, at, mid, ratio } = summarize(rows)
   const engines = ENGINES.filter((e) => rows.some((r) => r.engine === e))
   const first = rows[0] || { pieces: 0, size: 0, workers: 0 }
-  const svg = barChart({
-    title: `Storj's piece workload: pieces/s, higher is better (median of ${rounds.length} round${rounds.length === 1 ? '' : 's'})`,
-    subtitle: `${fmt(first.pieces)} pieces of ${fmt(first.size)} bytes, ${first.workers} workers (collect: 1)${machine ? `; ${machine}` : ''}`,
-    mark: quick ? quickMark('sizes') : undefined,
+  const n = `n = ${rounds.length} round${rounds.length === 1 ? '' : 's'}`
+  const machine = machineFor(args, args.dir)
+  const mark = args.quick ? quickMark('sizes') : undefined
+  const workload = `${fmt(first.pieces)} pieces of ${fmt(first.size)} bytes, ${first.workers} workers (collect: 1)`
+  const out = {}
+  out['pieces.svg'] = barChart({
+    title: 'Storj\'s piece workload: pieces/s (higher is better)',
+    subtitle: [`${workload}; median of ${n}`, machine],
+    legendNote: ['whiskers: slowest and', 'fastest round'],
+    mark,
     xLabel: 'phase',
     yLabel: 'pieces/s',
     yScale: 'log',
     groups: PHASES,
-    series: engines.map((e) => ({ name: NAMES[e], values: PHASES.map((p) => mid(e, p, rate)) }))
+    series: engines.map((e) => ({
+      name: NAMES[e],
+      values: PHASES.map((p) => mid(e, p, rate)),
+      errors: PHASES.map((p) => {
+        const xs = at(e, p).map(rate)
+        return xs.length > 1 ? [Math.min(...xs), Math.max(...xs)] : []
+      })
+    }))
   })
-  return { 'pieces.svg': svg }
+  const kfs = engines.find((e) => e === 'kfs') || engines.find((e) => e.startsWith('kfs'))
+  const others = engines.filter((e) => !e.startsWith('kfs'))
+  if (kfs && others.length) {
+    out['pieces-ratio.svg'] = barChart({
+      title: `${NAMES[kfs]}: pieces/s over each other engine's (higher is better for kfs)`,
+      subtitle: [`above 1.0 kfs is faster; median of the ratios of ${n}, engines measured in the same round`, machine],
+      mark,
+      xLabel: 'phase',
+      yLabel: `${kfs} / other`,
+      yScale: 'log',
+      reference: 1,
+      referenceLabel: '1.0: as fast',
+      groups: PHASES,
+      series: others.map((e) => ({ name: `${kfs} / ${NAMES[e]}`, values: PHASES.map((p) => ratio(kfs, e, p)) }))
+    })
+  }
+  return out
 }
 
 // An operator beside the node at `dir` (kfs-operator): once the store's socket is
@@ -523,8 +537,7 @@ async function runRounds ({ script, name, engines, rounds, dir, need, job, besid
 }
 
 async function main (args) {
-  if (args.help) return process.stdout.write(usage())
-  const out = args.out ?? fs.mkdtempSync(path.join(os.tmpdir(), 'kfs-pieces-out-'))
+  const out = args.out
   const { rows, context } = await runRounds({
     script: SELF,
     name: 'pieces',
@@ -535,14 +548,13 @@ async function main (args) {
     beside: (engine, dir) => (engine === 'kfs-operator' ? operator(dir) : undefined),
     job: (engine, dir) => ({ name: 'pieces', engine, dir, size: args.size, pieces: args.pieces, workers: args.workers, idleMs: args.idleMs, fresh: args.fresh, memory: args.memory })
   })
-  args.machine = machine(true) // the chart drawn by the run names the machine; --from-csv's does not
   const csv = toCsv(rows)
   const markdown = report(args, rows, context)
   writeOut(out, { 'pieces.csv': csv, 'pieces.md': markdown, ...chartsOf(csv, args, REDRAW) })
   process.stdout.write(markdown + '\n')
-  process.stderr.write(`perf/pieces.js: wrote pieces.csv, pieces.md and pieces.svg to ${out}\n`)
+  process.stderr.write(`perf/pieces.js: wrote pieces.csv, pieces.md, pieces.svg and pieces-ratio.svg to ${out}\n`)
 }
 
-if (require.main === module) runScript('perf/pieces.js', { parseArgs, cases: CASES, main, redraw: REDRAW })
+if (require.main === module) runScript(COMMAND, { cases: CASES, main, redraw: REDRAW })
 
-module.exports = { HEADER, ENGINES, PHASES, usage, machine, runRounds }
+module.exports = { HEADER, ENGINES, PHASES, machine, runRounds }

@@ -1,7 +1,9 @@
 'use strict'
 
 // Figures published for other storage systems, measured on other hardware, quoted
-// beside ours in the fio and ls reports. Never compare them with ours as ratios.
+// beside ours in the fio report, each with the source it is cited from; the charts draw
+// them in grey, saying so. Never compare them with ours as ratios. LeoFS's listing times,
+// once quoted in the ls report, are not: their source could not be found again.
 
 module.exports = {
   cubefs: {
@@ -20,11 +22,5 @@ module.exports = {
       'seq-read': { 256: 0.47, 1024: 1.56, 2048: 2.27, 5120: 3.75, 10240: 4.02, 51200: 4.37, 102400: 4.33, 204800: 4.31, 1048576: 4.32 },
       'rand-read': { 256: 0.45, 1024: 1.46, 2048: 2.00, 5120: 1.64, 10240: 1.44, 51200: 1.31, 102400: 1.07, 204800: 1.06, 1048576: 0.91 }
     }
-  },
-  leofs: {
-    text: 'LeoFS, a LevelDB-backed release, as reported to this project (the original report was not found again): ' +
-      'listing 500, 1,000, 2,000, 5,000 and 10,000 objects took 0.20, 0.40, 0.80, 2.0 and 4.6 s (5 runs each).',
-    // [files listed, ms]
-    points: [[500, 200], [1000, 400], [2000, 800], [5000, 2000], [10000, 4600]]
   }
 }

@@ -15,33 +15,28 @@
 // into a Buffer), and by default glibc hands much of that memory back to the system and
 // faults it in anew; the page faults per MiB read are printed for every case.
 //
-//   node perf/read-path.js [--size 512] [--rounds 3] [--reps 3] [--ranges 256] [--dir DIR] [--before CHECKOUT] [--malloc]
-//
-// --size is MiB; --ranges is how many 1 MiB ranges each range case reads. Prints every
-// figure (median MiB/s and the spread over rounds) and each target beside its ratio.
+// Prints every figure (median MiB/s and the spread over rounds) and each target beside its ratio.
 
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
 const crypto = require('node:crypto')
 const { inChild, now, msSince } = require('./child')
-const { drain, inFlight, runScript, optionValue, parseCount, fmt, MiB } = require('./script')
+const { cli, drain, inFlight, runScript, fmt, MiB } = require('./script')
 
 const KEY = crypto.createHash('sha256').update('read-path').digest('hex')
 
-function parseArgs (argv) {
-  const args = { size: 512, rounds: 3, reps: 3, ranges: 256, dir: process.env.KFS_PERF_DIR || os.tmpdir() }
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i]
-    if (arg === '--child') args.child = JSON.parse(optionValue(argv, ++i))
-    else if (arg === '--dir') args.dir = optionValue(argv, ++i)
-    else if (arg === '--before') args.before = path.resolve(optionValue(argv, ++i))
-    else if (arg === '--malloc') args.malloc = true
-    else if (['--size', '--rounds', '--reps', '--ranges'].includes(arg)) args[arg.slice(2)] = parseCount(optionValue(argv, ++i), arg)
-    else throw new Error(`unknown argument ${arg} (see the comment at the top of perf/read-path.js)`)
-  }
-  return args
-}
+const COMMAND = cli(__filename, {
+  options: [
+    { name: '--size', type: 'count', arg: 'MiB', default: 512, help: 'the file, MiB' },
+    { name: '--rounds', type: 'count', default: 3, help: 'rounds' },
+    { name: '--reps', type: 'count', default: 3, help: 'repetitions of each case per process and round' },
+    { name: '--ranges', type: 'count', default: 256, help: 'how many 1 MiB ranges each range case reads' },
+    { name: '--dir', type: 'string', arg: 'DIR', default: process.env.KFS_PERF_DIR || os.tmpdir(), shown: '$KFS_PERF_DIR, else the temp dir', help: 'where the data goes' },
+    { name: '--before', type: 'path', arg: 'CHECKOUT', help: 'also run the kfs cases on the kfs at CHECKOUT' },
+    { name: '--malloc', type: 'flag', help: 'also run each process with glibc\'s malloc told to keep freed memory' }
+  ]
+})
 
 const median = (xs) => {
   const s = [...xs].sort((a, b) => a - b)
@@ -251,4 +246,4 @@ function summarize (results, args, tuned) {
   console.log(`raw ranges as kfs reads them / raw checked iterator (3 a trip): ${fmt(m(`${raw} meta + gets + crc32 1`) / m(`${raw} iterator 3 a trip + crc32`), 2)} (1), ${fmt(m(`${raw} meta + gets + crc32 16`) / m(`${raw} iterator 3 a trip + crc32`), 2)} (16)`)
 }
 
-runScript('read-path', { parseArgs, cases, main })
+runScript(COMMAND, { cases, main, tee: true })

@@ -7,16 +7,6 @@
 // start to its exit; rounds alternate which of the two goes first. The holder is a
 // process of its own that opens the store and waits.
 //
-//   node perf/share.js [--size 1G] [--files 200] [--file-size 4K] [--rounds 3] [--dir DIR]
-//
-//   --size BYTES       the file `kfs get` reads (1G)
-//   --files N          small files, one `kfs put` each (200)
-//   --file-size BYTES  their size (4K)
-//   --rounds N         rounds (3)
-//   --dir DIR          where the store goes: a new directory in it, removed at the end
-//                      ($KFS_PERF_DIR, else the temp dir)
-//   --quick            tiny sizes, for the tests: proves the script runs, measures nothing
-//
 // The piece workload with an operator beside it: `npm run benchmark:pieces -- --engines
 // kfs,kfs-operator`.
 
@@ -25,28 +15,22 @@ const os = require('node:os')
 const path = require('node:path')
 const crypto = require('node:crypto')
 const { spawn } = require('node:child_process')
-const { runScript, optionValue, parseCount, parseSize, UsageError, fmt, quickMark, MiB } = require('./script')
+const { cli, runScript, fmt, quickMark, MiB } = require('./script')
 const { median } = require('./stats')
-const { usage } = require('./pieces')
 
 const ROOT = path.join(__dirname, '..')
 const CLI = path.join(ROOT, 'bin', 'kfs.js')
 
-function parseArgs (argv) {
-  const args = { size: 1024 * MiB, files: 200, fileSize: 4096, rounds: 3, dir: process.env.KFS_PERF_DIR || os.tmpdir() }
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i]
-    if (arg === '--size') args.size = parseSize(optionValue(argv, ++i), arg)
-    else if (arg === '--files') args.files = parseCount(optionValue(argv, ++i), arg)
-    else if (arg === '--file-size') args.fileSize = parseSize(optionValue(argv, ++i), arg)
-    else if (arg === '--rounds') args.rounds = parseCount(optionValue(argv, ++i), arg)
-    else if (arg === '--dir') args.dir = optionValue(argv, ++i)
-    else if (arg === '--quick') Object.assign(args, { size: MiB, files: 3, fileSize: 100, rounds: 1, quick: true })
-    else if (arg === '--help' || arg === '-h') args.help = true
-    else throw new UsageError(`unknown argument ${arg} (see --help)`)
-  }
-  return args
-}
+const COMMAND = cli(__filename, {
+  options: [
+    { name: '--size', type: 'size', arg: 'BYTES', default: 1024 * MiB, shown: '1G', help: 'the file `kfs get` reads' },
+    { name: '--files', type: 'count', default: 200, help: 'small files, one `kfs put` each' },
+    { name: '--file-size', type: 'size', arg: 'BYTES', default: 4096, shown: '4K', help: 'their size' },
+    { name: '--rounds', type: 'count', default: 3, help: 'rounds' },
+    { name: '--dir', type: 'string', arg: 'DIR', default: process.env.KFS_PERF_DIR || os.tmpdir(), shown: '$KFS_PERF_DIR, else the temp dir', help: 'where the store goes: a new directory in it, removed at the end' },
+    { name: '--quick', type: 'flag', sets: { size: MiB, files: 3, fileSize: 100, rounds: 1, quick: true }, help: 'tiny sizes, for the tests: proves the script runs, measures nothing' }
+  ]
+})
 
 // Runs the kfs command on the store; resolves to its milliseconds, start to exit.
 function kfs (dir, args, { stdout = 'ignore' } = {}) {
@@ -92,7 +76,6 @@ async function sideBySide (dir, round, measure) {
 }
 
 async function main (args) {
-  if (args.help) return process.stdout.write(usage(__filename))
   fs.mkdirSync(args.dir, { recursive: true })
   const base = fs.mkdtempSync(path.join(args.dir, 'kfs-share-'))
   const store = path.join(base, 'store')
@@ -144,4 +127,4 @@ async function main (args) {
   process.stdout.write(lines.join('\n') + '\n')
 }
 
-runScript('perf/share.js', { parseArgs, cases: {}, main })
+runScript(COMMAND, { cases: {}, main, tee: true })

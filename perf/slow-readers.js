@@ -9,35 +9,31 @@
 // split into private memory (RssAnon) and file-backed pages (RssFile), and the part of
 // those that is mapped LevelDB tables (.ldb in /proc/self/smaps).
 //
-//   node perf/slow-readers.js [--size 8M] [--readers 256] [--rounds 3] [--dir DIR] [--quick]
-//
-// --readers below 256 reads that many shards; --quick: 16 readers of 256 KiB, one round.
 
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
 const crypto = require('node:crypto')
 const { inChild } = require('./child')
-const { runScript, optionValue, parseCount, parseSize, fmt, MiB } = require('./script')
+const { cli, runScript, fmt, MiB } = require('./script')
 const { MEMORY } = require('../lib/api/memory')
 
 const PAUSE_MS = 500
 const REF = '00112233445566778899aabbccddeeff00112233'
 
-function parseArgs (argv) {
-  const args = { size: 8 * MiB, readers: 256, rounds: 3, dir: process.env.KFS_PERF_DIR || os.tmpdir(), quick: false }
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i]
-    if (arg === '--child') args.child = JSON.parse(optionValue(argv, ++i))
-    else if (arg === '--size') args.size = parseSize(optionValue(argv, ++i), arg)
-    else if (arg === '--readers') args.readers = Math.min(256, parseCount(optionValue(argv, ++i), arg))
-    else if (arg === '--rounds') args.rounds = parseCount(optionValue(argv, ++i), arg)
-    else if (arg === '--dir') args.dir = optionValue(argv, ++i)
-    else if (arg === '--quick') Object.assign(args, { size: 256 * 1024, readers: 16, rounds: 1, quick: true })
-    else throw new Error(`unknown argument ${arg} (see the comment at the top of perf/slow-readers.js)`)
+const COMMAND = cli(__filename, {
+  options: [
+    { name: '--size', type: 'size', default: 8 * MiB, shown: '8M', help: 'each reader\'s file' },
+    { name: '--readers', type: 'count', default: 256, help: 'readers; below 256 reads that many shards' },
+    { name: '--rounds', type: 'count', default: 3, help: 'rounds' },
+    { name: '--dir', type: 'string', arg: 'DIR', default: process.env.KFS_PERF_DIR || os.tmpdir(), shown: '$KFS_PERF_DIR, else the temp dir', help: 'where the data goes' },
+    { name: '--quick', type: 'flag', sets: { size: 256 * 1024, readers: 16, rounds: 1, quick: true }, help: '16 readers of 256 KiB, one round: measures nothing' }
+  ],
+  defaults: { quick: false },
+  check (args) {
+    args.readers = Math.min(256, args.readers)
   }
-  return args
-}
+})
 
 // MiB of private and file-backed memory, and of mapped LevelDB tables.
 function memory () {
@@ -182,4 +178,4 @@ async function main (args) {
   }
 }
 
-if (require.main === module) runScript('perf/slow-readers.js', { parseArgs, cases, main })
+if (require.main === module) runScript(COMMAND, { cases, main, tee: true })

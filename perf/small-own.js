@@ -6,9 +6,6 @@
 // left is what kfs does around LevelDB on the JS thread: what raw leveldown's loop in
 // perf/write-path.js does not do.
 //
-//   node perf/small-own.js [--files 1000] [--steps 60] [--base DIR] [--dir DIR]
-//     [--profile FILE]
-//
 // Each engine (kfs: this checkout; base: the kfs at DIR) runs in a child process of its
 // own, kept for all steps of `files` files, which are interleaved, the first engine
 // alternating (perf/child.js, runSteps): on a shared machine, the steps compared are
@@ -24,21 +21,19 @@ const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
 const crypto = require('node:crypto')
-const { serve, runSteps, now, msSince } = require('./child')
+const { runSteps, now, msSince } = require('./child')
+const { cli, runScript } = require('./script')
 const { randomKey: key, openStore } = require('./kfs-work')
 
-function parseArgs (argv) {
-  const args = { files: 1000, steps: 60, dir: process.env.KFS_PERF_DIR || os.tmpdir() }
-  for (let i = 0; i < argv.length; i++) {
-    const [name, value] = [argv[i], argv[++i]]
-    if (name === '--child') args.child = JSON.parse(value)
-    else if (['--files', '--steps'].includes(name) && /^\d+$/.test(value)) args[name.slice(2)] = Number(value)
-    else if (['--dir', '--base', '--profile'].includes(name) && value) args[name.slice(2)] = path.resolve(value)
-    else throw new Error(`bad argument ${name} (see the comment at the top of perf/small-own.js)`)
-  }
-  return args
-}
-
+const COMMAND = cli(__filename, {
+  options: [
+    { name: '--files', type: 'count', default: 1000, help: 'files per step' },
+    { name: '--steps', type: 'count', default: 60, help: 'steps' },
+    { name: '--base', type: 'path', arg: 'DIR', help: 'the kfs at DIR, measured side by side' },
+    { name: '--dir', type: 'path', default: process.env.KFS_PERF_DIR || os.tmpdir(), shown: '$KFS_PERF_DIR, else the temp dir', help: 'where the data goes' },
+    { name: '--profile', type: 'path', arg: 'FILE', help: 'then profile a step of 20,000 files into FILE (.cpuprofile)' }
+  ]
+})
 const PROFILED = 20000 // files in the profiled step
 
 // In the child (perf/child.js, Stepped): a store of `lib` whose 256 shards exist; each
@@ -127,11 +122,4 @@ async function main (args) {
   if (args.profile) console.log(`\n${topFunctions(JSON.parse(fs.readFileSync(args.profile, 'utf8')), PROFILED)}`)
 }
 
-const args = parseArgs(process.argv.slice(2))
-if (args.child) serve({ engine }, args.child)
-else {
-  main(args).catch((err) => {
-    process.stderr.write(`small-own: ${err.message}\n`)
-    process.exitCode = 1
-  })
-}
+runScript(COMMAND, { cases: { engine }, main, tee: true })

@@ -4,11 +4,20 @@
 // plotting library. An axis is linear, or logarithmic for figures that span orders of
 // magnitude (plain files read from the page cache beside kfs), which a linear axis
 // draws as slivers; a log axis says so in its label.
+//
+// What a chart must say (issue 32): its title whether lower or higher is better, its
+// subtitle n and the machine, its legend what the whiskers are. A bar chart may have
+// whiskers (a series' `errors`: [low, high] per bar) and a reference line (`reference`,
+// say 1.0 on a ratio chart, marked and labelled; bars then rise or fall from it). A
+// series drawn in `grey` (published figures from other hardware) is grey, dashed when a
+// line, and says so in its name.
 
 const PLOT_WIDTH = 520 // the chart is as much wider as its axis labels and legend need
 const HEIGHT = 360
 const FONT = 12
 const COLORS = ['#1f77b4', '#ff7f0e', '#2ca02c', '#d62728', '#9467bd', '#8c564b']
+const GREY = '#9a9a9a'
+const colorOf = (s, i) => (s.grey ? GREY : COLORS[i % COLORS.length])
 
 const escape = (s) => String(s).replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;')
 const label = (v) => v.toLocaleString('en-US', { maximumSignificantDigits: 12 })
@@ -70,12 +79,13 @@ const axisLabel = (text, ax) => (ax.log ? `${text} (log scale)` : text)
 // The chart's frame: title, notes (subtitle in grey, mark in bold red: a warning such as
 // "measures nothing"), axes with ticks and grid, and the legend to the right, as wide as
 // its longest name. Returns the parts so far and px(x fraction), py(y value).
-function frame ({ title, subtitle, mark, xLabel, yLabel, series, y }) {
-  const notes = [subtitle && { text: subtitle, style: 'fill="#555"' }, mark && { text: mark, style: 'fill="#b00000" font-weight="bold"' }].filter(Boolean)
+function frame ({ title, subtitle, mark, xLabel, yLabel, series, y, reference, referenceLabel, legendNote }) {
+  const notes = [...[subtitle].flat().filter(Boolean).map((text) => ({ text, style: 'fill="#555"' })), mark && { text: mark, style: 'fill="#b00000" font-weight="bold"' }].filter(Boolean)
   const left = Math.max(70, 34 + Math.max(...y.ticks.map((v) => textWidth(label(v)))))
   const box = { top: 40 + 16 * notes.length, bottom: HEIGHT - 50, left, right: left + PLOT_WIDTH }
   const legendX = box.right + 16
-  const width = Math.ceil(Math.max(legendX + 18 + Math.max(0, ...series.map((s) => textWidth(s.name))) + 8,
+  const notesBelow = [legendNote].flat().filter(Boolean)
+  const width = Math.ceil(Math.max(legendX + 18 + Math.max(0, ...series.map((s) => textWidth(s.name)), ...notesBelow.map((t) => textWidth(t, 11) - 18)) + 8,
     textWidth(title, 15) + 16, ...notes.map((n) => textWidth(n.text) + 16)))
   const px = (f) => box.left + f * (box.right - box.left)
   const py = (v) => box.bottom - y.at(v) * (box.bottom - box.top)
@@ -93,37 +103,51 @@ function frame ({ title, subtitle, mark, xLabel, yLabel, series, y }) {
   }
   parts.push(`<line x1="${box.left}" x2="${box.left}" y1="${box.top}" y2="${box.bottom}" stroke="#333"/>`)
   parts.push(`<line x1="${box.left}" x2="${box.right}" y1="${box.bottom}" y2="${box.bottom}" stroke="#333"/>`)
+  if (reference !== undefined) {
+    parts.push(`<line class="reference" x1="${box.left}" x2="${box.right}" y1="${py(reference)}" y2="${py(reference)}" stroke="#000" stroke-width="1.5" stroke-dasharray="6 3"/>`)
+  }
+  const rows = series.length + (reference !== undefined ? 1 : 0)
   series.forEach((s, i) => {
     const ly = box.top + 10 + i * 18
-    parts.push(`<rect x="${legendX}" y="${ly - 9}" width="12" height="12" fill="${COLORS[i % COLORS.length]}"/>`)
-    parts.push(`<text class="legend" x="${legendX + 18}" y="${ly + 1}">${escape(s.name)}</text>`)
+    parts.push(`<rect x="${legendX}" y="${ly - 9}" width="12" height="12" fill="${colorOf(s, i)}"/>`)
+    parts.push(`<text class="legend" x="${legendX + 18}" y="${ly + 1}"${s.grey ? ` fill="${GREY}"` : ''}>${escape(s.name)}</text>`)
+  })
+  if (reference !== undefined) {
+    const ly = box.top + 10 + series.length * 18
+    parts.push(`<line x1="${legendX}" x2="${legendX + 12}" y1="${ly - 3}" y2="${ly - 3}" stroke="#000" stroke-width="1.5" stroke-dasharray="4 2"/>`)
+    parts.push(`<text class="legend-note" x="${legendX + 18}" y="${ly + 1}">${escape(referenceLabel || `${label(reference)}: equal`)}</text>`)
+  }
+  notesBelow.forEach((text, j) => {
+    parts.push(`<text class="legend-note" x="${legendX}" y="${box.top + 10 + rows * 18 + 8 + j * 15}" font-size="11" fill="#555">${escape(text)}</text>`)
   })
   return { parts, box, px, py }
 }
 
 // series: [{ name, points: [[x, y], ...] }], x numeric; xScale, yScale: 'linear' or 'log'.
-function lineChart ({ title, subtitle, mark, xLabel, yLabel, xScale = 'linear', yScale = 'linear', series }) {
+function lineChart ({ title, subtitle, mark, legendNote, xLabel, yLabel, xScale = 'linear', yScale = 'linear', series }) {
   const xs = series.flatMap((s) => s.points.map((p) => p[0]))
   const x = axis(xScale, xs, { count: 8, integer: xs.every(Number.isInteger) })
   const y = axis(yScale, series.flatMap((s) => s.points.map((p) => p[1])), { from: 0 })
-  const { parts, box, px, py } = frame({ title, subtitle, mark, xLabel: axisLabel(xLabel, x), yLabel, series, y })
+  const { parts, box, px, py } = frame({ title, subtitle, mark, legendNote, xLabel: axisLabel(xLabel, x), yLabel, series, y })
   for (const v of x.ticks) parts.push(`<text class="x-tick" x="${px(x.at(v))}" y="${box.bottom + 16}" text-anchor="middle">${label(v)}</text>`)
   series.forEach((s, i) => {
-    const color = COLORS[i % COLORS.length]
+    const color = colorOf(s, i)
     const points = s.points.filter((p) => shows(x, p[0]) && shows(y, p[1])).map((p) => [px(x.at(p[0])).toFixed(1), py(p[1]).toFixed(1)])
-    parts.push(`<path d="${points.map((p, j) => `${j ? 'L' : 'M'}${p[0]} ${p[1]}`).join(' ')}" fill="none" stroke="${color}" stroke-width="1.5"/>`)
+    parts.push(`<path d="${points.map((p, j) => `${j ? 'L' : 'M'}${p[0]} ${p[1]}`).join(' ')}" fill="none" stroke="${color}" stroke-width="1.5"${s.grey ? ' stroke-dasharray="5 3"' : ''}/>`)
     for (const p of points) parts.push(`<circle cx="${p[0]}" cy="${p[1]}" r="2" fill="${color}"/>`)
   })
   parts.push('</svg>')
   return parts.join('\n') + '\n'
 }
 
-// groups: labels along x; series: [{ name, values: [one per group] }]; yScale: 'linear'
-// or 'log' (bars then rise from the axis's lowest tick). A missing value has no bar.
-function barChart ({ title, subtitle, mark, xLabel, yLabel, yScale = 'linear', groups, series }) {
-  const y = axis(yScale, series.flatMap((s) => s.values), { from: 0 })
-  const { parts, box, py } = frame({ title, subtitle, mark, xLabel, yLabel, series, y })
-  const base = y.log ? box.bottom : py(0)
+// groups: labels along x; series: [{ name, values: [one per group], errors: [[low, high]
+// per group], grey }]; yScale: 'linear' or 'log' (bars then rise from the axis's lowest
+// tick, or from `reference`). A missing value has no bar.
+function barChart ({ title, subtitle, mark, legendNote, xLabel, yLabel, yScale = 'linear', reference, referenceLabel, groups, series }) {
+  const values = series.flatMap((s) => [...s.values, ...(s.errors || []).flat()])
+  const y = axis(yScale, reference === undefined ? values : [...values, reference], { from: 0 })
+  const { parts, box, py } = frame({ title, subtitle, mark, legendNote, xLabel, yLabel, series, y, reference, referenceLabel })
+  const base = reference !== undefined ? py(reference) : y.log ? box.bottom : py(0)
   const groupW = (box.right - box.left) / groups.length
   const barW = (groupW * 0.8) / series.length
   groups.forEach((group, g) => {
@@ -133,7 +157,14 @@ function barChart ({ title, subtitle, mark, xLabel, yLabel, yScale = 'linear', g
       const v = s.values[g]
       if (!shows(y, v)) return
       const bx = gx + groupW * 0.1 + i * barW
-      parts.push(`<rect x="${bx.toFixed(1)}" y="${py(v).toFixed(1)}" width="${barW.toFixed(1)}" height="${(base - py(v)).toFixed(1)}" fill="${COLORS[i % COLORS.length]}"><title>${escape(s.name)} ${escape(group)}: ${v}</title></rect>`)
+      const top = Math.min(py(v), base)
+      parts.push(`<rect x="${bx.toFixed(1)}" y="${top.toFixed(1)}" width="${barW.toFixed(1)}" height="${Math.abs(base - py(v)).toFixed(1)}" fill="${colorOf(s, i)}"><title>${escape(s.name)} ${escape(group)}: ${v}</title></rect>`)
+      const [low, high] = (s.errors || [])[g] || []
+      if (shows(y, low) && shows(y, high)) {
+        const cx = (bx + barW / 2).toFixed(1)
+        const w = Math.min(8, barW / 3)
+        parts.push(`<path class="whisker" d="M${cx} ${py(low).toFixed(1)} V${py(high).toFixed(1)} M${(bx + barW / 2 - w).toFixed(1)} ${py(low).toFixed(1)} h${(2 * w).toFixed(1)} M${(bx + barW / 2 - w).toFixed(1)} ${py(high).toFixed(1)} h${(2 * w).toFixed(1)}" stroke="#222" stroke-width="1.2" fill="none"/>`)
+      }
     })
   })
   parts.push('</svg>')

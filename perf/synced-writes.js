@@ -9,34 +9,27 @@
 // kfs at DIR (a worktree of another commit, say) side by side: each case in a process
 // of its own, the two alternating, medians of the rounds. Also: the time to make a new
 // store (open and close), which makes its state in tmp/ and syncs it into place.
-//
-//   node perf/synced-writes.js [--sizes 4K,64K,1M,8M] [--bytes 64M] [--max-writes 2000]
-//     [--shards 1,256] [--rounds 3] [--compare DIR] [--dir DIR]
 
 const fs = require('node:fs')
 const fsp = require('node:fs/promises')
 const os = require('node:os')
 const path = require('node:path')
 const { inChild } = require('./child')
-const { runScript, optionValue, parseCount, parseSize, KiB, MiB } = require('./script')
+const { cli, runScript, KiB, MiB } = require('./script')
 const { median } = require('./stats')
 
-function parseArgs (argv) {
-  const args = { sizes: [4096, 65536, MiB, 8 * MiB], bytes: 64 * MiB, maxWrites: 2000, shards: [1, 256], rounds: 3, dir: process.env.KFS_PERF_DIR || os.tmpdir() }
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i]
-    if (arg === '--child') args.child = JSON.parse(optionValue(argv, ++i))
-    else if (arg === '--sizes') args.sizes = optionValue(argv, ++i).split(',').map((s) => parseSize(s, arg))
-    else if (arg === '--bytes') args.bytes = parseSize(optionValue(argv, ++i), arg)
-    else if (arg === '--max-writes') args.maxWrites = parseCount(optionValue(argv, ++i), arg)
-    else if (arg === '--shards') args.shards = optionValue(argv, ++i).split(',').map((s) => parseCount(s, arg))
-    else if (arg === '--rounds') args.rounds = parseCount(optionValue(argv, ++i), arg)
-    else if (arg === '--compare') args.compare = path.resolve(optionValue(argv, ++i))
-    else if (arg === '--dir') args.dir = optionValue(argv, ++i)
-    else throw new Error(`unknown argument ${arg} (see the comment at the top of perf/synced-writes.js)`)
-  }
-  return args
-}
+const COMMAND = cli(__filename, {
+  run: 'npm run perf:synced-writes --',
+  options: [
+    { name: '--sizes', type: 'list', of: 'size', default: [4 * KiB, 64 * KiB, MiB, 8 * MiB], shown: '4K,64K,1M,8M', help: 'write sizes' },
+    { name: '--bytes', type: 'size', default: 64 * MiB, shown: '64M', help: 'bytes written per size and case' },
+    { name: '--max-writes', type: 'count', default: 2000, help: 'at most this many writes per size and case' },
+    { name: '--shards', type: 'list', of: 'count', default: [1, 256], help: 'shard counts of the stores' },
+    { name: '--rounds', type: 'count', default: 3, help: 'rounds' },
+    { name: '--compare', type: 'path', arg: 'DIR', help: 'also run the cases with the kfs at DIR, side by side' },
+    { name: '--dir', type: 'string', arg: 'DIR', default: process.env.KFS_PERF_DIR || os.tmpdir(), shown: '$KFS_PERF_DIR, else the temp dir', help: 'where the data goes' }
+  ]
+})
 
 // In the child: `count` synced writes of `size` bytes to 64 keys (new files, then
 // overwrites); counts the syncs of database directories meanwhile (kfs makes them
@@ -127,4 +120,4 @@ async function main (args) {
   console.log(`medians of ${args.rounds} rounds, each case in a process of its own${args.compare ? `, compared: ${args.compare}` : ''}`)
 }
 
-runScript('synced-writes', { parseArgs, cases: { writes, creates }, main })
+runScript(COMMAND, { cases: { writes, creates }, main, tee: true })

@@ -10,10 +10,6 @@
 // reads them from one open handle), and kfs put(buffer) against an fs write. Every kfs
 // read checks the chunk digests; readFile and the stream are also timed without the
 // check (a perf-only switch), which gives what checking costs.
-//
-//   node perf/throughput.js [--sizes 8,32,128,512] [--reps 5] [--dir DIR] [--no-memory]
-//
-// Sizes are MiB. DIR defaults to $KFS_PERF_DIR or the system temp directory.
 
 const fs = require('node:fs')
 const os = require('node:os')
@@ -24,25 +20,20 @@ const { Readable, Writable } = require('node:stream')
 const { pipeline } = require('node:stream/promises')
 const kfs = require('..')
 const { UNCHECKED } = require('../lib/data/chunk-reader')
-const { drain, fsWrite } = require('./script')
+const { cli, parseCommandLine, teeOutput, drain, fsWrite } = require('./script')
 
 const MiB = 1024 * 1024
 
-function parseArgs (argv) {
-  const args = { sizes: [8, 32, 128, 512], reps: 5, dir: process.env.KFS_PERF_DIR || os.tmpdir(), memory: true }
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i]
-    if (arg === '--sizes') args.sizes = argv[++i].split(',').map(Number)
-    else if (arg === '--reps') args.reps = Number(argv[++i])
-    else if (arg === '--dir') args.dir = argv[++i]
-    else if (arg === '--no-memory') args.memory = false
-    else if (arg === '--memory-child') args.child = { direction: argv[++i], size: Number(argv[++i]), dir: argv[++i] }
-    else throw new Error(`unknown argument ${arg} (see the comment at the top of perf/throughput.js)`)
-  }
-  if (!args.sizes.every((s) => s > 0) || !(args.reps >= 1)) throw new Error('--sizes and --reps take positive numbers')
-  return args
-}
-
+const COMMAND = cli(__filename, {
+  run: 'npm run perf:throughput --',
+  options: [
+    { name: '--sizes', type: 'list', of: 'number', default: [8, 32, 128, 512], help: 'file sizes, MiB' },
+    { name: '--reps', type: 'count', default: 5, help: 'repetitions' },
+    { name: '--dir', type: 'string', arg: 'DIR', default: process.env.KFS_PERF_DIR || os.tmpdir(), shown: '$KFS_PERF_DIR, else the temp dir', help: 'where the data goes' },
+    { name: '--no-memory', key: 'memory', type: 'flag', sets: { memory: false }, help: 'skip the memory cases' }
+  ],
+  defaults: { memory: true }
+})
 const now = () => process.hrtime.bigint()
 const ms = (since) => Number(now() - since) / 1e6
 
@@ -240,8 +231,10 @@ async function runMemoryChild ({ direction, size, dir }) {
 }
 
 async function main () {
-  const args = parseArgs(process.argv.slice(2))
-  if (args.child) return runMemoryChild(args.child)
+  const argv = process.argv.slice(2)
+  if (argv[0] === '--memory-child') return runMemoryChild({ direction: argv[1], size: Number(argv[2]), dir: argv[3] })
+  const args = parseCommandLine(COMMAND, argv)
+  teeOutput(args, COMMAND.script)
   fs.mkdirSync(args.dir, { recursive: true })
   const base = fs.mkdtempSync(path.join(args.dir, 'kfs-perf-'))
   const need = Math.max(...args.sizes) * MiB * 6

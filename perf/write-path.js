@@ -5,9 +5,6 @@
 // writing the very records kfs writes (lib/shard/chunk-record.js, records.js), made
 // before the clock starts, batch for batch, into 256 databases with kfs's shard settings.
 //
-//   node perf/write-path.js [--big 20] [--small 6000] [--step 300] [--first 1000]
-//     [--dir DIR] [--base DIR] [--only big,small,first]
-//
 // Each engine runs in a process of its own (LevelDB runs every flush and compaction of
 // a process on one background thread), kept alive for the whole case: the parent asks
 // the engines in turn for one step each (one 8 MiB file, or `step` small files),
@@ -32,25 +29,23 @@ const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
 const crypto = require('node:crypto')
-const { serve, runSteps, now, msSince } = require('./child')
+const { runSteps, now, msSince } = require('./child')
 const { randomKey: key, writeRecords, rawShards, openStore } = require('./kfs-work')
+const { cli, runScript } = require('./script')
 
 const MiB = 1024 * 1024
 
-function parseArgs (argv) {
-  const args = { big: 20, small: 6000, step: 300, first: 1000, dir: process.env.KFS_PERF_DIR || os.tmpdir(), only: ['big', 'small', 'first'], base: undefined }
-  for (let i = 0; i < argv.length; i++) {
-    const [name, value] = [argv[i], argv[++i]]
-    if (name === '--child') args.child = JSON.parse(value)
-    else if (['--big', '--small', '--step', '--first'].includes(name) && /^\d+$/.test(value)) args[name.slice(2)] = Number(value)
-    else if (name === '--dir' && value) args.dir = value
-    else if (name === '--only' && value) args.only = value.split(',')
-    else if (name === '--base' && value) args.base = path.resolve(value)
-    else throw new Error(`bad argument ${name} (see the comment at the top of perf/write-path.js)`)
-  }
-  return args
-}
-
+const COMMAND = cli(__filename, {
+  options: [
+    { name: '--big', type: 'count', default: 20, help: 'steps of one 8 MiB file' },
+    { name: '--small', type: 'count', default: 6000, help: '1 KiB files, in steps of --step' },
+    { name: '--step', type: 'count', default: 300, help: 'small files per step' },
+    { name: '--first', type: 'count', default: 1000, help: 'a new store\'s first files of 1 KiB, in steps of 100' },
+    { name: '--dir', type: 'string', arg: 'DIR', default: process.env.KFS_PERF_DIR || os.tmpdir(), shown: '$KFS_PERF_DIR, else the temp dir', help: 'where the data goes' },
+    { name: '--base', type: 'path', arg: 'DIR', help: 'the kfs of another checkout, its root directory, measured side by side' },
+    { name: '--only', type: 'list', values: ['big', 'small', 'first'], default: ['big', 'small', 'first'], help: 'the cases to run' }
+  ]
+})
 const median = (xs) => {
   const s = [...xs].sort((a, b) => a - b)
   return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2
@@ -143,11 +138,4 @@ async function main (args) {
   }
 }
 
-const args = parseArgs(process.argv.slice(2))
-if (args.child) serve({ engine: makeEngine }, args.child)
-else {
-  main(args).catch((err) => {
-    process.stderr.write(`write-path: ${err.message}\n`)
-    process.exitCode = 1
-  })
-}
+runScript(COMMAND, { cases: { engine: makeEngine }, main, tee: true })

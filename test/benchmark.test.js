@@ -2,11 +2,12 @@
 
 const { expect } = require('chai')
 const fs = require('node:fs')
+const os = require('node:os')
 const path = require('node:path')
 const { execFile } = require('node:child_process')
 const { promisify } = require('node:util')
 const { parseArgs, HEADER } = require('../perf/benchmark')
-const { parseCsv, summarize } = require('../perf/report')
+const { parseCsv, summarize, report } = require('../perf/report')
 const { useTmp } = require('./helpers')
 
 const run = promisify(execFile)
@@ -46,9 +47,11 @@ describe('npm run benchmark', function () {
     await run(process.execPath, [REPORT, csv, out])
     const md = fs.readFileSync(path.join(out, 'report.md'), 'utf8')
     for (const heading of ['## write', '## read', '## unlink']) expect(md).to.contain(heading)
-    expect(md).to.match(/\| 4 MiB \| (kfs|vanilla) \| 2 \|/)
+    expect(md).to.match(/\| 4 MiB \| (kfs|vanilla) \| 2 \| [\d.]+, [\d.]+ \|/)
+    expect(md).to.contain('n = 2 < 5: no statistics')
     const charts = fs.readdirSync(path.join(out, 'charts'))
-    expect(charts).to.include.members(['mean-write.svg', 'sd-read.svg', 'trials-unlink-4MiB.svg'])
+    expect(charts).to.include.members(['time-write.svg', 'ratio-read.svg', 'trials-unlink-4MiB.svg'])
+    expect(charts.filter((c) => /^(mean|sd)-/.test(c))).to.deep.equal([])
     for (const chart of charts) expect(fs.readFileSync(path.join(out, 'charts', chart), 'utf8')).to.match(/^<svg [\s\S]*<\/svg>\n$/)
   })
 
@@ -64,7 +67,11 @@ describe('npm run benchmark', function () {
   })
 
   it('parses positional and flag arguments, and rejects bad ones', () => {
-    expect(parseArgs(['10', 'out.csv'])).to.include({ trials: 10, out: 'out.csv' })
+    expect(parseArgs(['10', 'out.csv'])).to.include({ trials: 10, csv: 'out.csv', out: '.' })
+    expect(parseArgs(['--out', 'x/sweep.csv'])).to.include({ csv: 'x/sweep.csv', out: 'x' })
+    expect(parseArgs(['--out', 'x/sweep'])).to.include({ out: 'x/sweep' }).and.not.have.property('csv')
+    expect(path.dirname(parseArgs([]).out)).to.equal(os.tmpdir())
+    expect(path.basename(parseArgs([]).out)).to.match(/^kfs-bench-benchmark-\d{8}-\d{6}$/)
     expect(parseArgs(['--trials', '3', '--sizes', '8,16', '--engines', 'kfs'])).to.deep.include({ trials: 3, sizes: [8, 16], engines: ['kfs'] })
     expect(parseArgs([])).to.deep.include({ trials: 100, sizes: [8, 16, 32, 64, 128, 256, 512], engines: ['kfs', 'vanilla'] })
     expect(parseArgs(['--quick'])).to.deep.include({ trials: 2, sizes: [1, 2, 4] })
@@ -99,6 +106,45 @@ describe('npm run benchmark', function () {
     expect(err, 'expected a failure').to.be.an('error')
     expect(err.code).to.equal(1)
     expect(err.stderr).to.contain('not a benchmark CSV: the header is "hello"')
+  })
+
+  // A CSV of `trials` trials of one size, kfs at 10 ms and vanilla at 20 ms, give or take.
+  const csvOf = (trials) => [HEADER, ...Array.from({ length: trials }, (_, i) => ['kfs', 'vanilla'].map((e, j) =>
+    `${i + 1},${e},write,1048576,${(10 * (j + 1) + (i % 3)).toFixed(3)},50,${j ? 0 : 3},4096,2026-01-01T00:00:0${i % 10}.000Z`)).flat()].join('\n') + '\n'
+
+  it('benchmark:report prints no statistics under 5 trials: the values, and says so', () => {
+    for (const trials of [1, 2, 4]) {
+      const file = path.join(t.dir, `few-${trials}.csv`)
+      fs.writeFileSync(file, csvOf(trials))
+      const { file: md, summary } = report(file, path.join(t.dir, `few-${trials}`))
+      const text = fs.readFileSync(md, 'utf8')
+      expect(text, `${trials} trials`).to.contain(`n = ${trials} < 5: no statistics`)
+      for (const statistic of ['p95', '| sd |', 'Welch', '| t |', 'significant']) expect(text, `${trials} trials: ${statistic}`).to.not.contain(statistic)
+      expect(text).to.match(new RegExp(`^\\| 1 MiB \\| kfs \\| ${trials} \\| 10\\.0(, 1[012]\\.0)* \\|$`, 'm'))
+      const s = summary.summaries[0]
+      expect(s.verdict).to.equal(undefined)
+      expect(s.engines.kfs).to.not.have.property('p95')
+      const chart = fs.readFileSync(path.join(t.dir, `few-${trials}`, 'charts', 'time-write.svg'), 'utf8')
+      expect(chart).to.contain('min-max (n &lt; 5)').and.contain(`n = ${trials}`)
+    }
+  })
+
+  it('benchmark:report: with 5 trials and more, statistics in tables within 100 columns, charts that say which way is better', () => {
+    const file = path.join(t.dir, 'five.csv')
+    fs.writeFileSync(file, csvOf(6))
+    const out = path.join(t.dir, 'five')
+    const { file: md } = report(file, out, '2 × test CPU, 1 GiB RAM, ext4')
+    const text = fs.readFileSync(md, 'utf8')
+    expect(text).to.contain('| size | engine | n | mean | sd | median | p95 |').and.contain('| size | kfs / vanilla | t | p | verdict |')
+    expect(text).to.match(/^\| 1 MiB \| 0\.\d+ \| -[\d.]+ \| [<\d. ]+ \| kfs faster, significant \|$/m)
+    expect(text).to.not.contain('no statistics')
+    for (const line of text.split('\n').filter((l) => l.startsWith('|'))) expect(line.length, line).to.be.at.most(100)
+    const time = fs.readFileSync(path.join(out, 'charts', 'time-write.svg'), 'utf8')
+    expect(time).to.contain('(lower is better)').and.contain('median of n = 6 trials per bar').and.contain('2 × test CPU, 1 GiB RAM, ext4').and.contain('>interquartile range<')
+    expect(time.match(/class="whisker"/g)).to.have.length(2)
+    const ratio = fs.readFileSync(path.join(out, 'charts', 'ratio-write.svg'), 'utf8')
+    expect(ratio).to.contain('kfs time / vanilla time (lower is better for kfs)').and.contain('class="reference"').and.contain('(log scale)')
+    expect(fs.readFileSync(path.join(out, 'charts', 'trials-write-1MiB.svg'), 'utf8')).to.contain('(lower is better)').and.contain('n = 6 trials')
   })
 
   it('summarize gives a verdict per operation and size', () => {

@@ -7,6 +7,7 @@ const { execFile } = require('node:child_process')
 const { promisify } = require('node:util')
 const { useTmp } = require('./helpers')
 const { HEADER, ENGINES, PHASES } = require('../perf/pieces')
+const { machineOf } = require('../perf/script')
 
 // Storj's piece workload, once at tiny sizes: every engine and phase measured, in the
 // CSV, the report and the chart.
@@ -20,8 +21,8 @@ describe('perf/pieces.js', function () {
     const stores = path.join(tmp.dir, 'stores')
     const out = path.join(tmp.dir, 'out')
     const { stdout, stderr } = await run(['--quick', '--engines', ENGINES.join(','), '--dir', stores, '--out', out])
-    expect(stderr).to.contain(`wrote pieces.csv, pieces.md and pieces.svg to ${out}`)
-    expect(fs.readdirSync(out).sort()).to.deep.equal(['pieces.csv', 'pieces.md', 'pieces.svg'])
+    expect(stderr).to.contain(`wrote pieces.csv, pieces.md, pieces.svg and pieces-ratio.svg to ${out}`)
+    expect(fs.readdirSync(out).sort()).to.deep.equal(['pieces-ratio.svg', 'pieces.csv', 'pieces.md', 'pieces.svg'])
     expect(fs.readdirSync(stores)).to.deep.equal([])
     expect(stderr, 'the operator beside kfs-operator ran').to.match(/the operator ran kfs list and kfs stat [1-9]\d* times/)
     expect(stdout).to.contain("## kfs, an operator beside it: pieces/s over kfs's alone")
@@ -54,7 +55,10 @@ describe('perf/pieces.js', function () {
     }
     expect(report).to.contain('| / floor | / one raw LevelDB |')
     const download = report.slice(report.indexOf('## Download')).split('\n## ')[0]
-    expect(download).to.match(/^\| kfs \| [\d,]+ \([\d,-]+\)( \| [\d,.]+){10} \|$/m)
+    expect(download).to.match(/^\| kfs \| [\d,]+ \| [\d,]+ \| [\d,.]+ \| [\d.]+ \| [\d.]+ \|$/m) // pieces/s, each round's, MiB/s, p50, p99
+    expect(download).to.match(/^\| kfs( \| [\d,.]+){7} \|$/m) // four ratios, three peaks
+    expect(report).to.contain('n = 1 < 5: no statistics')
+    for (const line of report.split('\n').filter((l) => l.startsWith('|'))) expect(line.length, line).to.be.at.most(100)
     expect(report).to.contain('The floor ("raw LevelDBs doing kfs\'s work (floor)") is the least kfs can do through LevelDB')
 
     const svg = fs.readFileSync(path.join(out, 'pieces.svg'), 'utf8')
@@ -62,11 +66,18 @@ describe('perf/pieces.js', function () {
     for (const name of names) expect(svg).to.match(new RegExp(`<text class="legend" [^>]*>${name.replace(/[+().]/g, '\\$&')}</text>`))
     for (const phase of PHASES) expect(svg).to.contain(`>${phase}</text>`)
 
-    // Drawn again from the CSV: the same chart, but for the machine, which only the run knows.
+    expect(svg).to.contain(machineOf(stores)).and.contain('median of n = 1 round').and.contain('whiskers: slowest and')
+    const ratios = fs.readFileSync(path.join(out, 'pieces-ratio.svg'), 'utf8')
+    expect(ratios).to.contain('higher is better for kfs').and.contain('class="reference"').and.contain('1.0: as fast')
+    for (const name of names.slice(2)) expect(ratios).to.contain(`>kfs / ${name}</text>`)
+
+    // Drawn again from the CSV, given the machine the run names: the same charts.
     const again = path.join(tmp.dir, 'again')
+    await run(['--from-csv', path.join(out, 'pieces.csv'), '--out', again, '--quick', '--machine', machineOf(stores)])
+    for (const file of ['pieces.svg', 'pieces-ratio.svg']) expect(fs.readFileSync(path.join(again, file), 'utf8'), file).to.equal(fs.readFileSync(path.join(out, file), 'utf8'))
+    // Without it, they say the machine is not recorded.
     await run(['--from-csv', path.join(out, 'pieces.csv'), '--out', again, '--quick'])
-    const notMachine = (text) => text.replace(/\); [^<]*</, ')<')
-    expect(fs.readFileSync(path.join(again, 'pieces.svg'), 'utf8')).to.equal(notMachine(svg))
+    expect(fs.readFileSync(path.join(again, 'pieces.svg'), 'utf8')).to.contain('machine not recorded')
   })
 
   it('--help prints the usage; bad arguments exit with 2 and a message', async () => {

@@ -8,6 +8,7 @@ const { promisify } = require('node:util')
 const { useTmp } = require('./helpers')
 const { lineChart, barChart, linearAxis, logAxis } = require('../perf/svg')
 const { median } = require('../perf/stats')
+const { machineOf } = require('../perf/script')
 
 // What a chart shows, read from its SVG: its width, notes, legend (names and where they
 // start) and tick values.
@@ -45,6 +46,13 @@ function expectReadable (svg, names) {
   return chart
 }
 
+// Every line of a Markdown table within 100 columns.
+function expectNarrowTables (md) {
+  const rows = md.split('\n').filter((line) => line.startsWith('|'))
+  expect(rows.length).to.be.above(0)
+  for (const row of rows) expect(row.length, row).to.be.at.most(100)
+}
+
 describe('perf/svg.js', () => {
   it('axes have round ticks that take in both ends of the data', () => {
     for (const [min, max] of [[0, 16440], [1, 100], [500, 100000], [0, 0.37], [3, 3], [-5, 12], [0, 0]]) {
@@ -73,6 +81,34 @@ describe('perf/svg.js', () => {
     const lines = lineChart({ title: 'trials', xLabel: 'trial', yLabel: 'ms', series: [{ name: 'kfs', points: [[1, 3], [2, 5], [37, 4]] }] })
     expect(expectReadable(lines, ['kfs']).xTicks).to.deep.equal([0, 5, 10, 15, 20, 25, 30, 35, 40])
     expect(lines).to.not.contain('log scale')
+  })
+
+  it('bar charts: whiskers where a series has errors, a reference line with its legend entry, grey series named', () => {
+    const svg = barChart({
+      title: 'write: kfs / vanilla (lower is better for kfs)',
+      subtitle: ['n = 20', '2 cores'],
+      legendNote: ['whiskers:', 'interquartile range'],
+      xLabel: 'size',
+      yLabel: 'ratio',
+      yScale: 'log',
+      reference: 1,
+      referenceLabel: '1.0: as fast',
+      groups: ['8', '16'],
+      series: [{ name: 'kfs / vanilla', values: [2.5, 0.8], errors: [[2, 3], [0.7, 0.9]] }, { name: 'published', grey: true, values: [1.2, NaN] }]
+    })
+    const chart = expectReadable(svg, ['kfs / vanilla', 'published'])
+    expect(chart.notes).to.deep.equal(['n = 20', '2 cores'])
+    expect(svg.match(/class="whisker"/g)).to.have.length(2)
+    expect(svg).to.contain('class="reference"').and.contain('>1.0: as fast<').and.contain('>interquartile range<')
+    expect(svg).to.match(/fill="#9a9a9a">published</)
+    // The axis takes in the whiskers and the reference: 0.7 to 3 on a log axis.
+    expect(chart.yTicks[0]).to.be.at.most(0.7)
+    expect(chart.yTicks[chart.yTicks.length - 1]).to.be.at.least(3)
+    // A bar below the reference hangs from it: its top is the reference line.
+    const refY = Number(/class="reference" x1="[\d.]+" x2="[\d.]+" y1="([\d.]+)"/.exec(svg)[1])
+    const bars = [...svg.matchAll(/<rect x="[\d.]+" y="([\d.]+)" width="[\d.]+" height="([\d.]+)" fill="#1f77b4"><title>/g)].map((m) => [Number(m[1]), Number(m[2])])
+    expect(bars[0][0] + bars[0][1]).to.be.closeTo(refY, 0.2) // 2.5: rises to the line
+    expect(bars[1][0]).to.be.closeTo(refY, 0.2) // 0.8: hangs from it
   })
 })
 
@@ -136,7 +172,7 @@ describe('perf/fio.js and perf/ls.js', function () {
   // --from-csv draws the run's charts again, the same, from its CSV alone.
   const expectDrawnAgain = async (script, out, csvFile, charts) => {
     const again = path.join(tmp.dir, 'again')
-    await run(script, ['--from-csv', path.join(out, csvFile), '--quick', '--out', again])
+    await run(script, ['--from-csv', path.join(out, csvFile), '--quick', '--out', again, '--machine', machineOf(tmp.dir)])
     expect(fs.readdirSync(again).sort()).to.deep.equal(charts)
     for (const file of charts) expect(fs.readFileSync(path.join(again, file), 'utf8'), file).to.equal(fs.readFileSync(path.join(out, file), 'utf8'))
   }
@@ -164,15 +200,24 @@ describe('perf/fio.js and perf/ls.js', function () {
     }
     // The sequential part moves each file exactly once.
     for (const r of rows.filter((r) => r.part === 'sequential')) expect(Number(r.bytes)).to.equal(Number(r.file_size_bytes) * Number(r.files))
-    for (const file of ['fio.md', 'fio-seq-read.svg', 'fio-rand-read.svg']) expect(fs.existsSync(path.join(out, file)), file).to.equal(true)
+    for (const file of ['fio.md', 'fio-seq-read.svg', 'fio-rand-read.svg', 'fio-seq-read-ratio.svg', 'fio-rand-read-ratio.svg']) expect(fs.existsSync(path.join(out, file)), file).to.equal(true)
+    expectNarrowTables(fs.readFileSync(path.join(out, 'fio.md'), 'utf8'))
     expect(stdout).to.contain('## Sequential write and read').and.contain('### Random against sequential reads of the same files')
     expect(fs.readdirSync(tmp.dir)).to.deep.equal(['out']) // the engines' data is gone
 
-    const charts = ['fio-rand-read.svg', 'fio-seq-read.svg']
-    for (const file of charts) {
+    const charts = ['fio-rand-read-ratio.svg', 'fio-rand-read.svg', 'fio-seq-read-ratio.svg', 'fio-seq-read.svg']
+    for (const file of ['fio-rand-read.svg', 'fio-seq-read.svg']) {
       const svg = fs.readFileSync(path.join(out, file), 'utf8')
-      expect(expectReadable(svg, ['kfs', 'vanilla', 'fs', 'GCSFuse (published)']).notes, file).to.deep.equal(['--quick: tiny sizes, measures nothing'])
-      expect(svg).to.contain('MiB/s (log scale)')
+      const chart = expectReadable(svg, ['kfs', 'vanilla', 'fs', 'GCSFuse (published, other hardware)'])
+      expect(chart.notes[chart.notes.length - 1], file).to.equal('--quick: tiny sizes, measures nothing')
+      expect(chart.notes[0]).to.contain('n = 1: one run').and.contain(machineOf(tmp.dir))
+      expect(svg).to.contain('MiB/s (log scale)').and.contain('(higher is better)')
+      expect(svg, 'the published series is grey').to.match(/fill="#9a9a9a">GCSFuse \(published, other hardware\)</)
+    }
+    for (const file of ['fio-rand-read-ratio.svg', 'fio-seq-read-ratio.svg']) {
+      const svg = fs.readFileSync(path.join(out, file), 'utf8')
+      expectReadable(svg, ['kfs / vanilla', 'kfs / fs'])
+      expect(svg).to.contain('class="reference"').and.contain('higher is better for kfs')
     }
     await expectDrawnAgain('fio.js', out, 'fio.csv', charts)
   })
@@ -196,11 +241,15 @@ describe('perf/fio.js and perf/ls.js', function () {
     const oneShard = rows.find((r) => r.engine === 'kfs' && r.case === 'one-shard')
     expect(Number(oneShard.listed)).to.be.within(1, 10) // one shard's share of 110 files
     expect(rows.find((r) => r.engine === 'vanilla' && r.case === 'one-shard').listed).to.equal('110')
-    expect(stdout).to.contain('## A whole store').and.contain('Beside others / alone')
+    expect(stdout).to.contain('## A whole store').and.contain('Beside others / alone').and.contain('n = 2 < 5: no statistics')
+    expect(stdout).to.not.contain('LeoFS')
+    expectNarrowTables(stdout)
     expect(fs.readdirSync(tmp.dir)).to.deep.equal(['out'])
 
     const chart = expectReadable(fs.readFileSync(path.join(out, 'ls.svg'), 'utf8'), ['kfs: list()', 'kfs: list command', 'vanilla: list()', 'vanilla: list command'])
     expect(chart.notes).to.include('--quick: tiny stores, measures nothing')
+    expect(fs.readFileSync(path.join(out, 'ls.svg'), 'utf8')).to.contain('lower is better').and.not.contain('LeoFS')
+    expectReadable(fs.readFileSync(path.join(out, 'ls-ratio.svg'), 'utf8'), ['list()', 'list command'])
     expect(chart.xTicks[0]).to.be.at.most(50)
     expect(chart.xTicks[chart.xTicks.length - 1]).to.be.at.least(200)
     const medians = []
@@ -212,7 +261,7 @@ describe('perf/fio.js and perf/ls.js', function () {
     }
     expect(chart.yTicks[0]).to.be.at.most(Math.min(...medians))
     expect(chart.yTicks[chart.yTicks.length - 1]).to.be.at.least(Math.max(...medians))
-    await expectDrawnAgain('ls.js', out, 'ls.csv', ['ls.svg'])
+    await expectDrawnAgain('ls.js', out, 'ls.csv', ['ls-ratio.svg', 'ls.svg'])
 
     const err = await run('ls.js', ['--from-csv', path.join(out, 'ls.md'), '--out', path.join(tmp.dir, 'x')]).then(() => undefined, (e) => e)
     expect(err, 'a Markdown file is no CSV').to.be.an('error')
@@ -220,7 +269,7 @@ describe('perf/fio.js and perf/ls.js', function () {
   })
 
   it('refuse bad arguments with a message and exit code 2', async () => {
-    for (const [script, argv, message] of [['fio.js', ['--bs', '0'], '--bs takes a size'], ['fio.js', ['--engines', 'zfs'], 'unknown engine zfs'], ['ls.js', ['--runs', '-1'], '--runs takes a positive integer']]) {
+    for (const [script, argv, message] of [['fio.js', ['--bs', '0'], '--bs takes a size'], ['fio.js', ['--engines', 'zfs'], '--engines: unknown value zfs'], ['ls.js', ['--runs', '-1'], '--runs takes a positive integer']]) {
       const err = await run(script, argv).then(() => undefined, (e) => e)
       expect(err, `${script} ${argv.join(' ')}`).to.be.an('error')
       expect(err.code).to.equal(2)
