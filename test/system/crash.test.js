@@ -3,11 +3,11 @@
 const { expect } = require('chai')
 const path = require('node:path')
 const { spawn } = require('node:child_process')
-const kfs = require('..')
-const { useTmp, collect, assertNoStrayChunks } = require('./helpers')
-const { parse } = require('./fixtures/crash-content')
+const kfs = require('../..')
+const { useTmp, collect, assertNoStrayChunks } = require('../helpers')
+const { parse } = require('../fixtures/crash-content')
 
-const WRITER = path.join(__dirname, 'fixtures', 'crash-writer.js')
+const WRITER = path.join(__dirname, '..', 'fixtures', 'crash-writer.js')
 const KILLS = 25
 
 // Starts the writer, lets it work for `ms` after it is ready, SIGKILLs it, and returns

@@ -10,7 +10,7 @@ describe('perf/node.js', function () {
   this.timeout(240000)
 
   it('--quick runs every case, each engine in its own process, and prints every table', async () => {
-    const script = path.join(__dirname, '..', 'perf', 'node.js')
+    const script = path.join(__dirname, '..', '..', 'perf', 'node.js')
     const { stdout } = await promisify(execFile)(process.execPath, [script, '--quick'])
     expect(stdout).to.match(/\| kfs \| [\d,]+ \| [\d,]+ \| 1\.00 \| [\d,]+ \| 1\.00 \|/)
     expect(stdout).to.match(/\| one raw LevelDB \(put\) \| [\d,]+ \|/)

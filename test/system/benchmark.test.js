@@ -5,13 +5,13 @@ const fs = require('node:fs')
 const path = require('node:path')
 const { execFile } = require('node:child_process')
 const { promisify } = require('node:util')
-const { parseArgs, HEADER } = require('../perf/benchmark')
-const { parseCsv, summarize } = require('../perf/report')
-const { useTmp } = require('./helpers')
+const { parseArgs, HEADER } = require('../../perf/benchmark')
+const { parseCsv, summarize } = require('../../perf/report')
+const { useTmp } = require('../helpers')
 
 const run = promisify(execFile)
-const BENCHMARK = path.join(__dirname, '..', 'perf', 'benchmark.js')
-const REPORT = path.join(__dirname, '..', 'perf', 'report.js')
+const BENCHMARK = path.join(__dirname, '..', '..', 'perf', 'benchmark.js')
+const REPORT = path.join(__dirname, '..', '..', 'perf', 'report.js')
 
 describe('npm run benchmark', function () {
   this.timeout(120000)

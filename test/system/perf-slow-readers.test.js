@@ -9,7 +9,7 @@ const { expect } = require('chai')
 // reports its growth, and the target line is printed.
 describe('perf/slow-readers.js', function () {
   this.timeout(60000)
-  const script = path.join(__dirname, '..', 'perf', 'slow-readers.js')
+  const script = path.join(__dirname, '..', '..', 'perf', 'slow-readers.js')
 
   it('--quick: kfs, raw LevelDB iterators and fs each read every file, with their memory growth and the target', async () => {
     const { stdout } = await promisify(execFile)(process.execPath, [script, '--quick', '--rounds', '2'])

@@ -8,9 +8,9 @@ const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
 const { expect } = require('chai')
-const { unavailable, record, check, summarize } = require('./crash/harness')
-const { workloads } = require('./crash/workloads')
-const { MODELS, readLog, crashStates, cutPoints, materialize, expectations, judge } = require('./crash/states')
+const { unavailable, record, check, summarize } = require('../crash/harness')
+const { workloads } = require('../crash/workloads')
+const { MODELS, readLog, crashStates, cutPoints, materialize, expectations, judge } = require('../crash/states')
 
 // States checked per workload: every posix state (the fewest, and the most revealing),
 // and a spread of the prefix and journal ones; at least 500 of kfs in all.
