@@ -6,6 +6,6 @@
 const { scaled } = require('./test/helpers')
 
 module.exports = {
-  timeout: scaled(30000), // KFS_TEST_SLOWDOWN scales it (test/helpers.js)
+  timeout: scaled(60000), // a hang, not a slow machine; KFS_TEST_SLOWDOWN scales it (test/helpers.js)
   reporter: 'spec'
 }

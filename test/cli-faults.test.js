@@ -8,12 +8,12 @@ const path = require('node:path')
 const { spawn, spawnSync } = require('node:child_process')
 const { EventEmitter } = require('node:events')
 const { Output } = require('../lib/cli/output')
-const { useTmp, bytes, sha256 } = require('./helpers')
+const { useTmp, bytes, sha256, scaled } = require('./helpers')
 
 const BIN = path.join(__dirname, '..', 'bin', 'kfs.js')
 
 describe('kfs command line under faults', function () {
-  this.timeout(60000)
+  this.timeout(scaled(60000))
   const t = useTmp()
   let db
 
@@ -46,11 +46,11 @@ describe('kfs command line under faults', function () {
 
   const oneLine = (stderr) => expect(stderr, stderr).to.match(/^kfs: [^\n]+\n$/)
 
-  // Waits until `done()` holds, for at most 20 s (a loaded machine is slow to start a
-  // process).
+  // Waits until `done()` holds, for at most 20 s, scaled (a loaded machine is slow to
+  // start a process).
   async function until (done, what) {
-    for (const deadline = Date.now() + 20000; !done();) {
-      if (Date.now() > deadline) throw new Error(`not within 20 s: ${what}`)
+    for (const deadline = Date.now() + scaled(20000); !done();) {
+      if (Date.now() > deadline) throw new Error(`not within ${scaled(20000)} ms: ${what}`)
       await new Promise((resolve) => setTimeout(resolve, 20))
     }
   }
@@ -128,7 +128,7 @@ describe('kfs command line under faults', function () {
     const child = spawn(process.execPath, [BIN, '-d', db, 'get', 'big', target], { stdio: 'ignore' })
     const exited = new Promise((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })))
     const partial = () => fs.readdirSync(t.dir).filter((f) => f.startsWith('.out.bin.kfs-'))
-    for (let i = 0; i < 2000 && partial().length === 0; i++) await new Promise((resolve) => setTimeout(resolve, 2))
+    for (const deadline = Date.now() + scaled(20000); partial().length === 0 && Date.now() < deadline;) await new Promise((resolve) => setTimeout(resolve, 2))
     expect(partial(), 'the temporary file appeared').to.have.length(1)
     child.kill('SIGINT')
     expect(await exited).to.deep.equal({ code: null, signal: 'SIGINT' }) // a shell shows 130
@@ -154,7 +154,7 @@ describe('kfs command line under faults', function () {
       const child = spawn(process.execPath, [BIN, '-d', db, 'put', fifo], { stdio: ['ignore', 'pipe', 'pipe'] })
       const out = []
       child.stdout.on('data', (d) => out.push(d))
-      const timer = setTimeout(() => child.kill('SIGKILL'), 15000) // read twice, it would wait for a second writer for ever
+      const timer = setTimeout(() => child.kill('SIGKILL'), scaled(30000)) // read twice, it would wait for a second writer for ever
       const [code, signal] = await new Promise((resolve) => child.on('close', (...r) => resolve(r)))
       clearTimeout(timer)
       await writer
@@ -193,11 +193,12 @@ describe('kfs command line under faults', function () {
           const sent = Date.now()
           child.kill(signal)
           let timer
-          const outcome = await Promise.race([exited, new Promise((resolve) => { timer = setTimeout(() => resolve('still running'), 5000) })])
+          // Without the handler's raise, it would wait for ever: any bound proves it.
+          const outcome = await Promise.race([exited, new Promise((resolve) => { timer = setTimeout(() => resolve('still running'), scaled(10000)) })])
           clearTimeout(timer)
           if (outcome === 'still running') child.kill('SIGKILL')
           expect(outcome).to.deep.equal({ code: null, signal })
-          expect(Date.now() - sent).to.be.below(5000)
+          expect(Date.now() - sent).to.be.below(scaled(10000))
           expect(fs.readdirSync(tmp)).to.deep.equal([])
         } finally {
           if (reader !== undefined) fs.closeSync(reader)
@@ -327,7 +328,7 @@ describe('kfs command line under faults', function () {
       const { Readable } = require('node:stream')
       const target = await openTarget('/dev/null')
       await target.write((out) => pipeline(Readable.from([data]), out))
-      const closed = await Promise.race([target.close().then(() => true), new Promise((resolve) => setTimeout(resolve, 2000, false))])
+      const closed = await Promise.race([target.close().then(() => true), new Promise((resolve) => setTimeout(resolve, scaled(10000), false))])
       expect(closed, 'close() ended').to.equal(true)
     })
 

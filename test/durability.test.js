@@ -4,14 +4,14 @@
 // calls): a synced write whose directory sync fails was made, and is never undone.
 const { expect } = require('chai')
 const path = require('node:path')
-const { useTmp } = require('./helpers')
+const { useTmp, scaled } = require('./helpers')
 
 const MiB = 1024 * 1024
 
 // A synced write that needs its directory synced (after LevelDB started a new log) and
 // whose directory sync fails: the write was made, so nobody may undo it.
 describe('a directory sync that fails after a synced write', function () {
-  this.timeout(60000)
+  this.timeout(scaled(60000))
   const t = useTmp()
   const fsp = require('node:fs/promises')
   const { LevelDb, madeNotDurable, notDurable } = require('../lib/leveldb/leveldb')

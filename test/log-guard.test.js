@@ -9,7 +9,7 @@ const leveldown = require('leveldown')
 const { LevelDb } = require('../lib/leveldb/leveldb')
 const { guardedOpen, readManifest, logName, keptName } = require('../lib/leveldb/log-guard')
 const { parseManifest } = require('../lib/leveldb/manifest')
-const { useTmp, rejects } = require('./helpers')
+const { useTmp, rejects, scaled } = require('./helpers')
 const { heldAndFreed } = require('./fixtures/lock-holder')
 
 const ROOT = path.join(__dirname, '..')
@@ -141,7 +141,7 @@ function child (script, args, env = {}) {
     let stderr = ''
     proc.stdout.on('data', (d) => (stdout += d))
     proc.stderr.on('data', (d) => (stderr += d))
-    const timer = setTimeout(() => proc.kill('SIGKILL'), 10000)
+    const timer = setTimeout(() => proc.kill('SIGKILL'), scaled(20000))
     proc.on('error', reject)
     proc.on('exit', (code, signal) => {
       clearTimeout(timer)
@@ -219,7 +219,7 @@ WRAP(fopen64)
 `
 
 describe('the log guard', function () {
-  this.timeout(20000)
+  this.timeout(scaled(30000))
   const t = useTmp()
 
   describe('finding the logs LevelDB replays', () => {

@@ -4,13 +4,13 @@ const fs = require('node:fs')
 const path = require('node:path')
 const { execFileSync } = require('node:child_process')
 const { expect } = require('chai')
-const { useTmp, keysForShards, bytes, collect, openShardLocks, REF } = require('./helpers')
+const { useTmp, keysForShards, bytes, collect, openShardLocks, REF, scaled } = require('./helpers')
 const { defaultOpenShards } = require('../lib/dir/descriptors')
 
 const C = 4096
 
 describe('every shard usable at once', function () {
-  this.timeout(120000)
+  this.timeout(scaled(120000))
   const t = useTmp()
 
   it('256 slow readers and 256 slow writers across all 256 shards all proceed, with no EBUSY', async () => {

@@ -11,7 +11,7 @@ const { pipeline } = require('node:stream/promises')
 const { classifyOpenError, openFailure } = require('../lib/leveldb/classify')
 const { spawn, spawnSync, execFileSync } = require('node:child_process')
 const kfs = require('..')
-const { useTmp, rejects, bytes, sha256, toFormat1 } = require('./helpers')
+const { useTmp, rejects, bytes, sha256, toFormat1, scaled, sleep } = require('./helpers')
 const { FILES } = require('./fixtures/read-only-files')
 const { tree, writeStore, readsEverything, cli } = require('./fixtures/read-only-checks')
 
@@ -23,7 +23,7 @@ function writeAndCrash (dir) {
 }
 
 describe('a store opened read-only', function () {
-  this.timeout(60000)
+  this.timeout(scaled(60000))
   const t = useTmp()
   let shadows // os.tmpdir() while a test runs: shadows go there
   let tmpdir
@@ -280,7 +280,7 @@ describe('a store opened read-only', function () {
     for (let pass = 0; pass < 3; pass++) {
       for (let i = 0; i < 40; i++) expect(sha256(await store.readFile(`round 0 file ${i}`))).to.equal(sha256(bytes(1000, `0 ${i}`)))
     }
-    await new Promise((resolve) => setTimeout(resolve, 200)) // a compaction runs in the background
+    await sleep(200) // a compaction runs in the background
     const shard = path.join(shadows, fs.readdirSync(shadows).find((d) => fs.existsSync(path.join(shadows, d, '000.s'))), '000.s')
     const log = fs.readFileSync(path.join(shard, 'LOG'), 'utf8')
     expect(log, 'LevelDB tried to compact').to.match(/Compacting /)

@@ -5,13 +5,13 @@ const { expect } = require('chai')
 const fs = require('node:fs')
 const path = require('node:path')
 const { spawn, spawnSync } = require('node:child_process')
-const { useTmp, bytes } = require('../helpers')
+const { useTmp, bytes, scaled } = require('../helpers')
 
 const BIN = path.join(__dirname, '..', '..', 'bin', 'kfs.js')
 const hasStrace = spawnSync('strace', ['-V']).status === 0
 
 describe('kfs command line under faults', function () {
-  this.timeout(60000)
+  this.timeout(scaled(60000))
   const t = useTmp()
   let db
 

@@ -8,7 +8,7 @@ const os = require('node:os')
 const path = require('node:path')
 const { execFileSync, spawnSync } = require('node:child_process')
 const kfs = require('../..')
-const { rejects, bytes, sha256, collect } = require('../helpers')
+const { rejects, bytes, sha256, collect, scaled, sleep, unmount } = require('../helpers')
 
 const MiB = 1024 * 1024
 const KFS = path.join(__dirname, '..', '..', 'bin', 'kfs.js')
@@ -32,9 +32,11 @@ function mountSmallFs (size) {
   }
   return {
     mnt,
+    // Unmounts (retried while busy, then lazily: the loop device goes with the last
+    // user), and removes the image only once nothing is mounted there.
     cleanup () {
-      spawnSync('umount', [mnt])
-      fs.rmSync(base, { recursive: true, force: true })
+      if (unmount(mnt)) fs.rmSync(base, { recursive: true, force: true })
+      else console.log(`      left behind: ${base} (${mnt} could not be unmounted)`)
     }
   }
 }
@@ -74,7 +76,7 @@ function fillToTheLastBlock (file) {
 }
 
 describe('a full disk', function () {
-  this.timeout(120000)
+  this.timeout(scaled(120000))
   let fsys
   before(function () {
     fsys = mountSmallFs(96)
@@ -134,7 +136,7 @@ describe('a full disk', function () {
       outstanding -= bytes
       return real.give.call(this, bytes)
     }
-    const within = (promise) => Promise.race([promise, new Promise((resolve) => setTimeout(resolve, 10000, 'hung')).then((r) => r)])
+    const within = (promise) => Promise.race([promise, new Promise((resolve) => setTimeout(resolve, scaled(20000), 'hung')).then((r) => r)])
     try {
       await store.writeFile('victim', bytes(2 * MiB, 'v'))
       // Room for the shard to reopen after each failure, not for a 1 MiB batch.
@@ -184,10 +186,10 @@ describe('a full disk', function () {
       for (let i = 0; i < 6; i++) await store.writeFile(`f${i}`, bytes(2 * MiB, `f${i}`))
       for (let i = 0; i < 3; i++) await store.unlink(`f${i}`)
       // The reclaimer starts 2 s after the last removal; wait until it met the full disk.
-      const deadline = Date.now() + 30000
+      const deadline = Date.now() + scaled(30000)
       while (!met.some((m) => m.endsWith('ENOSPC')) && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50))
       expect(met.some((m) => m.endsWith('ENOSPC')), `the reclaimer met the full disk: ${met}`).to.equal(true)
-      await new Promise((resolve) => setTimeout(resolve, 200)) // a retry, if any, has happened
+      await sleep(1000) // a retry, if any, has happened
       expect(fs.existsSync(path.join(dir, 'reserve')), `the reserve is still in place (${met})`).to.equal(true)
       // The reserve is there for these.
       await store.unlink('f3')
@@ -265,10 +267,10 @@ describe('a full disk', function () {
       fs.rmSync(path.join(fsys.mnt, 'slack'))
       for (let i = 0; i < 6; i++) await store.unlink(`f${i}`)
       // The reclaimer starts 2 s after the last removal.
-      const deadline = Date.now() + 30000
+      const deadline = Date.now() + scaled(30000)
       while (!planned && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50))
       expect(planned, 'the reclaimer began').to.be.above(0)
-      await new Promise((resolve) => setTimeout(resolve, 1000)) // its work, and any retry, is done
+      await sleep(2000) // its work, and any retry, is done
       expect(sha256(await store.readFile('f11'))).to.equal(sha256(bytes(2 * MiB, 'f11')))
       expect((await collect(store.list())).length).to.equal(6)
       expect((await store.verify()).problems).to.deep.equal([])

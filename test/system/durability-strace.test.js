@@ -7,7 +7,7 @@ const { expect } = require('chai')
 const fs = require('node:fs')
 const path = require('node:path')
 const { spawnSync } = require('node:child_process')
-const { useTmp } = require('../helpers')
+const { useTmp, scaled } = require('../helpers')
 
 const ROOT = path.join(__dirname, '..', '..')
 const MiB = 1024 * 1024
@@ -34,7 +34,7 @@ function traceUntilResolved (script, dir) {
 }
 
 describe('durability with sync: true', function () {
-  this.timeout(60000)
+  this.timeout(scaled(60000))
   const t = useTmp()
 
   before(function () {
@@ -128,7 +128,7 @@ function entriesSynced (calls, dir, before, which = () => true) {
 
 // Issue 18, item 7: what is renamed into place must be whole after a power cut.
 describe('durability of what is renamed into place', function () {
-  this.timeout(60000)
+  this.timeout(scaled(60000))
   const t = useTmp()
 
   before(function () {

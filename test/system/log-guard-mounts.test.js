@@ -5,11 +5,11 @@
 const fs = require('node:fs')
 const path = require('node:path')
 const { spawnSync } = require('node:child_process')
-const { useTmp, unmount } = require('../helpers')
+const { useTmp, unmount, scaled } = require('../helpers')
 const { heldAndFreed } = require('../fixtures/lock-holder')
 
 describe('the log guard', function () {
-  this.timeout(20000)
+  this.timeout(scaled(20000))
   // What a test mounted, unmounted after it, failed or not, the last mounted first;
   // before useTmp's afterEach removes its directory.
   let mounted = []

@@ -5,11 +5,11 @@ const fs = require('node:fs')
 const path = require('node:path')
 const { execFile } = require('node:child_process')
 const { promisify } = require('node:util')
-const { useTmp } = require('../helpers')
+const { useTmp, scaled } = require('../helpers')
 
 // Issue 21's costs, once at tiny sizes: every figure is printed beside its target.
 describe('perf/costs.js', function () {
-  this.timeout(120000)
+  this.timeout(scaled(120000))
   const tmp = useTmp()
   const script = path.join(__dirname, '..', '..', 'perf', 'costs.js')
 

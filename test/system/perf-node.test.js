@@ -4,10 +4,11 @@ const { expect } = require('chai')
 const path = require('node:path')
 const { execFile } = require('node:child_process')
 const { promisify } = require('node:util')
+const { scaled } = require('../helpers')
 
 // The storage-node workload script, once at tiny sizes: every case runs and reports.
 describe('perf/node.js', function () {
-  this.timeout(240000)
+  this.timeout(scaled(240000))
 
   it('--quick runs every case, each engine in its own process, and prints every table', async () => {
     const script = path.join(__dirname, '..', '..', 'perf', 'node.js')

@@ -4,11 +4,12 @@ const path = require('node:path')
 const { execFile } = require('node:child_process')
 const { promisify } = require('node:util')
 const { expect } = require('chai')
+const { scaled } = require('../helpers')
 
 // The memory of slow readers, once at a tiny size: every engine reads every byte and
 // reports its growth, and the target line is printed.
 describe('perf/slow-readers.js', function () {
-  this.timeout(60000)
+  this.timeout(scaled(60000))
   const script = path.join(__dirname, '..', '..', 'perf', 'slow-readers.js')
 
   it('--quick: kfs, raw LevelDB iterators and fs each read every file, with their memory growth and the target', async () => {

@@ -4,11 +4,12 @@ const path = require('node:path')
 const { execFile } = require('node:child_process')
 const { promisify } = require('node:util')
 const { expect } = require('chai')
+const { scaled } = require('../helpers')
 
 // Synced writes and their directory syncs, once at a tiny size, compared with this
 // checkout itself.
 describe('perf/synced-writes.js', function () {
-  this.timeout(60000)
+  this.timeout(scaled(60000))
   const script = path.join(__dirname, '..', '..', 'perf', 'synced-writes.js')
 
   it('prints ms per write and directory syncs per write, side by side, and the time to make a store', async () => {

@@ -5,7 +5,7 @@ const fs = require('node:fs')
 const path = require('node:path')
 const { execFile } = require('node:child_process')
 const { promisify } = require('node:util')
-const { useTmp } = require('../helpers')
+const { useTmp, scaled } = require('../helpers')
 const { lineChart, barChart, linearAxis, logAxis } = require('../../perf/svg')
 const { median } = require('../../perf/stats')
 
@@ -78,7 +78,7 @@ describe('perf/svg.js', () => {
 
 // Runs the throughput benchmark once at a tiny size so it cannot silently rot.
 describe('perf/throughput.js', function () {
-  this.timeout(120000)
+  this.timeout(scaled(120000))
 
   it('runs at a tiny size and reports every operation (streams, random ranges and put too), the targets and memory', async () => {
     const script = path.join(__dirname, '..', '..', 'perf', 'throughput.js')
@@ -105,7 +105,7 @@ describe('perf/throughput.js', function () {
 
 // The cost of a new shard, once at tiny sizes.
 describe('perf/new-shards.js', function () {
-  this.timeout(60000)
+  this.timeout(scaled(60000))
 
   it('makes shards with LevelDB and from the template, stores a new store\'s first files next to raw LevelDBs\', and prints a row per round', async () => {
     const script = path.join(__dirname, '..', '..', 'perf', 'new-shards.js')
@@ -124,7 +124,7 @@ describe('perf/new-shards.js', function () {
 // The fio-style and ls-style benchmarks, once each at tiny sizes: every engine and cell
 // runs, and the CSV has the documented shape with figures that add up.
 describe('perf/fio.js and perf/ls.js', function () {
-  this.timeout(240000)
+  this.timeout(scaled(240000))
   const tmp = useTmp()
   const run = (script, argv) => promisify(execFile)(process.execPath, [path.join(__dirname, '..', '..', 'perf', script), ...argv])
   const csv = (file) => {

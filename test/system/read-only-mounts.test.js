@@ -9,12 +9,12 @@ const os = require('node:os')
 const path = require('node:path')
 const { spawnSync, execFileSync } = require('node:child_process')
 const kfs = require('../..')
-const { useTmp, rejects, unmount } = require('../helpers')
+const { useTmp, rejects, unmount, scaled } = require('../helpers')
 const { FILES } = require('../fixtures/read-only-files')
 const { tree, writeStore, readsEverything, cli } = require('../fixtures/read-only-checks')
 
 describe('a store opened read-only', function () {
-  this.timeout(60000)
+  this.timeout(scaled(60000))
   const t = useTmp()
   let shadows // os.tmpdir() while a test runs: shadows go there
   let tmpdir
