@@ -193,7 +193,7 @@ describe('damage is named', () => {
       return realOpen.call(this, options)
     }
     try {
-      const report = await t.open({ idleTimeout: 10, shardWaitTimeout: 200 }).verify()
+      const report = await t.open({ idleTimeout: 10, shardWaitTimeout: scaled(2000) }).verify()
       expect(report.files).to.equal(2)
       expect(report.problems.map((p) => [p.shard, p.kind])).to.deep.equal([[2, 'shard'], [3, 'shard'], [4, 'shard'], [5, 'shard']])
       for (const p of report.problems) expect(p.problem).to.contain(failing[p.shard])
