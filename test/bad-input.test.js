@@ -4,7 +4,7 @@ const { expect } = require('chai')
 const fs = require('node:fs')
 const path = require('node:path')
 const { spawn } = require('node:child_process')
-const { useTmp, rejects } = require('./helpers')
+const { useTmp, rejects, scaled } = require('./helpers')
 
 const BAD_KEYS = ['', null, undefined, 42, {}, [], true, Buffer.from('k'), 'x'.repeat(5000)]
 const BAD_DATA = [null, undefined, 5, {}, [1], new ArrayBuffer(3), true]
@@ -41,7 +41,7 @@ async function invalid (fn, label) {
 }
 
 describe('bad input', function () {
-  this.timeout(60000)
+  this.timeout(scaled(60000))
   const t = useTmp()
 
   it('every store method answers EINVAL and changes nothing on disk', async () => {

@@ -4,7 +4,7 @@ const { expect } = require('chai')
 const { Readable } = require('node:stream')
 const { pipeline } = require('node:stream/promises')
 const { Shard } = require('../lib/shard/shard')
-const { tmpLeftovers, useTmp, rejects, bytes, keyInShard, assertNoStrayChunks, REF } = require('./helpers')
+const { tmpLeftovers, useTmp, rejects, bytes, keyInShard, assertNoStrayChunks, REF, scaled } = require('./helpers')
 
 const C = 1024
 const CAP = 8 * C // per shard
@@ -123,7 +123,8 @@ describe('capacity', () => {
   it('other shards are not affected by a full one', async () => {
     // One shard open at a time, and a short wait for it: a full shard's refused write
     // that kept its slot (or its lease) would make the other shard's write fail EBUSY.
-    const store = t.open({ ...options, maxOpenShards: 1, shardWaitTimeout: 500 })
+    // 5 s, scaled: the slot's hand-over, a close, is slow on a loaded machine.
+    const store = t.open({ ...options, maxOpenShards: 1, shardWaitTimeout: scaled(5000) })
     const other = keyInShard(REF, shard + 1, 'other')
     await store.writeFile(key('full'), bytes(CAP, 'full'))
     for (const data of ['x', bytes(2 * C)]) { // committed alone, and through a ChunkWriter

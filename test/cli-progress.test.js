@@ -7,6 +7,7 @@ const path = require('node:path')
 const { spawnSync } = require('node:child_process')
 const { Progress, MIN_BYTES, clearProgress } = require('../lib/cli/progress')
 const { humanSize, duration, describeError } = require('../lib/cli/text')
+const { scaled } = require('./helpers')
 
 const BIN = path.join(__dirname, '..', 'bin', 'kfs.js')
 
@@ -32,7 +33,7 @@ def read(timeout):
         return False
     seen += data
     return bool(data)
-deadline = time.time() + 20
+deadline = time.time() + spec['waitSeconds']
 while spec['until'].encode() not in seen and time.time() < deadline:
     read(0.5)
 child.send_signal(getattr(signal, spec['signal']))
@@ -94,14 +95,14 @@ describe('cli progress and formatting', () => {
   })
 
   it('Ctrl-C clears the progress bar on the terminal before kfs ends', function () {
-    this.timeout(60000)
+    this.timeout(scaled(60000))
     if (spawnSync('python3', ['-c', 'import pty']).status !== 0) {
       console.log('      skipped: python3 with its pty module is not available')
       return this.skip()
     }
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kfs-'))
     try {
-      const spec = { command: [process.execPath, BIN, '-d', path.join(dir, 'db'), 'put'], input: 6 * 1024 * 1024, until: 'put ', signal: 'SIGINT' }
+      const spec = { command: [process.execPath, BIN, '-d', path.join(dir, 'db'), 'put'], input: 6 * 1024 * 1024, until: 'put ', signal: 'SIGINT', waitSeconds: scaled(20000) / 1000 }
       const r = spawnSync('python3', ['-c', PTY, JSON.stringify(spec)], { encoding: 'utf8' })
       expect(r.status, r.stderr).to.equal(0)
       const { signal, terminal } = JSON.parse(r.stdout)

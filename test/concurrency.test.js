@@ -6,7 +6,7 @@ const { pipeline } = require('node:stream/promises')
 const path = require('node:path')
 const { Shard } = require('../lib/shard/shard')
 const { ChunkKeys } = require('../lib/shard/records')
-const { useTmp, rejects, bytes, sha256, collect, openShardLocks, keysForShards, assertNoStrayChunks, REF } = require('./helpers')
+const { useTmp, rejects, bytes, sha256, collect, openShardLocks, keysForShards, assertNoStrayChunks, REF, scaled, sleep } = require('./helpers')
 
 const C = 1024
 
@@ -107,13 +107,13 @@ describe('concurrency', () => {
     await new Promise((resolve) => rs.once('readable', resolve))
     const started = Date.now()
     const err = await rejects(store.writeFile(b.key, 'b'), 'EBUSY')
-    expect(Date.now() - started).to.be.within(150, 5000)
+    expect(Date.now() - started).to.be.within(150, scaled(10000))
     expect(err.message).to.contain('maxOpenShards')
     rs.destroy()
     await new Promise((resolve) => rs.once('close', resolve))
     // Once shard a closed by itself, the slot is free: the failed wait left no claim on
     // it. (Evicting a instead would put its close, a flush, within the 200 ms wait.)
-    const until = Date.now() + 10000
+    const until = Date.now() + scaled(10000)
     while (openShardLocks(store.location) > 0 && Date.now() < until) await new Promise((resolve) => setTimeout(resolve, 20))
     await store.writeFile(b.key, 'b')
   })
@@ -126,7 +126,7 @@ describe('concurrency', () => {
     await new Promise((resolve) => rs.once('readable', resolve))
     const done = []
     const writes = others.map(({ key }, i) => store.writeFile(key, `file ${i}`).then(() => done.push(i)))
-    await new Promise((resolve) => setTimeout(resolve, 50))
+    await sleep(50)
     expect(done).to.deep.equal([])
     rs.destroy()
     await Promise.all(writes)
@@ -146,25 +146,28 @@ describe('concurrency', () => {
     await store.writeFile('a', 'b')
     expect(openShardLocks(store.location)).to.equal(1)
     // Waits for the close itself: a loaded machine may run the timer late, never early.
-    const deadline = Date.now() + 5000
+    const deadline = Date.now() + scaled(10000)
     while (openShardLocks(store.location) > 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10))
-    expect(openShardLocks(store.location), 'closed within 5 s of a 20 ms idle timeout').to.equal(0)
+    expect(openShardLocks(store.location), `closed within ${scaled(10000)} ms of a 20 ms idle timeout`).to.equal(0)
     expect((await store.readFile('a')).toString()).to.equal('b')
   })
 
   it('keeps a shard used again before its idleTimeout open, and closes it idleTimeout after its last use', async () => {
-    const store = t.open({ idleTimeout: 1000, referenceId: REF })
+    // Used every 100 ms for two idle timeouts: its first idle timer fires while it is in
+    // use or just used, and must wait for a whole idleTimeout after the last use
+    // instead. Each use must come within idleTimeout of the one before, even on a loaded
+    // machine: 1.5 s, scaled, for 100 ms.
+    const idleTimeout = scaled(1500)
+    const store = t.open({ idleTimeout, referenceId: REF })
     await store.writeFile('a', 'b')
-    // Used every 100 ms for 2.5 s: its first idle timer fires while it is in use or just
-    // used, and must wait for a whole idleTimeout after the last use instead.
-    for (let i = 0; i < 25; i++) {
+    for (let i = 0; i < 2 * idleTimeout / 100; i++) {
       await new Promise((resolve) => setTimeout(resolve, 100))
       expect(openShardLocks(store.location), `open at use ${i}`).to.equal(1)
       await store.writeFile('a', `b${i}`)
     }
-    const deadline = Date.now() + 6000
+    const deadline = Date.now() + idleTimeout + scaled(10000)
     while (openShardLocks(store.location) > 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10))
-    expect(openShardLocks(store.location), 'closed within 6 s of its last use').to.equal(0)
+    expect(openShardLocks(store.location), `closed within ${idleTimeout + scaled(10000)} ms of its last use`).to.equal(0)
   })
 
   it('serves hundreds of mixed operations in flight', async () => {

@@ -7,7 +7,7 @@ const path = require('node:path')
 const { spawn } = require('node:child_process')
 const { LevelDb } = require('../lib/leveldb/leveldb')
 const { ChunkWriter } = require('../lib/data/chunk-writer')
-const { useTmp, rejects, bytes, sha256, collect, keyInShard, REF, killingDigestThread } = require('./helpers')
+const { useTmp, rejects, bytes, sha256, collect, keyInShard, REF, killingDigestThread, scaled } = require('./helpers')
 
 const C = 1024
 const ROOT = path.join(__dirname, '..')
@@ -67,7 +67,7 @@ describe('damage is named', () => {
   })
 
   it('records that LevelDB drops from a damaged log are noted, and verify names the shard and what was lost', async function () {
-    this.timeout(20000)
+    this.timeout(scaled(20000))
     const dir = path.join(t.dir, 'store')
     const first = keyInShard(REF, 7, 'a')
     const last = keyInShard(REF, 7, 'b')
@@ -102,7 +102,7 @@ describe('damage is named', () => {
   })
 
   it('a damage note that was not written the first time is kept and written on the next open', async function () {
-    this.timeout(20000)
+    this.timeout(scaled(20000))
     const dir = path.join(t.dir, 'store')
     await run(`
       const store = require('./')(process.argv[1], { shardCount: 1 })
@@ -193,7 +193,7 @@ describe('damage is named', () => {
       return realOpen.call(this, options)
     }
     try {
-      const report = await t.open({ idleTimeout: 10, shardWaitTimeout: 200 }).verify()
+      const report = await t.open({ idleTimeout: 10, shardWaitTimeout: scaled(2000) }).verify()
       expect(report.files).to.equal(2)
       expect(report.problems.map((p) => [p.shard, p.kind])).to.deep.equal([[2, 'shard'], [3, 'shard'], [4, 'shard'], [5, 'shard']])
       for (const p of report.problems) expect(p.problem).to.contain(failing[p.shard])

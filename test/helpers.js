@@ -4,8 +4,61 @@ const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
 const crypto = require('node:crypto')
+const { spawnSync } = require('node:child_process')
 const { expect } = require('chai')
 const kfs = require('..')
+
+// KFS_TEST_SLOWDOWN, a factor (default 1), scales every time bound of the tests: mocha's
+// timeout (the configs in test/ and .mocharc.js), each this.timeout(), the waits of
+// within() and of polling loops, the bounds on elapsed time, and the sleeps that wait
+// for something to have happened. On a slow or busy machine, KFS_TEST_SLOWDOWN=3 npm test.
+// The defaults already leave room for a loaded 2-core machine. A bound that proves the
+// library did not wait for one of its own delays (5 s for a holder that does not share)
+// cannot grow past that delay, and is left alone.
+const SLOWDOWN = (() => {
+  const given = process.env.KFS_TEST_SLOWDOWN
+  const factor = given === undefined || given === '' ? 1 : Number(given)
+  if (!(factor > 0 && Number.isFinite(factor))) throw new Error(`KFS_TEST_SLOWDOWN must be a positive number, not ${JSON.stringify(given)}`)
+  return factor
+})()
+
+// `ms` scaled by KFS_TEST_SLOWDOWN.
+const scaled = (ms) => Math.ceil(ms * SLOWDOWN)
+
+// Resolves after `ms` scaled by KFS_TEST_SLOWDOWN: for a sleep that waits for something
+// to have happened.
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, scaled(ms)))
+
+// Resolves as `promise` does, or rejects once `ms` (scaled) passed first, naming `what`.
+function within (promise, ms, what = 'it') {
+  let timer
+  const late = new Promise((resolve, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what} did not settle within ${scaled(ms)} ms`)), scaled(ms))
+  })
+  return Promise.race([promise, late]).finally(() => clearTimeout(timer))
+}
+
+// Unmounts `dir` if it is mounted: tries umount a few times while it is busy (a child
+// process may still be closing its files), then detaches it lazily (umount -l: gone from
+// the tree at once, released once nothing uses it). For after()/afterEach()/finally blocks, so a test
+// that failed leaves no mount behind. Returns whether `dir` is no longer a mount point.
+function unmount (dir) {
+  for (let attempt = 0; attempt < 5; attempt++) {
+    if (!isMountPoint(dir)) return true
+    const r = spawnSync('umount', [dir], { encoding: 'utf8' })
+    if (r.status === 0) return true
+    spawnSync('sleep', ['0.2'])
+  }
+  spawnSync('umount', ['-l', dir])
+  return !isMountPoint(dir)
+}
+
+function isMountPoint (dir) {
+  const resolved = path.resolve(dir)
+  const mounts = fs.readFileSync('/proc/self/mounts', 'utf8').split('\n')
+  // /proc/self/mounts writes a space in a path as \040.
+  return mounts.some((line) => (line.split(' ')[1] || '').replace(/\\040/g, ' ') === resolved)
+}
 
 // A fresh directory per test, removed afterwards, with every store opened through
 // `open` closed before removal.
@@ -203,4 +256,4 @@ function tmpLeftovers (location) {
 
 const REF = '00112233445566778899aabbccddeeff00112233'
 
-module.exports = { tmpLeftovers, useTmp, rejects, throws, bytes, sha256, openShardLocks, keysForShards, keyInShard, collect, assertNoStrayChunks, damageChunk, toFormat1, killingDigestThread, REF }
+module.exports = { SLOWDOWN, scaled, sleep, within, unmount, isMountPoint, tmpLeftovers, useTmp, rejects, throws, bytes, sha256, openShardLocks, keysForShards, keyInShard, collect, assertNoStrayChunks, damageChunk, toFormat1, killingDigestThread, REF }

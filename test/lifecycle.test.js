@@ -7,12 +7,12 @@ const { spawn } = require('node:child_process')
 const { Readable } = require('node:stream')
 const { pipeline } = require('node:stream/promises')
 const kfs = require('..')
-const { useTmp, rejects, bytes, collect, keysForShards, assertNoStrayChunks, REF } = require('./helpers')
+const { useTmp, rejects, bytes, collect, keysForShards, assertNoStrayChunks, REF, scaled, sleep } = require('./helpers')
 
 const ROOT = path.join(__dirname, '..')
 
 // Runs a script in a child process with the store location as argv[2].
-function runChild (script, dir, { timeout = 20000 } = {}) {
+function runChild (script, dir, { timeout = scaled(30000) } = {}) {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, ['-e', script, dir], { cwd: ROOT })
     let stdout = ''
@@ -180,7 +180,7 @@ describe('lifecycle', () => {
       const source = new (require('node:stream').PassThrough)()
       source.write('some bytes, and then nothing more') // a socket that went quiet
       const put = rejects(store.put(source), 'ECLOSED') // handled from the start: it rejects during close()
-      await new Promise((resolve) => setTimeout(resolve, 20))
+      await sleep(20)
       await store.close()
       await put
       expect(fs.readdirSync(path.join(store.location, 'tmp'))).to.deep.equal([])
@@ -193,7 +193,7 @@ describe('lifecycle', () => {
       const put = rejects(store.put(source), 'ECLOSED')
       const closed = store.close() // while the store is still opening
       let timer
-      const late = new Promise((resolve) => { timer = setTimeout(resolve, 5000, 'still closing') })
+      const late = new Promise((resolve) => { timer = setTimeout(resolve, scaled(15000), 'still closing') })
       expect(await Promise.race([closed.then(() => 'closed'), late])).to.equal('closed')
       clearTimeout(timer)
       await put
@@ -235,10 +235,10 @@ describe('lifecycle', () => {
       WriteBudget.prototype.tryTake = () => false
       try {
         const write = store.writeFile('waits', bytes(256 * 1024)).then(() => 'written', (err) => err.code)
-        await new Promise((resolve) => setTimeout(resolve, 20))
+        await sleep(20)
         const closed = store.close()
         let timer
-        const outcome = await Promise.race([write, new Promise((resolve) => { timer = setTimeout(() => resolve('still waiting'), 5000) })])
+        const outcome = await Promise.race([write, new Promise((resolve) => { timer = setTimeout(() => resolve('still waiting'), scaled(15000)) })])
         clearTimeout(timer)
         expect(outcome).to.equal('ECLOSED')
         await closed
@@ -258,11 +258,11 @@ describe('lifecycle', () => {
         const ws = store.createWriteStream('destroyed')
         ws.on('error', () => {})
         ws.write(bytes(256 * 1024))
-        await new Promise((resolve) => setTimeout(resolve, 20))
+        await sleep(20)
         const closed = new Promise((resolve) => ws.once('close', () => resolve('closed')))
         ws.destroy()
         let timer
-        expect(await Promise.race([closed, new Promise((resolve) => { timer = setTimeout(() => resolve('still waiting'), 5000) })])).to.equal('closed')
+        expect(await Promise.race([closed, new Promise((resolve) => { timer = setTimeout(() => resolve('still waiting'), scaled(15000)) })])).to.equal('closed')
         clearTimeout(timer)
       } finally {
         WriteBudget.prototype.tryTake = real
@@ -498,7 +498,7 @@ describe('lifecycle', () => {
       expect(code).to.equal(0)
       expect(stdout).to.equal('')
       expect(stderr).to.equal('')
-      expect(Date.now() - started).to.be.below(10000)
+      expect(Date.now() - started).to.be.below(scaled(30000)) // the shards' idle timeout is 600 s
     })
   })
 })

@@ -7,9 +7,10 @@ const path = require('node:path')
 const { spawn, spawnSync } = require('node:child_process')
 const leveldown = require('leveldown')
 const { LevelDb } = require('../lib/leveldb/leveldb')
-const { guardedOpen, readManifest, logName, keptName, lockHeld } = require('../lib/leveldb/log-guard')
+const { guardedOpen, readManifest, logName, keptName } = require('../lib/leveldb/log-guard')
 const { parseManifest } = require('../lib/leveldb/manifest')
-const { useTmp, rejects } = require('./helpers')
+const { useTmp, rejects, scaled } = require('./helpers')
+const { heldAndFreed } = require('./fixtures/lock-holder')
 
 const ROOT = path.join(__dirname, '..')
 const COUNT = 200
@@ -140,7 +141,7 @@ function child (script, args, env = {}) {
     let stderr = ''
     proc.stdout.on('data', (d) => (stdout += d))
     proc.stderr.on('data', (d) => (stderr += d))
-    const timer = setTimeout(() => proc.kill('SIGKILL'), 10000)
+    const timer = setTimeout(() => proc.kill('SIGKILL'), scaled(20000))
     proc.on('error', reject)
     proc.on('exit', (code, signal) => {
       clearTimeout(timer)
@@ -218,7 +219,7 @@ WRAP(fopen64)
 `
 
 describe('the log guard', function () {
-  this.timeout(20000)
+  this.timeout(scaled(30000))
   const t = useTmp()
 
   describe('finding the logs LevelDB replays', () => {
@@ -527,61 +528,8 @@ describe('the log guard', function () {
   // The guard must never take another process's database for free: it would move that
   // process's logs (issue 18, item 7).
   describe('knowing that another process holds a database', () => {
-    // A child process holding the LevelDB at `dir` open; resolves once it is.
-    async function holder (dir) {
-      const child = spawn(process.execPath, ['-e', `
-        const db = require('leveldown')(process.argv[1])
-        db.open({ createIfMissing: true }, (err) => {
-          if (err) throw err
-          process.stdout.write('open\\n')
-        })
-        process.stdin.on('end', () => db.close(() => {})).resume()`, dir], { cwd: ROOT })
-      const exited = new Promise((resolve) => child.once('exit', resolve))
-      await new Promise((resolve, reject) => {
-        child.stdout.once('data', resolve)
-        child.once('exit', (code) => reject(new Error(`the holder exited with ${code}`)))
-      })
-      return { release: () => { child.stdin.end(); return exited } }
-    }
-
-    async function heldAndFreed (dir) {
-      const held = await holder(dir)
-      try {
-        expect(await lockHeld(dir), 'held by the child').to.equal(true)
-      } finally {
-        await held.release()
-      }
-      expect(await lockHeld(dir), 'freed').to.equal(false)
-    }
-
     it('sees the lock of a database open in another process, and its release', async () => {
       await heldAndFreed(path.join(t.dir, 'db'))
-    })
-
-    // Measured on Linux 6.18: with an overlay's layers on different filesystems and
-    // xino=off, stat() gives the LOCK file another device than /proc/locks does.
-    it('sees it on an overlay whose layers are on different filesystems', async function () {
-      const mount = (...args) => spawnSync('mount', args, { encoding: 'utf8' })
-      const [lower, upper, work, merged] = ['lower', 'upper', 'work', 'merged'].map((name) => path.join(t.dir, name))
-      for (const d of [lower, upper, work, merged]) fs.mkdirSync(d)
-      if (mount('-t', 'tmpfs', 'tmpfs', lower).status !== 0) {
-        console.log('      skipped: mounting needs root')
-        this.skip()
-      }
-      try {
-        const overlay = mount('-t', 'overlay', 'overlay', '-o', `lowerdir=${lower},upperdir=${upper},workdir=${work},xino=off`, merged)
-        if (overlay.status !== 0) {
-          console.log(`      skipped: an overlay could not be mounted (${overlay.stderr.trim()})`)
-          this.skip()
-        }
-        try {
-          await heldAndFreed(path.join(merged, 'db'))
-        } finally {
-          spawnSync('umount', [merged])
-        }
-      } finally {
-        spawnSync('umount', [lower])
-      }
     })
   })
 })

@@ -7,7 +7,7 @@ const { expect } = require('chai')
 const kfs = require('..')
 const { Memtables, MIN_FLUSH, FLUSH_AT, FLOOR, MAX_FLUSHING } = require('../lib/shard/memtables')
 const { memoryParts, MEMORY, MIN_MEMORY } = require('../lib/api/memory')
-const { useTmp, throws, rejects } = require('./helpers')
+const { useTmp, throws, rejects, scaled } = require('./helpers')
 
 const KiB = 1024
 const MiB = 1024 * KiB
@@ -252,7 +252,7 @@ describe('memory budget', () => {
     // Writes wait for flushes here: the chunk records a batch was built from must not be
     // reused before LevelDB took them.
     it('files written at once under the least budget, waiting for flushes, all read back whole', async function () {
-      this.timeout(120000)
+      this.timeout(scaled(120000))
       const store = t.open({ memory: MIN_MEMORY })
       const files = Array.from({ length: 24 }, (_, i) => ({ key: `big ${i}`, data: crypto.randomBytes(3 * MiB + i * 4099) }))
       await Promise.all(files.map((f) => store.writeFile(f.key, f.data)))

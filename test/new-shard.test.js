@@ -10,7 +10,7 @@ const kfs = require('..')
 const { createShard, makeTemplate } = require('../lib/shard/create')
 const { Shard } = require('../lib/shard/shard')
 const { Spares, SPARES } = require('../lib/shard/spares')
-const { useTmp, keysForShards } = require('./helpers')
+const { useTmp, keysForShards, scaled, sleep } = require('./helpers')
 
 const WRITER = path.join(__dirname, 'fixtures', 'new-store-writer.js')
 const shardDirs = (dir) => fs.readdirSync(dir).filter((name) => /^\d{3}\.s$/.test(name)).sort()
@@ -24,7 +24,7 @@ const spareDirs = (dir) => fs.readdirSync(path.join(dir, 'tmp')).filter((name) =
 
 // Resolves once `fn()` is true, polling.
 async function until (fn, what) {
-  for (let i = 0; i < 500; i++) {
+  for (const deadline = Date.now() + scaled(20000); Date.now() < deadline;) {
     if (fn()) return
     await new Promise((resolve) => setTimeout(resolve, 10))
   }
@@ -53,7 +53,7 @@ function runAndKill (dir, ms) {
 }
 
 describe('new shards', function () {
-  this.timeout(60000)
+  this.timeout(scaled(60000))
   const t = useTmp()
 
   it('are made from a template holding what LevelDB makes, which opens with its accounting', async () => {
@@ -81,7 +81,7 @@ describe('new shards', function () {
     const spares = new Spares(tmp)
     expect(spares.take(template)).to.equal(undefined) // none yet; now made
     await until(() => spareDirs(t.dir).length === SPARES, 'the spares')
-    await new Promise((resolve) => setTimeout(resolve, 50))
+    await sleep(50)
     expect(spareDirs(t.dir)).to.have.length(SPARES) // no more
     const spare = spares.take(template)
     expect(contents(spare)).to.deep.equal(contents(path.join(t.dir, 'built.s')))
@@ -92,7 +92,7 @@ describe('new shards', function () {
     await spares.close()
     expect(fs.readdirSync(tmp)).to.deep.equal([])
     expect(spares.take(template)).to.equal(undefined) // and none made after close
-    await new Promise((resolve) => setTimeout(resolve, 50))
+    await sleep(50)
     expect(fs.readdirSync(tmp)).to.deep.equal([])
   })
 
@@ -102,7 +102,7 @@ describe('new shards', function () {
     const template = await makeTemplate(tmp)
     const gone = new Spares(path.join(t.dir, 'missing'))
     expect(gone.take(template)).to.equal(undefined)
-    await new Promise((resolve) => setTimeout(resolve, 50))
+    await sleep(50)
     expect(gone.take(template)).to.equal(undefined)
     await gone.close()
     expect(fs.existsSync(path.join(t.dir, 'missing'))).to.equal(false)
@@ -129,11 +129,11 @@ describe('new shards', function () {
     expect(spares.take(template)).to.equal(undefined) // the first is being made
     await spares.clear() // while it is (a full disk)
     expect(spareDirs(t.dir)).to.deep.equal([])
-    await new Promise((resolve) => setTimeout(resolve, 100))
+    await sleep(100)
     expect(spareDirs(t.dir), 'made after clear()').to.deep.equal([])
     room = false
     expect(spares.take(template)).to.equal(undefined)
-    await new Promise((resolve) => setTimeout(resolve, 100))
+    await sleep(100)
     expect(spareDirs(t.dir), 'made while mayFill says no').to.deep.equal([])
     room = true
     spares.take(template)
@@ -175,7 +175,7 @@ describe('new shards', function () {
   })
 
   it('survive SIGKILL at 5 random moments of a new store making them: every shard opens, verify() is clean, every stored file reads', async function () {
-    this.timeout(120000)
+    this.timeout(scaled(120000))
     for (let run = 1; run <= 5; run++) {
       const dir = path.join(t.dir, `crash-${run}`)
       const stored = await runAndKill(dir, 10 + Math.floor(Math.random() * 400))

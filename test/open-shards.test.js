@@ -4,18 +4,19 @@ const fs = require('node:fs')
 const path = require('node:path')
 const { execFileSync } = require('node:child_process')
 const { expect } = require('chai')
-const { useTmp, keysForShards, bytes, collect, openShardLocks, REF } = require('./helpers')
+const { useTmp, keysForShards, bytes, collect, openShardLocks, REF, scaled } = require('./helpers')
 const { defaultOpenShards } = require('../lib/dir/descriptors')
 
 const C = 4096
 
 describe('every shard usable at once', function () {
-  this.timeout(120000)
+  this.timeout(scaled(120000))
   const t = useTmp()
 
   it('256 slow readers and 256 slow writers across all 256 shards all proceed, with no EBUSY', async () => {
-    // A short wait: with a cap below 256, the last streams would fail with EBUSY fast.
-    const store = t.open({ chunkSize: C, referenceId: REF, shardWaitTimeout: 1000 })
+    // A short wait: with a cap below 256, the last streams would fail with EBUSY after
+    // it, and none waits with a cap of 256. 5 s, scaled: a loaded machine is slow.
+    const store = t.open({ chunkSize: C, referenceId: REF, shardWaitTimeout: scaled(5000) })
     const keys = keysForShards(REF, 256)
     expect(new Set(keys.map((k) => k.shard)).size).to.equal(256)
     for (const { key } of keys) await store.writeFile(key, bytes(8 * C, key))

@@ -4,7 +4,7 @@ const { expect } = require('chai')
 const fs = require('node:fs')
 const path = require('node:path')
 const { runSteps } = require('../perf/child')
-const { useTmp } = require('./helpers')
+const { useTmp, scaled } = require('./helpers')
 
 const FIXTURE = path.join(__dirname, 'fixtures', 'stepped-engine.js')
 
@@ -20,7 +20,7 @@ function gone (pid) {
 // The stepped cases of perf/costs.js and perf/write-path.js: engines in processes kept
 // for the case, asked for one step each in turn.
 describe('perf/child.js runSteps', function () {
-  this.timeout(30000)
+  this.timeout(scaled(30000))
   const tmp = useTmp()
   const job = (engine, extra) => ({ name: 'count', engine, pidFile: path.join(tmp.dir, engine), ...extra })
 

@@ -6,40 +6,14 @@ const { expect } = require('chai')
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
-const crypto = require('node:crypto')
 const { Readable } = require('node:stream')
 const { pipeline } = require('node:stream/promises')
 const { classifyOpenError, openFailure } = require('../lib/leveldb/classify')
 const { spawn, spawnSync, execFileSync } = require('node:child_process')
 const kfs = require('..')
-const { useTmp, rejects, bytes, sha256, collect, toFormat1 } = require('./helpers')
-const { FILES, OPTIONS, writeAll } = require('./fixtures/read-only-files')
-
-const KFS = path.join(__dirname, '..', 'bin', 'kfs.js')
-
-// Every entry under `dir` with its size, content hash and mtime (directories too: an
-// entry made and removed again changes its directory's mtime).
-function tree (dir) {
-  const out = {}
-  const visit = (sub) => {
-    for (const name of fs.readdirSync(path.join(dir, sub)).sort()) {
-      const rel = path.join(sub, name)
-      const stat = fs.lstatSync(path.join(dir, rel))
-      const content = stat.isFile() ? crypto.createHash('sha256').update(fs.readFileSync(path.join(dir, rel))).digest('hex') : stat.isDirectory() ? 'dir' : 'other'
-      out[rel] = `${content} ${stat.size} ${stat.mtimeMs}`
-      if (stat.isDirectory()) visit(rel)
-    }
-    out[sub || '.'] = `dir ${fs.statSync(path.join(dir, sub)).mtimeMs}`
-  }
-  visit('')
-  return out
-}
-
-async function writeStore (dir) {
-  const store = kfs(dir, OPTIONS)
-  await writeAll(store)
-  await store.close()
-}
+const { useTmp, rejects, bytes, sha256, toFormat1, scaled, sleep } = require('./helpers')
+const { FILES } = require('./fixtures/read-only-files')
+const { tree, writeStore, readsEverything, cli } = require('./fixtures/read-only-checks')
 
 // Writes the files in a child process that is then killed: its shards and state keep
 // their writes in LevelDB logs, which the next open replays.
@@ -48,31 +22,8 @@ function writeAndCrash (dir) {
   expect(r.signal, r.stderr).to.equal('SIGKILL')
 }
 
-// Reads every file every way a read-only store allows, and checks what it says.
-async function readsEverything (store) {
-  for (const [key, data] of FILES) {
-    expect(sha256(await store.readFile(key)), key).to.equal(sha256(data))
-    expect(await store.exists(key)).to.equal(true)
-    expect((await store.stat(key)).size).to.equal(data.length)
-  }
-  const chunks = []
-  for await (const chunk of store.createReadStream('c'.repeat(64), { start: 4000, end: 8200 })) chunks.push(chunk)
-  expect(Buffer.concat(chunks)).to.deep.equal(FILES[2][1].subarray(4000, 8201))
-  const listed = await collect(store.list())
-  expect(listed.length).to.equal(FILES.length)
-  expect(listed.find((f) => f.name === 'notes.txt')).to.include({ size: 5 })
-  const { shard } = await store.stat('notes.txt')
-  expect((await collect(store.list(shard))).map((f) => f.name)).to.include('notes.txt')
-  expect((await store.usage()).files).to.equal(FILES.length)
-  const report = await store.verify()
-  expect(report.problems).to.deep.equal([])
-  expect(report.files).to.equal(FILES.length)
-  await rejects(store.readFile('0'.repeat(40)), 'ENOENT')
-  expect(await store.exists('0'.repeat(40))).to.equal(false)
-}
-
 describe('a store opened read-only', function () {
-  this.timeout(60000)
+  this.timeout(scaled(60000))
   const t = useTmp()
   let shadows // os.tmpdir() while a test runs: shadows go there
   let tmpdir
@@ -198,32 +149,6 @@ describe('a store opened read-only', function () {
     expect(fs.readdirSync(shadows).sort()).to.deep.equal(kept.map((suffix) => path.basename(stale(suffix))).sort())
     expect(fs.readdirSync(victim)).to.deep.equal(['precious'])
     if (kept.includes('nobody')) expect(fs.readdirSync(stale('nobody'))).to.deep.equal(['f'])
-  })
-
-  it('a full or read-only temporary directory fails the open with ENOSPC or EROFS naming it, and leaves nothing there', async function () {
-    const dir = path.join(t.dir, 'store')
-    await writeStore(dir)
-    const tmp = path.join(t.dir, 'tmp')
-    fs.mkdirSync(tmp)
-    const mounted = spawnSync('mount', ['-t', 'tmpfs', '-o', 'size=4k', 'tmpfs', tmp], { encoding: 'utf8' })
-    if (mounted.status !== 0) {
-      console.log(`      skipped: cannot mount a tmpfs here (root needed): ${mounted.stderr.trim()}`)
-      return this.skip()
-    }
-    try {
-      process.env.TMPDIR = tmp
-      fs.writeFileSync(path.join(tmp, 'fill'), Buffer.alloc(4096))
-      const full = await open(dir, { readOnly: true }).readFile(FILES[0][0]).catch((err) => err)
-      expect(full.code).to.equal('ENOSPC')
-      expect(full.message).to.contain(`(the temporary directory ${tmp}, where a database opened read-only is shadowed, is full)`)
-      expect(fs.readdirSync(tmp)).to.deep.equal(['fill'])
-      execFileSync('mount', ['-o', 'remount,ro', tmp])
-      const readOnly = await open(dir, { readOnly: true }).readFile(FILES[0][0]).catch((err) => err)
-      expect(readOnly.code).to.equal('EROFS')
-      expect(readOnly.message).to.contain(`the shadow of ${path.join(dir, 'state')} in ${tmp} could not be made: EROFS: read-only file system`)
-    } finally {
-      spawnSync('umount', ['-l', tmp])
-    }
   })
 
   it('kfs --read-only reads a store it could write, changing nothing; put, unlink and compact fail with EROFS, exit 1', async () => {
@@ -355,7 +280,7 @@ describe('a store opened read-only', function () {
     for (let pass = 0; pass < 3; pass++) {
       for (let i = 0; i < 40; i++) expect(sha256(await store.readFile(`round 0 file ${i}`))).to.equal(sha256(bytes(1000, `0 ${i}`)))
     }
-    await new Promise((resolve) => setTimeout(resolve, 200)) // a compaction runs in the background
+    await sleep(200) // a compaction runs in the background
     const shard = path.join(shadows, fs.readdirSync(shadows).find((d) => fs.existsSync(path.join(shadows, d, '000.s'))), '000.s')
     const log = fs.readFileSync(path.join(shard, 'LOG'), 'utf8')
     expect(log, 'LevelDB tried to compact').to.match(/Compacting /)
@@ -372,111 +297,5 @@ describe('a store opened read-only', function () {
       // A read-only open that fails so (a shadow that cannot be made) has nothing to add.
       expect(openFailure(Object.assign(failed, { readOnly: true }), { dir: '/x', what: 'the store at /x' }).message).to.not.contain('readOnly')
     }
-  })
-
-  function cli (dir, args, options = {}) {
-    const r = spawnSync(process.execPath, [KFS, '-d', dir, ...args], { encoding: 'buffer', env: { ...process.env, KFS_DEBUG: '' }, ...options })
-    return { code: r.status, stdout: r.stdout, stderr: r.stderr.toString() }
-  }
-
-  // Needs root, for mount and for running kfs as another user.
-  describe('that cannot be written', () => {
-    let base, src, mnt
-    before(function () {
-      const skip = (why) => {
-        console.log(`      skipped: ${why}`)
-        this.skip()
-      }
-      if (typeof process.getuid !== 'function' || process.getuid() !== 0) return skip('not running as root (mount needs it)')
-      base = fs.mkdtempSync(path.join(os.tmpdir(), 'kfs-ro-'))
-      fs.chmodSync(base, 0o755) // for the test that runs kfs as another user
-      src = path.join(base, 'src')
-      mnt = path.join(base, 'mnt')
-      fs.mkdirSync(src)
-      fs.mkdirSync(mnt)
-      try {
-        execFileSync('mount', ['--bind', src, mnt], { stdio: 'pipe' })
-      } catch (err) {
-        fs.rmSync(base, { recursive: true, force: true })
-        return skip(`cannot bind-mount here: ${String(err.stderr || err.message).trim()}`)
-      }
-      try {
-        execFileSync('mount', ['-o', 'remount,bind,ro', mnt], { stdio: 'pipe' })
-      } catch (err) {
-        spawnSync('umount', ['-l', mnt])
-        fs.rmSync(base, { recursive: true, force: true })
-        return skip(`cannot remount a bind mount read-only here: ${String(err.stderr || err.message).trim()}`)
-      }
-    })
-    beforeEach(async () => {
-      await writeStore(path.join(src, 'store'))
-    })
-    afterEach(() => {
-      fs.rmSync(path.join(src, 'store'), { recursive: true, force: true })
-    })
-    after(() => {
-      if (!base) return
-      // Lazily: a store a failed test left open must not leave the mount behind.
-      if (spawnSync('umount', ['-l', mnt]).status === 0) fs.rmSync(base, { recursive: true, force: true })
-    })
-
-    it('on a read-only mount: opens read-only and reads it; read-write fails with EROFS saying to use readOnly', async () => {
-      const dir = path.join(mnt, 'store')
-      const before = tree(path.join(src, 'store'))
-      await pause()
-      const store = open(dir, { readOnly: true })
-      await readsEverything(store)
-      await store.close()
-      expect(tree(path.join(src, 'store'))).to.deep.equal(before)
-      expect(fs.readdirSync(shadows)).to.deep.equal([])
-      const err = await rejects(open(dir).open(), 'EROFS')
-      expect(err.message).to.match(new RegExp(`^the store at ${dir} could not be opened: .*; a store that cannot be written opens for reads with the option readOnly: true$`))
-      expect(err.path).to.equal(dir)
-    })
-
-    it('on a read-only mount: EBUSY while a process has the store open read-write through another path (share: false)', async () => {
-      await open(path.join(src, 'store'), { share: false }).open()
-      await rejects(open(path.join(mnt, 'store'), { readOnly: true }).open(), 'EBUSY')
-    })
-
-    it('on a read-only mount: kfs get, exists, stat, list and verify read it; put, unlink and compact fail with EROFS, exit 1', () => {
-      const dir = path.join(mnt, 'store')
-      const [key, data] = FILES[5]
-      expect(cli(dir, ['get', key]).stdout).to.deep.equal(data)
-      expect(cli(dir, ['exists', key]).stdout.toString()).to.equal('true\n')
-      const stat = cli(dir, ['stat', key, '--json'])
-      expect(stat.code, stat.stderr).to.equal(0)
-      expect(JSON.parse(stat.stdout).size).to.equal(data.length)
-      const list = cli(dir, ['list'])
-      expect(list.code, list.stderr).to.equal(0)
-      expect(list.stdout.toString().trim().split('\n')).to.have.length(FILES.length)
-      expect(cli(dir, ['verify']).code).to.equal(0)
-      for (const args of [['put'], ['unlink', key], ['compact']]) {
-        const r = cli(dir, args, { input: Buffer.from('new data') })
-        expect(r.code).to.equal(1)
-        expect(r.stderr).to.equal(`kfs: the store at ${dir} cannot be written (read-only file system): kfs ${args[0]} would change it; get, exists, stat, list and verify read it\n`)
-      }
-      expect(fs.readdirSync(shadows)).to.deep.equal([])
-    })
-
-    it('without write permission: kfs reads it as another user, and put fails with EROFS, exit 1', () => {
-      const dir = path.join(src, 'store') // writable by root only
-      fs.chmodSync(shadows, 0o777)
-      const as = { uid: 65534, gid: 65534 }
-      const [key, data] = FILES[5]
-      const get = cli(dir, ['get', key], as)
-      expect(get.code, get.stderr).to.equal(0)
-      expect(get.stdout).to.deep.equal(data)
-      expect(cli(dir, ['list'], as).stdout.toString().trim().split('\n')).to.have.length(FILES.length)
-      const put = cli(dir, ['put'], { ...as, input: Buffer.from('new data') })
-      expect(put.code).to.equal(1)
-      expect(put.stderr).to.equal(`kfs: the store at ${dir} cannot be written (permission denied): kfs put would change it; get, exists, stat, list and verify read it\n`)
-      // The library, opened read-write by that user: EACCES, or EPERM (Linux refuses a hard
-      // link to another user's file, which the log guard makes), saying to use readOnly.
-      const script = `require(${JSON.stringify(path.join(__dirname, '..'))})(process.argv[1]).open().catch((err) => console.log(err.code, err.message))`
-      const lib = spawnSync(process.execPath, ['-e', script, dir], { ...as, encoding: 'utf8' })
-      expect(lib.stdout).to.match(/^(EACCES|EPERM) the store at .* could not be opened: .*; a store that cannot be written opens for reads with the option readOnly: true\n$/)
-      expect(fs.readdirSync(shadows)).to.deep.equal([])
-    })
   })
 })

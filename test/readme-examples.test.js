@@ -16,10 +16,11 @@ const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
 const { execFile } = require('node:child_process')
+const { scaled } = require('./helpers')
 
 const root = path.join(__dirname, '..')
 const NOT_RUNNABLE = '<!-- not runnable -->'
-const TIMEOUT = 20000
+const TIMEOUT = scaled(20000) // for each example's process
 
 // The README's fenced code blocks whose info string names JavaScript, with the line
 // their fence opens on and whether the marker precedes them.
@@ -85,7 +86,7 @@ describe('README examples', () => {
 
   for (const block of runnable) {
     it(`README.md:${block.line} runs as written`, async function () {
-      this.timeout(TIMEOUT + 10000)
+      this.timeout(TIMEOUT + scaled(10000))
       const dir = await fs.promises.mkdtemp(path.join(os.tmpdir(), 'kfs-readme-'))
       try {
         await fs.promises.mkdir(path.join(dir, 'node_modules'))

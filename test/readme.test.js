@@ -5,6 +5,7 @@ const fs = require('node:fs')
 const path = require('node:path')
 const { execFile } = require('node:child_process')
 const kfs = require('..')
+const { scaled } = require('./helpers')
 
 const readme = fs.readFileSync(path.join(__dirname, '..', 'README.md'), 'utf8')
 // The reference: README.md is the user's overview, doc/api.md documents everything.
@@ -109,7 +110,7 @@ describe('README and doc/api.md', () => {
 
 describe('npm package', () => {
   it('ships the code, the declarations and the docs, not the benchmark data', async function () {
-    this.timeout(60000)
+    this.timeout(scaled(60000))
     const root = path.join(__dirname, '..')
     const out = await new Promise((resolve, reject) => {
       // stderr holds npm's notices; the listing is the JSON on stdout.

@@ -4,7 +4,7 @@ const { execFileSync } = require('node:child_process')
 const path = require('node:path')
 const { expect } = require('chai')
 const { diskUsage } = require('../lib/dir/disk-usage')
-const { useTmp, keyInShard, bytes, sha256, REF } = require('./helpers')
+const { useTmp, keyInShard, bytes, sha256, REF, scaled, sleep } = require('./helpers')
 const { Shard } = require('../lib/shard/shard')
 const { ChunkKeys } = require('../lib/shard/records')
 const { Reclaimer } = require('../lib/maintenance/reclaimer')
@@ -15,7 +15,7 @@ const SIZE = 4 * MiB
 
 // Polls until the store's directory holds at most `bytes`, or the time is up.
 async function usageFallsTo (dir, bytes, ms = 15000) {
-  const until = Date.now() + ms
+  const until = Date.now() + scaled(ms)
   let used = await diskUsage(dir)
   while (used > bytes && Date.now() < until) {
     await new Promise((resolve) => setTimeout(resolve, 200))
@@ -25,7 +25,7 @@ async function usageFallsTo (dir, bytes, ms = 15000) {
 }
 
 describe('space comes back by itself', function () {
-  this.timeout(60000)
+  this.timeout(scaled(60000))
   const t = useTmp()
   const keys = Array.from({ length: FILES }, (_, i) => keyInShard(REF, 5 + i, `dead ${i}`)) // one file per shard, as a store in use sees
 
@@ -67,7 +67,7 @@ describe('space comes back by itself', function () {
   it('reclaim: false leaves the space to compact()', async () => {
     const store = t.open({ referenceId: REF, reclaim: false })
     await writeAndRemove(store)
-    await new Promise((resolve) => setTimeout(resolve, 3000)) // past the idle delay
+    await sleep(3000) // past the idle delay (2 s), and a reclaim would be under way
     expect(await diskUsage(store.location)).to.be.above(FILES * SIZE * 0.9)
     await store.compact()
     expect(await diskUsage(store.location)).to.be.below(FILES * SIZE * 0.3)
@@ -133,8 +133,8 @@ describe('space comes back by itself', function () {
         for (const key of keys) await store.writeFile(key, bytes(${SIZE}, key))
         for (const key of keys) await store.unlink(key)
         setTimeout(() => store.close(), 2050) // about when the idle reclaim starts
-      })()`, dir], { timeout: 20000 })
-    expect(Date.now() - started).to.be.below(20000)
+      })()`, dir], { timeout: scaled(30000) })
+    expect(Date.now() - started).to.be.below(scaled(30000))
     const store = t.open({ referenceId: REF })
     for (const key of keys) expect(await store.exists(key)).to.equal(false)
     expect((await store.verify()).problems).to.deep.equal([])
@@ -230,7 +230,7 @@ describe('space comes back by itself', function () {
       now: () => clock
     })
     const until = async (condition, what) => {
-      const deadline = Date.now() + 10000
+      const deadline = Date.now() + scaled(10000)
       while (!condition() && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 5))
       expect(condition(), what).to.equal(true)
     }
@@ -288,7 +288,7 @@ describe('space comes back by itself', function () {
 // holds a shard for each without excluding the other. `dead` must stay the sum of the
 // notes left, or removals still noted are never reclaimed (issue 18, item 7).
 describe('when reclaiming runs', function () {
-  this.timeout(30000)
+  this.timeout(scaled(30000))
   const MiB = 1024 * 1024
 
   // A fake shard whose plan reclaims `step` bytes at a time.
@@ -307,13 +307,15 @@ describe('when reclaiming runs', function () {
 
   it('removals alone wait for a pause, however much they leave dead: they take no more disk', async () => {
     const shard = fakeShard(300 * MiB, 120 * MiB)
-    const reclaimer = new Reclaimer({ openShards: () => [shard], inShard: (index, fn) => fn(shard), idleMs: 200 })
+    // A pause is idleMs without a removal: far longer than the 20 ms between these, even
+    // on a loaded machine.
+    const reclaimer = new Reclaimer({ openShards: () => [shard], inShard: (index, fn) => fn(shard), idleMs: scaled(1000) })
     for (let i = 0; i < 5; i++) {
       reclaimer.noteDead()
       await new Promise((resolve) => setTimeout(resolve, 20))
     }
     expect(shard.compacted).to.equal(0)
-    const until = Date.now() + 5000
+    const until = Date.now() + scaled(10000)
     while (shard.reclaimable > 0 && Date.now() < until) await new Promise((resolve) => setTimeout(resolve, 10))
     await reclaimer.stop()
     expect(shard.reclaimable).to.equal(0)
@@ -327,7 +329,7 @@ describe('when reclaiming runs', function () {
     expect(shard.compacted).to.equal(0)
     await new Promise((resolve) => setImmediate(resolve))
     expect(shard.compacted).to.be.above(0) // before the pause's timer
-    const until = Date.now() + 5000
+    const until = Date.now() + scaled(10000)
     while (shard.reclaimable > 0 && Date.now() < until) await new Promise((resolve) => setTimeout(resolve, 10))
     await reclaimer.stop()
     expect(shard.reclaimable).to.equal(0)
@@ -342,9 +344,9 @@ describe('when reclaiming runs', function () {
     const reclaimer = new Reclaimer({ openShards: () => [shard], inShard: (index, fn) => fn(shard), idleMs: 10 })
     reclaimer.noteDead()
     reclaimer.noteWrite() // reclaiming at once, down to 64 MiB, held at its first piece
-    await new Promise((resolve) => setTimeout(resolve, 50)) // the pause's timer fired meanwhile
+    await sleep(50) // the pause's timer (10 ms) fired meanwhile
     release()
-    const until = Date.now() + 5000
+    const until = Date.now() + scaled(10000)
     while (shard.reclaimable > 0 && Date.now() < until) await new Promise((resolve) => setTimeout(resolve, 10))
     await reclaimer.stop()
     expect(shard.reclaimable).to.equal(0)
@@ -352,7 +354,7 @@ describe('when reclaiming runs', function () {
 })
 
 describe('a range is compacted once removed versions are a quarter of its tables', function () {
-  this.timeout(30000)
+  this.timeout(scaled(30000))
   const t = useTmp()
   const SIZE = 62068
 
@@ -423,7 +425,7 @@ describe('a range is compacted once removed versions are a quarter of its tables
 })
 
 describe('dead bytes stay the sum of the notes left', function () {
-  this.timeout(30000)
+  this.timeout(scaled(30000))
   const t = useTmp()
   const SIZE = 256 * 1024
   const names = ['a', 'b', 'c']

@@ -3,7 +3,7 @@
 const { expect } = require('chai')
 const fs = require('node:fs')
 const path = require('node:path')
-const { useTmp, rejects, bytes, keysForShards, collect, REF } = require('./helpers')
+const { useTmp, rejects, bytes, keysForShards, collect, REF, scaled } = require('./helpers')
 
 const C = 1024
 
@@ -34,7 +34,7 @@ function pipelineInto (ws, data) {
 const tables = (dir) => fs.readdirSync(dir).filter((f) => f.endsWith('.ldb')).map((f) => path.join(dir, f))
 
 describe('verify and repair', function () {
-  this.timeout(60000)
+  this.timeout(scaled(60000))
   const t = useTmp()
 
   it('verify checks every file and reports a sound store as clean', async () => {

@@ -6,7 +6,7 @@ const fs = require('node:fs')
 const path = require('node:path')
 const { spawn } = require('node:child_process')
 const { LevelDb } = require('../lib/leveldb/leveldb')
-const { useTmp, rejects, bytes, collect, keyInShard, assertNoStrayChunks, REF } = require('./helpers')
+const { useTmp, rejects, bytes, collect, keyInShard, assertNoStrayChunks, REF, scaled, sleep } = require('./helpers')
 
 const C = 1024
 const ROOT = path.join(__dirname, '..')
@@ -24,7 +24,7 @@ describe('repair', () => {
     await new Promise((resolve) => rs.once('readable', resolve))
     const waiting = store.readFile(b) // waits for the slot
     const outcome = waiting.then(() => 'read', (err) => err.code)
-    await new Promise((resolve) => setTimeout(resolve, 50))
+    await sleep(50) // it waits for the slot now
     const repairing = store.repair(2)
     rs.destroy() // frees the slot while repair works on shard 2
     const result = await repairing
@@ -34,7 +34,7 @@ describe('repair', () => {
   })
 
   it('a crash during repair leaves a mark: the shard is ECORRUPT until repaired again, which finishes the job', async function () {
-    this.timeout(30000)
+    this.timeout(scaled(30000))
     const dir = path.join(t.dir, 'store')
     const keys = [0, 1, 2].map((i) => keyInShard(REF, 5, `k${i}`))
     const store = t.open({ referenceId: REF, chunkSize: C })

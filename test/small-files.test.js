@@ -1,13 +1,13 @@
 'use strict'
 
 const { expect } = require('chai')
-const { useTmp, REF, keyInShard, sha256 } = require('./helpers')
+const { useTmp, REF, keyInShard, sha256, scaled } = require('./helpers')
 
 // A shard keeps the fingerprints (first 7 hex digits) of its keys, and a commit whose
 // key has no fingerprint there skips reading the old metadata. These tests check that
 // replacing and removing stay exact around that shortcut.
 describe('small files: commits that skip reading metadata', function () {
-  this.timeout(60000)
+  this.timeout(scaled(60000))
   const t = useTmp()
   const key = keyInShard(REF, 9, 'a')
   // Another key of the same shard with the same fingerprint.

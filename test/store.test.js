@@ -5,7 +5,7 @@ const fs = require('node:fs')
 const path = require('node:path')
 const { Readable } = require('node:stream')
 const kfs = require('..')
-const { tmpLeftovers, useTmp, rejects, throws, bytes, sha256, collect, keysForShards, openShardLocks, REF } = require('./helpers')
+const { tmpLeftovers, useTmp, rejects, throws, bytes, sha256, collect, keysForShards, openShardLocks, REF, scaled } = require('./helpers')
 
 const C = 1024 // a small chunk size keeps multi-chunk files small in tests
 
@@ -210,7 +210,7 @@ describe('store', () => {
   })
 
   describe('usage with every shard in use', function () {
-    this.timeout(120000)
+    this.timeout(scaled(120000))
 
     it('answers from the cache after reopen, without opening any shard', async () => {
       const store = t.open({ referenceId: REF, maxOpenShards: 8 })

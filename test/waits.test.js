@@ -4,7 +4,7 @@ const { expect } = require('chai')
 const fs = require('node:fs')
 const path = require('node:path')
 const { Readable } = require('node:stream')
-const { useTmp, rejects, bytes, collect, keysForShards, REF } = require('./helpers')
+const { useTmp, rejects, bytes, collect, keysForShards, REF, scaled, sleep, within } = require('./helpers')
 const { ShardPool } = require('../lib/shard/pool')
 const { LevelDb } = require('../lib/leveldb/leveldb')
 const { abortable } = require('../lib/api/abortable')
@@ -12,10 +12,9 @@ const { UsageCache } = require('../lib/dir/usage-cache')
 
 const C = 4096
 const nextTurn = () => new Promise((resolve) => setImmediate(resolve))
-const within = (promise, ms, what) => Promise.race([promise, new Promise((resolve, reject) => setTimeout(() => reject(new Error(`${what} took over ${ms} ms`)), ms))])
 
 describe('waits that can be left, and closes that every caller awaits', function () {
-  this.timeout(30000)
+  this.timeout(scaled(30000))
   const t = useTmp()
 
   describe('abortable()', () => {
@@ -50,42 +49,44 @@ describe('waits that can be left, and closes that every caller awaits', function
 
     for (const kind of ['read', 'write']) {
       it(`a ${kind} stream closes at once, emits no error and leaves the queue, the slot going to the next in line`, async () => {
-        const store = t.open({ chunkSize: C, referenceId: REF, maxOpenShards: 1, shardWaitTimeout: 20000 })
+        const store = t.open({ chunkSize: C, referenceId: REF, maxOpenShards: 1, shardWaitTimeout: 60000 })
         const { holder, a, b } = await holdTheOnlySlot(store)
         const stream = kind === 'read' ? store.createReadStream(b.key) : store.createWriteStream(b.key)
         const errors = []
         stream.on('error', (err) => errors.push(err))
-        await new Promise((resolve) => setTimeout(resolve, 100)) // it now waits in the queue
+        await sleep(100) // it now waits in the queue
         const started = Date.now()
         stream.destroy()
-        await within(new Promise((resolve) => stream.once('close', resolve)), 2000, "the destroyed stream's 'close'")
-        expect(Date.now() - started).to.be.below(2000)
+        // Far below the 60 s it would wait for the slot (shardWaitTimeout), whatever
+        // KFS_TEST_SLOWDOWN (up to 10).
+        await within(new Promise((resolve) => stream.once('close', resolve)), 5000, "the destroyed stream's 'close'")
+        expect(Date.now() - started).to.be.below(scaled(5000))
         holder.destroy()
         // The slot goes to the next caller: none waits behind a stream that left.
-        expect(await within(store.readFile(b.key), 2000, 'a read of the other shard')).to.deep.equal(bytes(8 * C, 'b'))
+        expect(await within(store.readFile(b.key), 10000, 'a read of the other shard')).to.deep.equal(bytes(8 * C, 'b'))
         expect(await store.readFile(a.key)).to.deep.equal(bytes(8 * C, 'a'))
         expect(errors).to.deep.equal([])
       })
     }
 
     it('destroyed with an error, it emits that error and nothing else', async () => {
-      const store = t.open({ chunkSize: C, referenceId: REF, maxOpenShards: 1, shardWaitTimeout: 20000 })
+      const store = t.open({ chunkSize: C, referenceId: REF, maxOpenShards: 1, shardWaitTimeout: 60000 })
       const { holder, b } = await holdTheOnlySlot(store)
       const stream = store.createReadStream(b.key)
       const errors = []
       stream.on('error', (err) => errors.push(err))
-      await new Promise((resolve) => setTimeout(resolve, 100))
+      await sleep(100)
       stream.destroy(new Error('the caller gave up'))
-      await within(new Promise((resolve) => stream.once('close', resolve)), 2000, "'close'")
+      await within(new Promise((resolve) => stream.once('close', resolve)), 10000, "'close'")
       holder.destroy()
       expect(errors.map((e) => e.message)).to.deep.equal(['the caller gave up'])
     })
 
     it('one not destroyed still gets its slot when the holder lets go', async () => {
-      const store = t.open({ chunkSize: C, referenceId: REF, maxOpenShards: 1, shardWaitTimeout: 20000 })
+      const store = t.open({ chunkSize: C, referenceId: REF, maxOpenShards: 1, shardWaitTimeout: 60000 })
       const { holder, b } = await holdTheOnlySlot(store)
       const reading = collect(store.createReadStream(b.key))
-      await new Promise((resolve) => setTimeout(resolve, 100))
+      await sleep(100)
       holder.destroy()
       expect(Buffer.concat(await reading)).to.deep.equal(bytes(8 * C, 'b'))
     })
@@ -97,7 +98,7 @@ describe('waits that can be left, and closes that every caller awaits', function
       const pool = new ShardPool({
         maxOpen,
         idleTimeout,
-        waitTimeout: 2000,
+        waitTimeout: scaled(20000), // longer than within()'s 10 s: a wait that hangs fails there
         open: async (index) => ({ index, db: {} }),
         close: async (shard) => {
           await (closeMs ? new Promise((resolve) => setTimeout(resolve, closeMs)) : nextTurn())
@@ -115,12 +116,12 @@ describe('waits that can be left, and closes that every caller awaits', function
       pool.release(await pool.acquire(1))
       await new Promise((resolve) => setTimeout(resolve, 5))
       pool.release(await pool.acquire(0)) // 0 used again: 1 is now the least recent
-      const two = await within(pool.acquire(2), 1000, 'acquire(2)')
+      const two = await within(pool.acquire(2), 10000, 'acquire(2)')
       expect(closed).to.deep.equal([1])
       pool.release(two)
       await new Promise((resolve) => setTimeout(resolve, 5))
       pool.release(await pool.acquire(0))
-      await within(pool.acquire(3), 1000, 'acquire(3)')
+      await within(pool.acquire(3), 10000, 'acquire(3)')
       expect(closed).to.deep.equal([1, 2])
     })
 
@@ -134,20 +135,20 @@ describe('waits that can be left, and closes that every caller awaits', function
       const zeroAgain = pool.acquire(0) // shard 0 is open: a use of it, not a wait
       pool.release(zero)
       pool.release(await zeroAgain) // idle now: evicted for shard 1, and its close fails
-      const got = await within(one, 1000, 'acquire(1)')
+      const got = await within(one, 10000, 'acquire(1)')
       expect(got.index).to.equal(1)
       expect(closed).to.deep.equal([0])
       // Asked for while its failed close was in progress, shard 0 opens again.
       const reopening = pool.acquire(0)
       pool.release(got)
-      expect((await within(reopening, 1000, 'acquire(0) after a failed close')).index).to.equal(0)
+      expect((await within(reopening, 10000, 'acquire(0) after a failed close')).index).to.equal(0)
     })
 
     it('an acquire that meets a close in progress that fails reopens the shard instead of failing with that error', async () => {
       const { pool, closed } = fakePool({ idleTimeout: 1, closeMs: 50, closeFails: () => true })
       pool.release(await pool.acquire(0)) // closes 1 ms later, and that close fails 50 ms after
       await new Promise((resolve) => setTimeout(resolve, 20))
-      const again = await within(pool.acquire(0), 1000, 'acquire(0)')
+      const again = await within(pool.acquire(0), 10000, 'acquire(0)')
       expect(again.index).to.equal(0)
       expect(closed).to.deep.equal([0])
     })
@@ -162,7 +163,7 @@ describe('waits that can be left, and closes that every caller awaits', function
       expect((await waiting.catch((e) => e)).message).to.equal('left')
       expect(pool.queue).to.have.length(0)
       pool.release(zero)
-      expect((await within(pool.acquire(2), 1000, 'acquire(2)')).index).to.equal(2)
+      expect((await within(pool.acquire(2), 10000, 'acquire(2)')).index).to.equal(2)
     })
 
     it('closeAll() called twice: one promise, settled once every shard is closed; status closing, then closed', async () => {
@@ -235,7 +236,7 @@ describe('waits that can be left, and closes that every caller awaits', function
       const onWarning = (w) => warnings.push(w.name)
       process.on('warning', onWarning)
       try {
-        const store = t.open({ referenceId: REF, maxOpenShards: 1, shardWaitTimeout: 20000 })
+        const store = t.open({ referenceId: REF, maxOpenShards: 1, shardWaitTimeout: 60000 })
         await store.writeFile('aa', bytes(3 * 1024 * 1024))
         expect(Buffer.concat(await collect(store.createReadStream('aa'))).length).to.equal(3 * 1024 * 1024)
         const [a, ...others] = keysForShards(REF, 13)

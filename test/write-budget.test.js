@@ -6,20 +6,15 @@ const { WriteBudget } = require('../lib/data/write-budget')
 const { ChunkWriter } = require('../lib/data/chunk-writer')
 const { Shard } = require('../lib/shard/shard')
 const { ChunkKeys } = require('../lib/shard/records')
-const { useTmp, bytes, keyInShard, rejects, REF } = require('./helpers')
+const { useTmp, bytes, keyInShard, rejects, REF, within: settlesWithin } = require('./helpers')
 const errors = require('../lib/api/errors')
 
 const C = 1024
 const MiB = 1024 * 1024
 
-// Settles with `promise`, or fails the test after `ms`: a leaked budget shows as a hang.
-function within (ms, promise, what) {
-  let timer
-  const late = new Promise((resolve, reject) => {
-    timer = setTimeout(() => reject(new Error(`${what} did not settle within ${ms} ms`)), ms)
-  })
-  return Promise.race([promise, late]).finally(() => clearTimeout(timer))
-}
+// Settles with `promise`, or fails the test after `ms` (scaled by KFS_TEST_SLOWDOWN):
+// a leaked budget shows as a hang.
+const within = (ms, promise, what) => settlesWithin(promise, ms, what)
 
 describe('write budget: memory held by writers is bounded', function () {
   const t = useTmp()
@@ -49,7 +44,7 @@ describe('write budget: memory held by writers is bounded', function () {
     const small = budget.take(2) // fits, but waits behind `big`
     stop.abort(errors.cancelled('big'))
     await rejects(big, 'ECANCELED')
-    await within(1000, small, 'the wait behind the aborted one')
+    await within(10000, small, 'the wait behind the aborted one')
     await rejects(budget.take(1, AbortSignal.abort(errors.cancelled('x'))), 'ECANCELED')
     const waiting = budget.take(5)
     budget.shutdown(errors.closed())
@@ -108,7 +103,7 @@ describe('write budget: memory held by writers is bounded', function () {
       const data = bytes(2 * MiB, 'f')
       for (let i = 0; i < 100; i++) {
         const w = writer('f'.repeat(39) + (i % 10), budget, { size: 2 * MiB })
-        const failed = within(5000, (async () => {
+        const failed = within(10000, (async () => {
           try {
             await w.write(data)
             await w.finish()
@@ -120,7 +115,7 @@ describe('write budget: memory held by writers is bounded', function () {
         await rejects(failed, 'ENOSPC')
       }
       const ok = writer('a'.repeat(40), budget)
-      await within(5000, ok.write(bytes(2 * MiB, 'ok')), 'the write after the failures')
+      await within(10000, ok.write(bytes(2 * MiB, 'ok')), 'the write after the failures')
       expect((await ok.finish()).size).to.equal(2 * MiB)
       expect(budget.tryTake(budget.total)).to.equal(true) // all of it given back
     })
@@ -150,7 +145,7 @@ describe('write budget: memory held by writers is bounded', function () {
       const held = writer(key, budget)
       await held.write(bytes(2 * 128 * 1024, 'held')) // two chunks held, not yet sent
       const other = writer('c'.repeat(40), budget)
-      await within(5000, other.write(bytes(4 * 128 * 1024, 'other')), 'the other writer') // makes `held` send its batch, which fails
+      await within(10000, other.write(bytes(4 * 128 * 1024, 'other')), 'the other writer') // makes `held` send its batch, which fails
       await other.finish()
       await rejects(held.write(bytes(128 * 1024, 'more')), 'ENOSPC')
       await rejects(held.finish(), 'ENOSPC')
@@ -165,8 +160,8 @@ describe('write budget: memory held by writers is bounded', function () {
       const writing = w.write(bytes(256 * 1024, 'd'))
       await new Promise((resolve) => setImmediate(resolve))
       const aborted = w.abort()
-      await rejects(within(5000, writing, 'the waiting write'), 'ECANCELED')
-      await within(5000, aborted, 'abort()')
+      await rejects(within(10000, writing, 'the waiting write'), 'ECANCELED')
+      await within(10000, aborted, 'abort()')
       expect(await shard.getMeta('d'.repeat(40))).to.equal(undefined)
     })
 
@@ -189,7 +184,7 @@ describe('write budget: memory held by writers is bounded', function () {
       while (!during) await new Promise((resolve) => setImmediate(resolve))
       expect(during).to.deep.equal({ reserved: 0, budgetFree: true, released: false })
       cleaned()
-      await within(5000, aborted, 'abort()')
+      await within(10000, aborted, 'abort()')
       expect(released).to.equal(true)
       expect(await shard.getMeta('e'.repeat(40))).to.equal(undefined)
     })

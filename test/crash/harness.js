@@ -7,6 +7,7 @@ const os = require('node:os')
 const path = require('node:path')
 const { spawn, spawnSync, execFileSync } = require('node:child_process')
 const { MODELS, readLog, crashStates, materialize, expectations, judge } = require('./states')
+const { scaled } = require('../helpers') // KFS_TEST_SLOWDOWN
 
 const PYTHON = '/usr/bin/python3' // Debian's, which has Debian's fusepy
 const RECORDFS = path.join(__dirname, 'recordfs.py')
@@ -46,7 +47,7 @@ async function mount (back, mnt, logDir) {
       const result = spawnSync('umount', tries < 50 ? [mnt] : ['-l', mnt], { stdio: 'ignore' })
       if (result.status !== 0) await sleep(100)
     }
-    const timer = setTimeout(() => child.kill('SIGKILL'), 10000)
+    const timer = setTimeout(() => child.kill('SIGKILL'), scaled(10000))
     await exited
     clearTimeout(timer)
   }
@@ -98,7 +99,7 @@ async function recordIn (root, workload) {
   })
   let before = []
   if (workload.prepare) {
-    const run = await node('workload.js', spec(back, workload.prepare, 'before'), 120000)
+    const run = await node('workload.js', spec(back, workload.prepare, 'before'), scaled(120000))
     if (run.code !== 0) throw new Error(`preparing ${workload.name} failed: ${run.err}`)
     before = JSON.parse(fs.readFileSync(path.join(logDir, 'before.json'), 'utf8'))
     fs.rmSync(path.join(back, '.mark'))
@@ -108,7 +109,7 @@ async function recordIn (root, workload) {
   const unmount = await mount(back, mnt, logDir)
   let run
   try {
-    run = await node('workload.js', spec(mnt, workload.steps, 'run'), 300000)
+    run = await node('workload.js', spec(mnt, workload.steps, 'run'), scaled(300000))
   } finally {
     await unmount()
   }
@@ -141,7 +142,7 @@ async function check (workload, recorded, { parallel = 2, perModel = {} } = {}) 
       const out = path.join(root, `state-${next}`)
       materialize(log, snapshot, state.entries, out)
       const expected = state.expected
-      const run = await node('check.js', { engine: workload.engine, dir: path.join(out, workload.store), options: workload.options, keys: [...expected.keys.keys()] }, 60000)
+      const run = await node('check.js', { engine: workload.engine, dir: path.join(out, workload.store), options: workload.options, keys: [...expected.keys.keys()] }, scaled(60000))
       let found
       try {
         found = JSON.parse(run.out)

@@ -2,7 +2,7 @@
 
 // Records every crash-state workload (workloads.js) and checks all of its states, or
 // at most --per-model N of each model, and prints states tried and broken by workload
-// and model. The test (test/crash-states.test.js) checks fewer, for time.
+// and model. The test (test/system/crash-states.test.js) checks fewer, for time.
 // usage: node test/crash/run.js [--per-model N] [--workload NAME]
 const fs = require('node:fs')
 const { parseArgs } = require('node:util')

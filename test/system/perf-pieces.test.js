@@ -5,16 +5,16 @@ const fs = require('node:fs')
 const path = require('node:path')
 const { execFile } = require('node:child_process')
 const { promisify } = require('node:util')
-const { useTmp } = require('./helpers')
-const { HEADER, ENGINES, PHASES } = require('../perf/pieces')
-const { machineOf } = require('../perf/script')
+const { useTmp, scaled } = require('../helpers')
+const { HEADER, ENGINES, PHASES } = require('../../perf/pieces')
+const { machineOf } = require('../../perf/script')
 
 // Storj's piece workload, once at tiny sizes: every engine and phase measured, in the
 // CSV, the report and the chart.
 describe('perf/pieces.js', function () {
-  this.timeout(60000)
+  this.timeout(scaled(60000))
   const tmp = useTmp()
-  const script = path.join(__dirname, '..', 'perf', 'pieces.js')
+  const script = path.join(__dirname, '..', '..', 'perf', 'pieces.js')
   const run = (argv) => promisify(execFile)(process.execPath, [script, ...argv])
 
   it('--quick writes a CSV row per engine and phase, a report and a chart, and leaves no store behind', async () => {

@@ -5,15 +5,15 @@ const fs = require('node:fs')
 const path = require('node:path')
 const { execFile } = require('node:child_process')
 const { promisify } = require('node:util')
-const { useTmp } = require('./helpers')
-const { HEADER, ENGINES } = require('../perf/churn')
+const { useTmp, scaled } = require('../helpers')
+const { HEADER, ENGINES } = require('../../perf/churn')
 
 // Uploads and expiry together, once at tiny sizes: both engines measured, in the CSV and
 // the report, with the ratio the issue asks for.
 describe('perf/churn.js', function () {
-  this.timeout(60000)
+  this.timeout(scaled(60000))
   const tmp = useTmp()
-  const script = path.join(__dirname, '..', 'perf', 'churn.js')
+  const script = path.join(__dirname, '..', '..', 'perf', 'churn.js')
   const run = (argv) => promisify(execFile)(process.execPath, [script, ...argv])
 
   it('--quick writes a CSV row per engine, a report with the ratio line, and leaves no store behind', async () => {

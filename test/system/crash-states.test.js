@@ -8,9 +8,10 @@ const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
 const { expect } = require('chai')
-const { unavailable, record, check, summarize } = require('./crash/harness')
-const { workloads } = require('./crash/workloads')
-const { MODELS, readLog, crashStates, cutPoints, materialize, expectations, judge } = require('./crash/states')
+const { unavailable, record, check, summarize } = require('../crash/harness')
+const { workloads } = require('../crash/workloads')
+const { MODELS, readLog, crashStates, cutPoints, materialize, expectations, judge } = require('../crash/states')
+const { scaled } = require('../helpers')
 
 // States checked per workload: every posix state (the fewest, and the most revealing),
 // and a spread of the prefix and journal ones; at least 500 of kfs in all.
@@ -120,7 +121,7 @@ describe('crash states: the models', function () {
 })
 
 describe('crash states: a power cut at any point of a run', function () {
-  this.timeout(600000)
+  this.timeout(scaled(600000))
   const tried = Object.fromEntries(MODELS.map((m) => [m, 0]))
 
   before(function () {

@@ -5,16 +5,16 @@ const fs = require('node:fs')
 const path = require('node:path')
 const { execFile } = require('node:child_process')
 const { promisify } = require('node:util')
-const { useTmp } = require('./helpers')
+const { useTmp, scaled } = require('../helpers')
 
 // Issue 21's costs, once at tiny sizes: every figure is printed beside its target.
 describe('perf/costs.js', function () {
-  this.timeout(120000)
+  this.timeout(scaled(120000))
   const tmp = useTmp()
-  const script = path.join(__dirname, '..', 'perf', 'costs.js')
+  const script = path.join(__dirname, '..', '..', 'perf', 'costs.js')
 
   it('--quick prints every figure with its target and verdict, and leaves no data behind', async () => {
-    const { stdout } = await promisify(execFile)(process.execPath, [script, '--quick', '--dir', tmp.dir])
+    const { stdout } = await promisify(execFile)(process.execPath, [script, '--quick', '--dir', tmp.dir, '--out', path.join(tmp.dir, 'out')])
     expect(stdout).to.contain('--quick: tiny sizes, measures nothing')
     const lines = stdout.split('\n')
     const figure = (id) => lines.find((line) => line.startsWith(`figure ${id}: `))

@@ -3,11 +3,11 @@
 const { expect } = require('chai')
 const path = require('node:path')
 const { spawn } = require('node:child_process')
-const kfs = require('..')
-const { useTmp, collect, assertNoStrayChunks } = require('./helpers')
-const { parse } = require('./fixtures/crash-content')
+const kfs = require('../..')
+const { useTmp, collect, assertNoStrayChunks, scaled } = require('../helpers')
+const { parse } = require('../fixtures/crash-content')
 
-const WRITER = path.join(__dirname, 'fixtures', 'crash-writer.js')
+const WRITER = path.join(__dirname, '..', 'fixtures', 'crash-writer.js')
 const KILLS = 25
 
 // Starts the writer, lets it work for `ms` after it is ready, SIGKILLs it, and returns
@@ -48,7 +48,7 @@ function replay (log, states) {
 }
 
 describe('crash safety', function () {
-  this.timeout(180000)
+  this.timeout(scaled(180000))
   const t = useTmp()
 
   it(`survives SIGKILL at ${KILLS} random moments of writes, overwrites and unlinks`, async () => {

@@ -6,16 +6,16 @@ const os = require('node:os')
 const path = require('node:path')
 const { execFile } = require('node:child_process')
 const { promisify } = require('node:util')
-const { parseArgs, HEADER } = require('../perf/benchmark')
-const { parseCsv, summarize, report } = require('../perf/report')
-const { useTmp } = require('./helpers')
+const { parseArgs, HEADER } = require('../../perf/benchmark')
+const { parseCsv, summarize, report } = require('../../perf/report')
+const { useTmp, scaled } = require('../helpers')
 
 const run = promisify(execFile)
-const BENCHMARK = path.join(__dirname, '..', 'perf', 'benchmark.js')
-const REPORT = path.join(__dirname, '..', 'perf', 'report.js')
+const BENCHMARK = path.join(__dirname, '..', '..', 'perf', 'benchmark.js')
+const REPORT = path.join(__dirname, '..', '..', 'perf', 'report.js')
 
 describe('npm run benchmark', function () {
-  this.timeout(120000)
+  this.timeout(scaled(120000))
   const t = useTmp()
 
   it('--quick writes a CSV of every operation, engine, size and trial, then cleans up', async () => {

@@ -5,10 +5,10 @@ const fs = require('node:fs')
 const path = require('node:path')
 const { execFile } = require('node:child_process')
 const { promisify } = require('node:util')
-const { useTmp } = require('./helpers')
-const { lineChart, barChart, linearAxis, logAxis } = require('../perf/svg')
-const { median } = require('../perf/stats')
-const { machineOf } = require('../perf/script')
+const { useTmp, scaled } = require('../helpers')
+const { lineChart, barChart, linearAxis, logAxis } = require('../../perf/svg')
+const { median } = require('../../perf/stats')
+const { machineOf } = require('../../perf/script')
 
 // What a chart shows, read from its SVG: its width, notes, legend (names and where they
 // start) and tick values.
@@ -114,11 +114,12 @@ describe('perf/svg.js', () => {
 
 // Runs the throughput benchmark once at a tiny size so it cannot silently rot.
 describe('perf/throughput.js', function () {
-  this.timeout(120000)
+  this.timeout(scaled(120000))
+  const tmp = useTmp()
 
   it('runs at a tiny size and reports every operation (streams, random ranges and put too), the targets and memory', async () => {
-    const script = path.join(__dirname, '..', 'perf', 'throughput.js')
-    const { stdout } = await promisify(execFile)(process.execPath, [script, '--sizes', '1,2', '--reps', '1'])
+    const script = path.join(__dirname, '..', '..', 'perf', 'throughput.js')
+    const { stdout } = await promisify(execFile)(process.execPath, [script, '--sizes', '1,2', '--reps', '1', '--out', path.join(tmp.dir, 'out')])
     for (const op of ['write', 'read', 'unlink']) expect(stdout).to.match(new RegExp(`\\| 1 MiB \\| sync \\| ${op} \\|`))
     expect(stdout).to.match(/\| 2 MiB \| async \| read stream \(fs: 1 MiB highWaterMark\) \| \d+ \(\d+ ms\) \| \d+ \(\d+ ms\) \| [\d.]+ \|/)
     expect(stdout).to.match(/\| 2 MiB \| sync \| read stream, checked \/ not \| \| \d+ \/ \d+ \| check costs -?\d+% \|/)
@@ -131,7 +132,7 @@ describe('perf/throughput.js', function () {
   })
 
   it('rejects unknown arguments', async () => {
-    const script = path.join(__dirname, '..', 'perf', 'throughput.js')
+    const script = path.join(__dirname, '..', '..', 'perf', 'throughput.js')
     const run = promisify(execFile)(process.execPath, [script, '--bogus'])
     const err = await run.then(() => undefined, (e) => e)
     expect(err, 'expected a failure').to.be.an('error')
@@ -141,11 +142,12 @@ describe('perf/throughput.js', function () {
 
 // The cost of a new shard, once at tiny sizes.
 describe('perf/new-shards.js', function () {
-  this.timeout(60000)
+  this.timeout(scaled(60000))
+  const tmp = useTmp()
 
   it('makes shards with LevelDB and from the template, stores a new store\'s first files next to raw LevelDBs\', and prints a row per round', async () => {
-    const script = path.join(__dirname, '..', 'perf', 'new-shards.js')
-    const { stdout } = await promisify(execFile)(process.execPath, [script, '--shards', '3', '--files', '10', '--rounds', '2'])
+    const script = path.join(__dirname, '..', '..', 'perf', 'new-shards.js')
+    const { stdout } = await promisify(execFile)(process.execPath, [script, '--shards', '3', '--files', '10', '--rounds', '2', '--out', path.join(tmp.dir, 'out')])
     const rows = stdout.split('\n').filter((line) => /^\| \d+ \|/.test(line))
     expect(rows).to.have.length(2)
     for (const row of rows) expect(row).to.match(/^\| \d \| [\d.]+ \| [\d.]+ \| [\d.]+ \| [\d.]+ \| [\d.]+ \| [\d.]+ \|$/)
@@ -160,9 +162,9 @@ describe('perf/new-shards.js', function () {
 // The fio-style and ls-style benchmarks, once each at tiny sizes: every engine and cell
 // runs, and the CSV has the documented shape with figures that add up.
 describe('perf/fio.js and perf/ls.js', function () {
-  this.timeout(240000)
+  this.timeout(scaled(240000))
   const tmp = useTmp()
-  const run = (script, argv) => promisify(execFile)(process.execPath, [path.join(__dirname, '..', 'perf', script), ...argv])
+  const run = (script, argv) => promisify(execFile)(process.execPath, [path.join(__dirname, '..', '..', 'perf', script), ...argv])
   const csv = (file) => {
     const [header, ...lines] = fs.readFileSync(file, 'utf8').trim().split('\n')
     const columns = header.split(',')
@@ -181,7 +183,7 @@ describe('perf/fio.js and perf/ls.js', function () {
     const out = path.join(tmp.dir, 'out')
     const { stdout } = await run('fio.js', ['--quick', '--dir', tmp.dir, '--out', out])
     const { header, rows } = csv(path.join(out, 'fio.csv'))
-    expect(header).to.equal(require('../perf/fio').HEADER)
+    expect(header).to.equal(require('../../perf/fio').HEADER)
     const cells = new Set(rows.map((r) => `${r.engine} ${r.part} ${r.test} ${r.file_size_bytes} ${r.jobs}`))
     const expected = []
     for (const engine of ['kfs', 'vanilla', 'fs']) {
@@ -226,7 +228,7 @@ describe('perf/fio.js and perf/ls.js', function () {
     const out = path.join(tmp.dir, 'out')
     const { stdout } = await run('ls.js', ['--quick', '--dir', tmp.dir, '--out', out])
     const { header, rows } = csv(path.join(out, 'ls.csv'))
-    expect(header).to.equal(require('../perf/ls').HEADER)
+    expect(header).to.equal(require('../../perf/ls').HEADER)
     for (const engine of ['kfs', 'vanilla']) {
       const of = (kase) => rows.filter((r) => r.engine === engine && r.case === kase)
       expect(of('store').map((r) => `${r.store_files} ${r.listed} ${r.run}`)).to.deep.equal(['50 50 1', '50 50 2', '100 100 1', '100 100 2', '200 200 1', '200 200 2'])

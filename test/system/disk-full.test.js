@@ -7,11 +7,11 @@ const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
 const { execFileSync, spawnSync } = require('node:child_process')
-const kfs = require('..')
-const { rejects, bytes, sha256, collect } = require('./helpers')
+const kfs = require('../..')
+const { rejects, bytes, sha256, collect, scaled, sleep, unmount } = require('../helpers')
 
 const MiB = 1024 * 1024
-const KFS = path.join(__dirname, '..', 'bin', 'kfs.js')
+const KFS = path.join(__dirname, '..', '..', 'bin', 'kfs.js')
 
 // Makes and mounts an ext4 filesystem of `size` MiB with no blocks reserved for root,
 // so it fills for root too. Resolves to its mount point, or a reason it cannot.
@@ -32,9 +32,11 @@ function mountSmallFs (size) {
   }
   return {
     mnt,
+    // Unmounts (retried while busy, then lazily: the loop device goes with the last
+    // user), and removes the image only once nothing is mounted there.
     cleanup () {
-      spawnSync('umount', [mnt])
-      fs.rmSync(base, { recursive: true, force: true })
+      if (unmount(mnt)) fs.rmSync(base, { recursive: true, force: true })
+      else console.log(`      left behind: ${base} (${mnt} could not be unmounted)`)
     }
   }
 }
@@ -74,7 +76,7 @@ function fillToTheLastBlock (file) {
 }
 
 describe('a full disk', function () {
-  this.timeout(120000)
+  this.timeout(scaled(120000))
   let fsys
   before(function () {
     fsys = mountSmallFs(96)
@@ -119,7 +121,7 @@ describe('a full disk', function () {
   })
 
   it('100 failed 2 MiB overwrites give back all their memory and never spend the reserve; then a write and close() succeed', async () => {
-    const { WriteBudget } = require('../lib/data/write-budget')
+    const { WriteBudget } = require('../../lib/data/write-budget')
     const dir = path.join(fsys.mnt, 'store6')
     const store = kfs(dir)
     // Every byte taken from the write budget must come back, whatever LevelDB says.
@@ -134,7 +136,7 @@ describe('a full disk', function () {
       outstanding -= bytes
       return real.give.call(this, bytes)
     }
-    const within = (promise) => Promise.race([promise, new Promise((resolve) => setTimeout(resolve, 10000, 'hung')).then((r) => r)])
+    const within = (promise) => Promise.race([promise, new Promise((resolve) => setTimeout(resolve, scaled(20000), 'hung')).then((r) => r)])
     try {
       await store.writeFile('victim', bytes(2 * MiB, 'v'))
       // Room for the shard to reopen after each failure, not for a 1 MiB batch.
@@ -160,7 +162,7 @@ describe('a full disk', function () {
   })
 
   it('reclaiming in the background never gives up the reserve, even when the disk fills as a piece starts; unlink, list, verify and compact still can', async () => {
-    const { Shard } = require('../lib/shard/shard')
+    const { Shard } = require('../../lib/shard/shard')
     const dir = path.join(fsys.mnt, 'store8')
     const store = kfs(dir, { shardCount: 1 })
     // What the reclaimer's work on the shard met.
@@ -184,14 +186,14 @@ describe('a full disk', function () {
       for (let i = 0; i < 6; i++) await store.writeFile(`f${i}`, bytes(2 * MiB, `f${i}`))
       for (let i = 0; i < 3; i++) await store.unlink(`f${i}`)
       // The reclaimer starts 2 s after the last removal; wait until it met the full disk.
-      const deadline = Date.now() + 30000
+      const deadline = Date.now() + scaled(30000)
       while (!met.some((m) => m.endsWith('ENOSPC')) && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50))
       expect(met.some((m) => m.endsWith('ENOSPC')), `the reclaimer met the full disk: ${met}`).to.equal(true)
-      await new Promise((resolve) => setTimeout(resolve, 200)) // a retry, if any, has happened
+      await sleep(1000) // a retry, if any, has happened
       expect(fs.existsSync(path.join(dir, 'reserve')), `the reserve is still in place (${met})`).to.equal(true)
       // The reserve is there for these.
       await store.unlink('f3')
-      expect((await collect(store.list())).map((e) => e.key).sort()).to.deep.equal([4, 5].map((i) => require('../lib/api/keys').coerceKey(`f${i}`).key).sort())
+      expect((await collect(store.list())).map((e) => e.key).sort()).to.deep.equal([4, 5].map((i) => require('../../lib/api/keys').coerceKey(`f${i}`).key).sort())
       expect((await store.verify()).problems).to.deep.equal([])
       await store.compact()
       expect(sha256(await store.readFile('f5'))).to.equal(sha256(bytes(2 * MiB, 'f5')))
@@ -204,7 +206,7 @@ describe('a full disk', function () {
   })
 
   it('an unlink or compact() that meets the error a compaction kept from the full disk is tried again on the shard reopened, the reserve given up before', async () => {
-    const { Shard } = require('../lib/shard/shard')
+    const { Shard } = require('../../lib/shard/shard')
     const dir = path.join(fsys.mnt, 'store9')
     const options = { shardCount: 1, idleTimeout: 60000, reclaim: false } // the shard stays open
     let store = kfs(dir, options)
@@ -245,7 +247,7 @@ describe('a full disk', function () {
   })
 
   it('reclaiming as the disk fills spends no reserve: then, the disk full again, the store reads, lists, verifies, unlinks and compacts, and a new process opens every shard', async () => {
-    const { Shard } = require('../lib/shard/shard')
+    const { Shard } = require('../../lib/shard/shard')
     const dir = path.join(fsys.mnt, 'store10')
     const store = kfs(dir, { shardCount: 4 })
     const reserve = path.join(dir, 'reserve')
@@ -256,7 +258,7 @@ describe('a full disk', function () {
       planned++
       return real.call(this)
     }
-    const key = (name) => require('../lib/api/keys').coerceKey(name).key
+    const key = (name) => require('../../lib/api/keys').coerceKey(name).key
     try {
       // The last writes are still in the shards' memtables.
       for (let i = 0; i < 12; i++) await store.writeFile(`f${i}`, bytes(2 * MiB, `f${i}`))
@@ -265,10 +267,10 @@ describe('a full disk', function () {
       fs.rmSync(path.join(fsys.mnt, 'slack'))
       for (let i = 0; i < 6; i++) await store.unlink(`f${i}`)
       // The reclaimer starts 2 s after the last removal.
-      const deadline = Date.now() + 30000
+      const deadline = Date.now() + scaled(30000)
       while (!planned && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50))
       expect(planned, 'the reclaimer began').to.be.above(0)
-      await new Promise((resolve) => setTimeout(resolve, 1000)) // its work, and any retry, is done
+      await sleep(2000) // its work, and any retry, is done
       expect(sha256(await store.readFile('f11'))).to.equal(sha256(bytes(2 * MiB, 'f11')))
       expect((await collect(store.list())).length).to.equal(6)
       expect((await store.verify()).problems).to.deep.equal([])
@@ -294,8 +296,8 @@ describe('a full disk', function () {
   })
 
   it('reopening the state database after a failed write never gives up the reserve', async () => {
-    const { openStoreDir } = require('../lib/dir/store-dir')
-    const { parseOptions } = require('../lib/api/options')
+    const { openStoreDir } = require('../../lib/dir/store-dir')
+    const { parseOptions } = require('../../lib/api/options')
     const dir = path.join(fsys.mnt, 'store7')
     const { given, resolved } = parseOptions({})
     const opened = await openStoreDir(dir, given, resolved)
@@ -321,7 +323,7 @@ describe('a full disk', function () {
       const stored = new Map()
       let err
       for (let i = 0; ; i++) {
-        const key = require('./helpers').keyInShard(store.referenceId || (await store.open(), store.referenceId), 0, `f${i}`)
+        const key = require('../helpers').keyInShard(store.referenceId || (await store.open(), store.referenceId), 0, `f${i}`)
         const data = bytes(MiB, key)
         try {
           await store.writeFile(key, data)
@@ -334,7 +336,7 @@ describe('a full disk', function () {
       expect(err.code).to.equal('ENOSPC')
       expect(fs.existsSync(path.join(dir, '001.s'))).to.equal(false)
       fillToTheLastBlock(path.join(fsys.mnt, 'filler'))
-      const other = require('./helpers').keyInShard(store.referenceId, 1, 'new shard')
+      const other = require('../helpers').keyInShard(store.referenceId, 1, 'new shard')
       const created = await rejects(store.writeFile(other, 'x'), 'ENOSPC')
       expect(created.message).to.not.contain('corrupt')
       expect(fs.readdirSync(path.join(dir, 'tmp'))).to.deep.equal([]) // no half-made shard
@@ -350,7 +352,7 @@ describe('a full disk', function () {
     const store = kfs(dir, { shardCount: 2, maxOpenShards: 2, idleTimeout: 0 })
     try {
       await store.open()
-      const { keyInShard } = require('./helpers')
+      const { keyInShard } = require('../helpers')
       const k0 = keyInShard(store.referenceId, 0, 'zero')
       await store.writeFile(k0, bytes(MiB, 'zero'))
       fillToTheLastBlock(path.join(fsys.mnt, 'filler'))
@@ -369,7 +371,7 @@ describe('a full disk', function () {
     const dir = path.join(fsys.mnt, 'store5')
     const N = 64
     const store = kfs(dir, { shardCount: N, maxOpenShards: 1, idleTimeout: 0, diskReserve: 0 })
-    const { keyInShard } = require('./helpers')
+    const { keyInShard } = require('../helpers')
     try {
       await store.open()
       const keys = []
@@ -409,7 +411,7 @@ describe('a full disk', function () {
       if (fs.statfsSync(fsys.mnt).bavail * fs.statfsSync(fsys.mnt).bsize >= MiB) fillToTheLastBlock(filler)
       const { bavail, bsize } = fs.statfsSync(fsys.mnt)
       expect(bavail * bsize).to.be.below(MiB) // full
-      const key = (name) => require('../lib/api/keys').coerceKey(name).key
+      const key = (name) => require('../../lib/api/keys').coerceKey(name).key
       const got = cli(dir, 'get', 'b3')
       expect(got.stderr).to.equal('')
       expect(sha256(got.stdout)).to.equal(stored.get('b3'))
