@@ -1,6 +1,6 @@
 'use strict'
 
-// Issue 21's figures, each beside its target, measured side by side in one run. Every
+// kfs's costs against the raw binding, each figure beside its target, measured side by side in one run. Every
 // LevelDB engine runs each case in a child process of its own (LevelDB runs all
 // compactions of a process on one background thread), engines alternating their order
 // round by round. Figures 1 and 4 time one operation at a time: their engines' processes
@@ -149,7 +149,7 @@ const CASES = {
 
   // Figure 4, in steps: µs per file of `files` small files awaited one at a time, after
   // `warm` steps untimed: a process's first thousands of files run slower, kfs's most
-  // (doc/performance.md, "Issue 21's costs side by side").
+  // (doc/performance.md, "Costs against the raw binding").
   async small ({ engine, dir, files, warm, shards }) {
     const value = crypto.randomBytes(1024)
     let write, close
@@ -482,7 +482,7 @@ async function main (args) {
     const { bavail, bsize } = fs.statfsSync(base)
     if (bavail * bsize < need * 1.5) throw new Error(`${base} has ${fmt(bavail * bsize / MiB)} MiB free; this run needs about ${fmt(need * 1.5 / MiB)} MiB`)
     const kfs4 = args.kfs4 ? `kfs4 from ${args.kfs4} (leveldown ${require(require.resolve('leveldown/package.json', { paths: [args.kfs4] })).version})` : 'kfs4 not measured'
-    print(`# perf/costs.js: issue 21's figures, ${args.rounds} rounds${args.quick ? ` (${quickMark('sizes')})` : ''}`)
+    print(`# perf/costs.js: kfs's costs against the raw binding, ${args.rounds} rounds${args.quick ? ` (${quickMark('sizes')})` : ''}`)
     print()
     print(`node ${process.version}, ${os.cpus().length} cpus, leveldown ${require('leveldown/package.json').version}, ${kfs4}, data in ${base}`)
     print()

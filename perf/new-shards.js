@@ -2,7 +2,7 @@
 
 // What a new shard costs (lib/shard/create.js, template.js): shards made one after
 // another with LevelDB and from the template, and a new store's first small files
-// (issue 21's target: 1,000 in under 1 s) next to its floors, perf/costs.js's `first`
+// (the target: 1,000 in under 1 s) next to its floors, perf/costs.js's `first`
 // job: 256 raw LevelDBs made when their first file comes, and all made at once. Each
 // case runs in a process of its own, rounds alternating, so that drift hits all.
 

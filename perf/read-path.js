@@ -1,6 +1,6 @@
 'use strict'
 
-// The read path against its floor (issue 21), side by side in one run: a whole-file
+// The read path against its floor (the raw binding), side by side in one run: a whole-file
 // read stream of one large file, checked (every chunk's CRC32) and unchecked (the
 // perf-only switch), and random 1 MiB ranges one at a time and 16 in flight, in a kfs
 // process; and in a process of its own, after the store is closed, the bare leveldown

@@ -1,6 +1,6 @@
 'use strict'
 
-// kfs's own work per small file (issue 21, figure 4): 1 KiB files written one at a
+// kfs's own work per small file (perf/costs.js's figure 4): 1 KiB files written one at a
 // time with writeFile (awaited) into a store whose 256 shards exist, with LevelDB's
 // batch call replaced, once the shards exist, by a promise already resolved. What is
 // left is what kfs does around LevelDB on the JS thread: what raw leveldown's loop in

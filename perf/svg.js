@@ -5,7 +5,7 @@
 // magnitude (plain files read from the page cache beside kfs), which a linear axis
 // draws as slivers; a log axis says so in its label.
 //
-// What a chart must say (issue 32): its title whether lower or higher is better, its
+// What a chart must say: its title whether lower or higher is better, its
 // subtitle n and the machine, its legend what the whiskers are. A bar chart may have
 // whiskers (a series' `errors`: [low, high] per bar) and a reference line (`reference`,
 // say 1.0 on a ratio chart, marked and labelled; bars then rise or fall from it). A

@@ -1,6 +1,6 @@
 'use strict'
 
-// The write path against raw LevelDB doing the same writes (issue 21): 8 MiB writeFile
+// The write path against raw LevelDB doing the same writes: 8 MiB writeFile
 // and 1 KiB files one at a time, into a store whose 256 shards exist, against leveldown
 // writing the very records kfs writes (lib/shard/chunk-record.js, records.js), made
 // before the clock starts, batch for batch, into 256 databases with kfs's shard settings.

@@ -7,7 +7,7 @@ const { execFile } = require('node:child_process')
 const { promisify } = require('node:util')
 const { useTmp, scaled } = require('../helpers')
 
-// Issue 21's costs, once at tiny sizes: every figure is printed beside its target.
+// perf/costs.js, once at tiny sizes: every figure is printed beside its target.
 describe('perf/costs.js', function () {
   this.timeout(scaled(120000))
   const tmp = useTmp()
