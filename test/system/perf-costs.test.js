@@ -32,7 +32,8 @@ describe('perf/costs.js', function () {
     expect(figure('1c')).to.match(/time [\d.]+ \(rounds [\d.]+-[\d.]+\): no target/)
     expect(lines.filter((line) => line.startsWith('figure '))).to.have.length(10)
     for (const table of ['### 1. ', '### 2, 3. ', '### 4. ', '### 5, 6. ']) expect(stdout).to.contain(table)
-    expect(fs.readdirSync(tmp.dir)).to.deep.equal([])
+    expect(fs.readdirSync(tmp.dir)).to.deep.equal(['out']) // no data: only the report it was asked for
+    expect(fs.readdirSync(path.join(tmp.dir, 'out'))).to.deep.equal(['costs.md'])
   })
 
   it('refuses bad arguments with a message and exit code 2', async () => {
