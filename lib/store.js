@@ -11,7 +11,6 @@ const errors = require('./api/errors')
 const { Lifecycle } = require('./api/lifecycle')
 const { ChunkKeys } = require('./shard/records')
 const { Shards } = require('./shard/shards')
-const { UNCHECKED } = require('./data/chunk-reader')
 const { Digester } = require('./data/digester')
 const { Files } = require('./data/files')
 const { list } = require('./data/list')
@@ -283,12 +282,12 @@ class Store {
   async readFile (key, options) {
     args.arity('readFile', arguments, ['key'], typeof options === 'string' || (options && options.encoding) ? 'it resolves to a Buffer: call toString() on it for text' : undefined)
     const file = coerceKey(key)
-    const unchecked = Boolean(options && options[UNCHECKED])
+    const unchecked = Boolean(options && options[args.UNCHECKED])
     return this.#op(() => readFile(this.#files, this.#digester, file.key, { unchecked }), { retry: true, file, remote: (r) => r.readFile(key) })
   }
 
   createWriteStream (key, options) {
-    args.arity('createWriteStream', arguments, ['key', 'options'])
+    args.arity('createWriteStream', arguments, ['key', 'options'], undefined, 'a stream')
     const target = coerceKey(key)
     const { sha256: expectedSha256, size } = args.writeOptions(options)
     return this.#track(new WriteStream((signal) => {
@@ -301,10 +300,10 @@ class Store {
   }
 
   createReadStream (key, options) {
-    args.arity('createReadStream', arguments, ['key', 'options'])
+    args.arity('createReadStream', arguments, ['key', 'options'], undefined, 'a stream')
     const file = coerceKey(key)
     const range = args.range(options)
-    const unchecked = Boolean(options && options[UNCHECKED])
+    const unchecked = Boolean(options && options[args.UNCHECKED])
     return this.#track(new ReadStream((signal) => {
       if (this.#operations.closed) return Promise.reject(errors.closed())
       // Opened through the next holder if the holder went away before the first bytes.
@@ -315,7 +314,12 @@ class Store {
   // Content addressing: resolves to the key, the SHA-256 of the content; content
   // already stored is not written again. `options`: internal (args.SYNC).
   async put (data, options) {
-    args.arity('put', arguments, ['data'], 'it stores content under its SHA-256 and resolves to that key; to store data under a key of your own, use writeFile(key, data)')
+    try {
+      args.arity('put', arguments, ['data'], 'it stores content under its SHA-256 and resolves to that key; to store data under a key of your own, use writeFile(key, data)')
+    } catch (err) {
+      if (args.isReadable(data)) data.destroy() // as a put that never reads it does
+      throw err
+    }
     if (args.isReadable(data)) return this.#putStream(data, options)
     const buffer = args.toBuffer(data)
     const sync = this.#synced(options)
@@ -384,7 +388,7 @@ class Store {
 
   // An async iterable of { key, size, name } for every committed file (lib/data/list.js).
   list (shard) {
-    args.arity('list', arguments, ['shard'])
+    args.arity('list', arguments, ['shard'], undefined, 'an async iterable')
     if (shard !== undefined) args.shardIndex(shard, this.shardCount)
     return this.#list(shard)
   }

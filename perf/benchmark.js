@@ -5,7 +5,7 @@
 //
 // The results: DIR/benchmark.csv (a row per measurement, written as it is measured),
 // then DIR/report.md and DIR/charts/ (perf/report.js) from it. An --out or second
-// argument ending in .csv is the CSV's file itself, as before: no report then.
+// argument ending in .csv is the CSV's file itself: no report then.
 //
 // Engines: `kfs` is the store as users get it (256 shards); `vanilla` is the same code
 // with shardCount 1, one LevelDB holding the whole table, so sharding is the only
@@ -50,7 +50,7 @@ const COMMAND = cli(__filename, {
     { name: '--keep', type: 'flag', help: 'keep the databases at the end' }
   ],
   check (args) {
-    // --out FILE.csv, or a second argument: the CSV itself, as before there was --out DIR.
+    // --out FILE.csv, or a second argument: the CSV itself.
     if (args.csv === undefined && /\.csv$/i.test(args.out || '')) args.csv = args.out
     if (args.csv !== undefined) args.out = path.dirname(args.csv)
   }

@@ -12,7 +12,8 @@
 // as perf/pieces.js makes them), then unlinks the oldest one, until the time is up.
 // Figures: upload pieces/s over the churn, p50 and p99 of a piece's upload, the
 // unlinks; disk (blocks allocated, as `du` counts them) over the live bytes
-// (--pieces x --size) after the preload, at the churn's end, and --idle later with the engine still open.
+// (--pieces x --size) after the preload, at the churn's end, and --idle later with the
+// engine still open.
 
 const os = require('node:os')
 const crypto = require('node:crypto')

@@ -1,13 +1,13 @@
 'use strict'
 
-// kfs's costs against the raw binding, each figure beside its target, measured side by side in one run. Every
-// LevelDB engine runs each case in a child process of its own (LevelDB runs all
-// compactions of a process on one background thread), engines alternating their order
-// round by round. Figures 1 and 4 time one operation at a time: their engines' processes
-// are kept for the round and asked for one step each in turn (perf/child.js, runSteps),
-// so that each step's ratio compares steps measured next to each other. A figure is the
-// median of its ratios (each step's, or each read pass's, of every round), with the
-// spread of the rounds' medians.
+// kfs's costs against the raw binding, each figure beside its target, measured side by
+// side in one run. Every LevelDB engine runs each case in a child process of its own
+// (LevelDB runs all compactions of a process on one background thread), engines
+// alternating their order round by round. Figures 1 and 4 time one operation at a time:
+// their engines' processes are kept for the round and asked for one step each in turn
+// (perf/child.js, runSteps), so that each step's ratio compares steps measured next to
+// each other. A figure is the median of its ratios (each step's, or each read pass's,
+// of every round), with the spread of the rounds' medians.
 //
 // 1. 8 MiB writeFile into a store whose shards all exist and are open: kfs against one
 //    raw LevelDB (leveldown, kfs's LevelDB options, LevelDB's 4 MiB memtable; and, 1a's

@@ -1,7 +1,7 @@
 'use strict'
 
-// `ls`-style listing timings, in the shape of LeoFS's reported ones: kfs and vanilla (kfs with shardCount 1),
-// each engine in its own child process.
+// `ls`-style listing timings, in the shape of LeoFS's reported ones: kfs and vanilla
+// (kfs with shardCount 1), each engine in its own child process.
 //
 // --from-csv FILE runs nothing: it draws the chart again from an ls.csv written before,
 // into --out; add --quick for a quick run's CSV, so that its chart says so.

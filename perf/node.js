@@ -6,7 +6,7 @@
 // shardCount 1) and plain files, each case of each engine in its own child process
 // (LevelDB runs all compactions of a process on one thread).
 //
-// Prints one Markdown table per case with the ratios the targets are stated in.
+// Prints one Markdown table per case, with kfs's ratios to each other engine.
 
 const fs = require('node:fs')
 const os = require('node:os')

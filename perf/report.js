@@ -19,7 +19,7 @@ const COLUMNS = ['trial', 'engine', 'operation', 'size_bytes', 'ms', 'mib_per_s'
 const COMMAND = cli(__filename, {
   run: 'npm run benchmark:report --',
   positional: [
-    { key: 'csv', name: 'results.csv', help: 'the benchmark\'s CSV (required)' },
+    { key: 'csv', name: 'results.csv', help: 'the benchmark\'s CSV', required: true },
     { key: 'outDir', name: 'outdir', help: 'as --out' }
   ],
   options: [MACHINE_OPTION],

@@ -82,7 +82,7 @@ function topComment (file) {
 // A command line: cli(file, { run, options, positional, check }).
 // file: the script's __filename; run: how it is started (`npm run benchmark:fio --`), by
 // default `node perf/<name>.js`; options: [{ name: '--file-size', type, default, arg,
-// help, key, of, values, sets, hidden }]; positional: [{ key, name, type, help }];
+// help, key, of, values, sets, hidden }]; positional: [{ key, name, type, help, required }];
 // defaults: values of what no option sets (--quick's presets may); check(args): throws
 // UsageError for a bad combination, and may complete args. Returns { parse(argv), usage() }.
 function cli (file, { run, options = [], positional = [], defaults = {}, check } = {}) {
@@ -103,7 +103,7 @@ function cli (file, { run, options = [], positional = [], defaults = {}, check }
   function usage () {
     const shown = all.filter((o) => !o.hidden)
     const flag = (o) => `${o.short ? `${o.short}, ` : ''}${o.name}${o.type === 'flag' ? '' : ` ${o.arg || ARGS[o.type]}`}`
-    const synopsis = [...positional.map((p) => `[${p.name}]`), ...shown.filter((o) => o.name !== '--help').map((o) => `[${o.name}${o.type === 'flag' ? '' : ` ${o.arg || ARGS[o.type]}`}]`)]
+    const synopsis = [...positional.map((p) => (p.required ? p.name : `[${p.name}]`)), ...shown.filter((o) => o.name !== '--help').map((o) => `[${o.name}${o.type === 'flag' ? '' : ` ${o.arg || ARGS[o.type]}`}]`)]
     const lines = []
     let line = `usage: ${invocation}`
     for (const word of synopsis) {
@@ -268,7 +268,7 @@ function machineOf (dir) {
 
 // A chart's subtitle for what was measured where: machine as given to --machine, this
 // machine's for a run, or said to be unknown when charts are drawn again from a CSV.
-const MACHINE_OPTION = { name: '--machine', type: 'string', arg: 'TEXT', help: 'the machine the CSV was measured on, for the charts\' subtitle with --from-csv (a run names its own)' }
+const MACHINE_OPTION = { name: '--machine', type: 'string', arg: 'TEXT', help: 'the machine the CSV was measured on, for the charts\' subtitle when they are drawn from a CSV (a run names its own)' }
 const machineFor = (args, dir) => args.machine || (args.fromCsv ? 'machine not recorded' : machineOf(dir))
 
 // What a --quick run's report and charts say of themselves.

@@ -116,6 +116,22 @@ describe('bad input', function () {
     const put = await rejects(store.put('notes.txt', 'hello'), 'EINVAL')
     expect(put.message).to.contain('use writeFile(key, data)')
     expect((await rejects(store.readFile('present', () => {}), 'EINVAL')).message).to.contain('takes no callback')
+    // A Readable refused is destroyed, as a put that never reads it is: no descriptor
+    // is left open, and no error of it is left without a listener.
+    const source = fs.createReadStream(__filename)
+    await rejects(store.put(source, () => {}), 'EINVAL')
+    expect(source.destroyed).to.equal(true)
+    // Only the store's own internal options pass: an object with other symbol keys (an
+    // AbortSignal has some) is an extra argument.
+    await rejects(store.put('x', new AbortController().signal), 'EINVAL')
+    // A callback given to a method that returns no promise is told what it returns.
+    let thrown
+    try {
+      store.list(0, () => {})
+    } catch (err) {
+      thrown = err
+    }
+    expect(thrown && thrown.message).to.contain('it returns an async iterable and takes no callback')
     // Trailing undefined arguments are absent ones.
     expect((await store.readFile('present', undefined)).toString()).to.equal('data')
     expect(await store.exists('notes.txt')).to.equal(false)
@@ -134,6 +150,11 @@ describe('bad input', function () {
     const rs = store.createReadStream('notes.txt')
     const err = await new Promise((resolve) => rs.on('error', resolve).resume())
     expect(err).to.include({ code: 'ENOENT', message: named, fileName: 'notes.txt' })
+    // A name is given as it is, whatever characters it holds (`$&` is no pattern).
+    for (const name of ['a$&b', "x$'y", '$$']) {
+      const err = await rejects(store.readFile(name), 'ENOENT')
+      expect(err.message).to.equal(`no file named ${JSON.stringify(name)} (key ${err.key})`)
+    }
     // A hex key is a key: there is no name to give.
     const byKey = await rejects(store.readFile(key), 'ENOENT')
     expect(byKey.message).to.equal(`no file with key ${key}`)

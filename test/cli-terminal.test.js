@@ -103,6 +103,10 @@ describe('kfs command line: terminals, empty input and --json', function () {
     expect(notFound.stdout).to.equal('')
     const key = crypto.createHash('ripemd160').update('gone.txt').digest('hex')
     expect(JSON.parse(notFound.stderr)).to.deep.equal({ error: { code: 'ENOENT', message: `no file named "gone.txt" (key ${key})`, key, fileName: 'gone.txt' } })
+    // After `--`, --json is a file's name: the error is text.
+    const file = await run(['put', '--', '--json'])
+    expect(file.code).to.equal(1)
+    expect(file.stderr).to.match(/^kfs: --json: no such file or directory\n$/)
     const usageError = await run(['list', '999', '--json'])
     expect(usageError.code).to.equal(2)
     expect(JSON.parse(usageError.stderr).error.code).to.equal('EINVAL')

@@ -12,33 +12,41 @@ const errors = require('./errors')
 // synced store.
 const SYNC = Symbol('kfs.sync')
 
+// Only for perf/ (throughput, costs, read-path), to measure what checking costs: a read
+// stream or readFile given this option skips the chunk digests. Not part of the API.
+const UNCHECKED = Symbol.for('kfs.perf.unchecked')
+const INTERNAL = new Set([SYNC, UNCHECKED])
+
 // Whether `options` (an internal options object, or undefined) asks for SYNC.
 function synced (options) {
   return Boolean(options !== null && typeof options === 'object' && options[SYNC])
 }
 
-// Whether `value` is an internal options object (SYNC, UNCHECKED): symbol keys only.
+// Whether `value` is an internal options object: SYNC or UNCHECKED, and nothing else
+// (an AbortSignal, say, has symbol keys of its own).
 function isInternal (value) {
-  return value !== null && typeof value === 'object' && Object.keys(value).length === 0 && Object.getOwnPropertySymbols(value).length > 0
+  if (value === null || typeof value !== 'object' || Object.keys(value).length > 0) return false
+  const symbols = Object.getOwnPropertySymbols(value)
+  return symbols.length > 0 && symbols.every((s) => INTERNAL.has(s))
 }
 
 // Every method takes at most its documented arguments (`params`), and internally one
 // more options object: a callback, an encoding or an extra key given by habit from
 // fs, level or cacache is an error rather than silently ignored. `hint` says what to
-// call instead.
-function arity (method, given, params, hint) {
-  const err = arityError(method, given, params, hint)
+// call instead; `returns` what the method gives back, for a callback's hint.
+function arity (method, given, params, hint, returns = 'a promise') {
+  const err = arityError(method, given, params, hint, returns)
   if (err) throw err
 }
 
 // arity()'s error, or undefined: for the methods that return a rejected promise.
 // Trailing undefined arguments count as absent, as optional parameters take them.
-function arityError (method, given, params, hint) {
+function arityError (method, given, params, hint, returns = 'a promise') {
   let count = given.length
   while (count > 0 && given[count - 1] === undefined) count--
   const extra = count > params.length && !(count === params.length + 1 && isInternal(given[params.length]))
   if (!extra) return undefined
-  if (typeof given[count - 1] === 'function') hint = 'it returns a promise and takes no callback'
+  if (typeof given[count - 1] === 'function') hint = `it returns ${returns} and takes no callback`
   return errors.tooManyArguments(method, params, count, hint)
 }
 
@@ -87,4 +95,4 @@ function verifyOptions (options = {}, count) {
   return { shard, onProgress }
 }
 
-module.exports = { SYNC, synced, arity, arityError, toBuffer, isReadable, writeOptions, range, shardIndex, verifyOptions }
+module.exports = { SYNC, UNCHECKED, synced, arity, arityError, toBuffer, isReadable, writeOptions, range, shardIndex, verifyOptions }

@@ -39,7 +39,8 @@ function named (err, { key, name }) {
   if (name === undefined || !err || err.key !== key || err.fileName !== undefined) return err
   const before = err.message
   const label = `${JSON.stringify(name)} (key ${key})`
-  err.message = before.includes(`with key ${key}`) ? before.replace(`with key ${key}`, `named ${label}`) : before.replace(key, label)
+  // Functions as replacements: a name may hold `$&` or `$'`, which a string would expand.
+  err.message = before.includes(`with key ${key}`) ? before.replace(`with key ${key}`, () => `named ${label}`) : before.replace(key, () => label)
   err.fileName = name
   return err
 }

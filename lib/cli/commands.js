@@ -87,7 +87,8 @@ async function stat (store, io, key, { human, shards }) {
     return 0
   }
   const usage = await store.usage()
-  const disk = await store.diskUsage()
+  // The store's files, read from every directory of the store: not for --shards.
+  const disk = json || !shards ? await store.diskUsage() : undefined
   if (json) return println(io.stdout, JSON.stringify({ ...usage, disk })).then(() => 0)
   if (shards) {
     const rows = [['shard', 'used', 'free', 'files', 'disk']]
@@ -96,8 +97,8 @@ async function stat (store, io, key, { human, shards }) {
     await write(io.stdout, table(rows))
     return 0
   }
-  // A summary: the table has a row per shard created, up to 256. disk: the store's
-  // files; reserve: the file kept back for a full disk (diskReserve), which holds no data.
+  // A summary. disk: the store's files; reserve: the file kept back for a full disk
+  // (diskReserve), which holds no data.
   await write(io.stdout, table([['used', size(usage.used)], ['free', size(usage.free)], ['capacity', size(usage.capacity)],
     ['files', usage.files], ['shards', `${usage.shards.length} of ${store.shardCount} created`], ['disk', size(disk)], ['reserve', size(usage.reserve)]]))
   return 0

@@ -172,8 +172,10 @@ async function main (argv, io = { stdin: process.stdin, stdout: process.stdout, 
     store = kfs(dir, readOnly ? { readOnly: true } : { create: name === 'put' })
     io.exitCode = await commands[name](store, { ...io, json }, ...args)
   }
-  // Known before parsing, so that a usage error is JSON too.
-  const json = argv.slice(2).includes('--json')
+  // Known before parsing, so that a usage error is JSON too: --json before any `--`
+  // (after it, `--json` is a file's name).
+  const given = argv.slice(2)
+  const json = given.slice(0, given.includes('--') ? given.indexOf('--') : given.length).includes('--json')
   const program = buildProgram(run, env, { writeOut: (s) => io.stdout.write(s), writeErr: (s) => io.stderr.write(s), json })
   try {
     await program.parseAsync(argv)

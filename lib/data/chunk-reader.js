@@ -5,11 +5,7 @@ const { readAheadShape, MAX_EACH } = require('./read-ahead')
 const { headerOf, payload, intact } = require('../shard/chunk-record')
 const { OFFLOAD_DIGEST_BYTES } = require('./digester')
 const errors = require('../api/errors')
-
-// Only for perf/throughput.js, to measure what checking costs: a read stream or
-// readFile given this option (a symbol, so no caller sets it by accident) skips the
-// chunk digests. Not part of the API.
-const UNCHECKED = Symbol.for('kfs.perf.unchecked')
+const { UNCHECKED } = require('../api/args') // perf/ only: skips the chunk digests
 
 // A reader retries when a commit replaced the version it was about to read; past this
 // many replacements in a row it gives up rather than spin.
