@@ -2,7 +2,7 @@
 
 // Defaults for every mocha run, `npx mocha test/FILE` too, which runs just FILE: no
 // file list here (mocha would add it to the files named on the command line). The
-// runs of `npm test` and `npm run test:all`, with their lists, are test/mocharc.*.js.
+// runs of `npm test` and `npm run test:system`, with their lists, are test/mocharc.*.js.
 const { scaled } = require('./test/helpers')
 
 module.exports = {

@@ -1,9 +1,9 @@
 'use strict'
 
 // The file lists of `npm test` (test/mocharc.default.js: every test/*.test.js) and
-// `npm run test:all` (test/mocharc.all.js: test/system/*.test.js too, the tests that
+// `npm run test:system` (test/mocharc.system.js: test/system/*.test.js, the tests that
 // need root, loop and bind mounts, strace or FUSE, run perf/ scripts or kill writers
-// in long loops), and the options both run with.
+// in long loops), and the options both run with. `npm run test:all` runs both.
 const fs = require('node:fs')
 const path = require('node:path')
 const { scaled } = require('./helpers')
