@@ -102,8 +102,9 @@ function cli (file, { run, options = [], positional = [], defaults = {}, check }
 
   function usage () {
     const shown = all.filter((o) => !o.hidden)
-    const flag = (o) => `${o.short ? `${o.short}, ` : ''}${o.name}${o.type === 'flag' ? '' : ` ${o.arg || ARGS[o.type]}`}`
-    const synopsis = [...positional.map((p) => (p.required ? p.name : `[${p.name}]`)), ...shown.filter((o) => o.name !== '--help').map((o) => `[${o.name}${o.type === 'flag' ? '' : ` ${o.arg || ARGS[o.type]}`}]`)]
+    const withArg = (o) => `${o.name}${o.type === 'flag' ? '' : ` ${o.arg || ARGS[o.type]}`}`
+    const flag = (o) => `${o.short ? `${o.short}, ` : ''}${withArg(o)}`
+    const synopsis = [...positional.map((p) => (p.required ? p.name : `[${p.name}]`)), ...shown.filter((o) => o.name !== '--help').map((o) => `[${withArg(o)}]`)]
     const lines = []
     let line = `usage: ${invocation}`
     for (const word of synopsis) {
@@ -151,7 +152,6 @@ function cli (file, { run, options = [], positional = [], defaults = {}, check }
       if (values[i] !== undefined) args[p.key] = TYPES[p.type || 'string'](values[i], p.name)
     })
     if (!args.help && check) check(args)
-    args.outGiven = args.out !== undefined
     if (args.out === undefined) args.out = defaultOut(script)
     return args
   }
@@ -326,4 +326,4 @@ async function inFlight (n, items, read) {
   }))
 }
 
-module.exports = { machineOf, machineFor, MACHINE_OPTION, MIN_N, fewNote, cli, parseCommandLine, teeOutput, topComment, defaultOut, drain, fsWrite, inFlight, runScript, writeOut, chartsOf, quickMark, UsageError, optionValue, parseCount, parseSize, fmt, KiB, MiB, GiB }
+module.exports = { machineOf, machineFor, MACHINE_OPTION, MIN_N, fewNote, cli, parseCommandLine, teeOutput, topComment, drain, fsWrite, inFlight, runScript, writeOut, chartsOf, quickMark, UsageError, fmt, KiB, MiB, GiB }

@@ -8,39 +8,17 @@ const path = require('node:path')
 const { spawn, spawnSync } = require('node:child_process')
 const { EventEmitter } = require('node:events')
 const { Output } = require('../lib/cli/output')
-const { useTmp, bytes, sha256, scaled } = require('./helpers')
-
-const BIN = path.join(__dirname, '..', 'bin', 'kfs.js')
+const { bytes, sha256, scaled } = require('./helpers')
+const { useCli, BIN } = require('./cli-harness')
 
 describe('kfs command line under faults', function () {
   this.timeout(scaled(60000))
-  const t = useTmp()
-  let db
+  const c = useCli()
+  const { t, cli } = c
 
-  beforeEach(() => {
-    db = path.join(t.dir, 'db')
-  })
-
-  // Runs `kfs args...` on the test's store; `shell` runs it through bash instead, for
-  // redirections. Resolves to { code, signal, stdout, stderr }.
-  function cli (args, { input, stdin } = {}) {
-    return new Promise((resolve, reject) => {
-      const child = spawn(process.execPath, [BIN, '-d', db, ...args], { stdio: [stdin ?? 'pipe', 'pipe', 'pipe'] })
-      const out = []
-      let stderr = ''
-      child.stdout.on('data', (d) => out.push(d))
-      child.stderr.on('data', (d) => (stderr += d))
-      child.on('error', reject)
-      child.on('close', (code, signal) => resolve({ code, signal, stdout: Buffer.concat(out), stderr }))
-      if (child.stdin) {
-        child.stdin.on('error', () => {})
-        child.stdin.end(input)
-      }
-    })
-  }
-
+  // Runs a bash command in which $KFS is kfs on the test's store, for redirections.
   function shell (command) {
-    const r = spawnSync('bash', ['-c', command], { env: { ...process.env, KFS: `${process.execPath} ${BIN} -d ${db}` }, encoding: 'utf8' })
+    const r = spawnSync('bash', ['-c', command], { env: { ...process.env, KFS: `${process.execPath} ${BIN} -d ${c.db}` }, encoding: 'utf8' })
     return { code: r.status, stdout: r.stdout, stderr: r.stderr }
   }
 
@@ -125,7 +103,7 @@ describe('kfs command line under faults', function () {
   it('Ctrl-C during get FILE leaves no hidden partial file and no target', async () => {
     await cli(['put', '--key', 'big'], { input: bytes(64 * 1024 * 1024, 'big') })
     const target = path.join(t.dir, 'out.bin')
-    const child = spawn(process.execPath, [BIN, '-d', db, 'get', 'big', target], { stdio: 'ignore' })
+    const child = spawn(process.execPath, [BIN, '-d', c.db, 'get', 'big', target], { stdio: 'ignore' })
     const exited = new Promise((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })))
     const partial = () => fs.readdirSync(t.dir).filter((f) => f.startsWith('.out.bin.kfs-'))
     for (const deadline = Date.now() + scaled(20000); partial().length === 0 && Date.now() < deadline;) await new Promise((resolve) => setTimeout(resolve, 2))
@@ -151,7 +129,7 @@ describe('kfs command line under faults', function () {
       await cli(['put', '--key', 'x'], { input: 'x' }) // the store exists
       const data = bytes(3 * 1024 * 1024, 'fifo')
       const writer = fs.promises.writeFile(fifo, data) // opens once kfs opens it for reading
-      const child = spawn(process.execPath, [BIN, '-d', db, 'put', fifo], { stdio: ['ignore', 'pipe', 'pipe'] })
+      const child = spawn(process.execPath, [BIN, '-d', c.db, 'put', fifo], { stdio: ['ignore', 'pipe', 'pipe'] })
       const out = []
       child.stdout.on('data', (d) => out.push(d))
       const timer = setTimeout(() => child.kill('SIGKILL'), scaled(30000)) // read twice, it would wait for a second writer for ever
@@ -186,7 +164,7 @@ describe('kfs command line under faults', function () {
         // Opened without waiting for a writer, and never read: a reader that reads nothing.
         const reader = opened ? fs.openSync(fifo, fs.constants.O_RDONLY | fs.constants.O_NONBLOCK) : undefined
         try {
-          const child = spawn(process.execPath, [BIN, '-d', db, ...args, fifo], { stdio: 'ignore', env: { ...process.env, TMPDIR: tmp } })
+          const child = spawn(process.execPath, [BIN, '-d', c.db, ...args, fifo], { stdio: 'ignore', env: { ...process.env, TMPDIR: tmp } })
           const exited = new Promise((resolve) => child.on('exit', (code, sig) => resolve({ code, signal: sig })))
           await until(() => waitsIn(child.pid, blocked), `kfs blocked in ${blocked.source}`)
           if (opened) expect(fs.readdirSync(tmp), 'the store is open, through shadows').to.not.deep.equal([])
@@ -208,7 +186,7 @@ describe('kfs command line under faults', function () {
 
     it('get KEY FIFO waiting for a reader leaves the store free: another kfs reads it meanwhile', async () => {
       await cli(['put', '--key', 'x'], { input: 'the bytes' })
-      const child = spawn(process.execPath, [BIN, '-d', db, 'get', 'x', fifo], { stdio: 'ignore' })
+      const child = spawn(process.execPath, [BIN, '-d', c.db, 'get', 'x', fifo], { stdio: 'ignore' })
       const exited = new Promise((resolve) => child.on('exit', resolve))
       try {
         await until(() => waitsIn(child.pid, /wait_for_partner/), 'kfs get waiting for a reader of the FIFO')
@@ -241,11 +219,11 @@ describe('kfs command line under faults', function () {
   it('list prints every file of the readable shards before naming the damaged ones; list N of a sound shard says nothing of them', async () => {
     const kfs = require('..')
     const { keyInShard, REF } = require('./helpers')
-    const store = kfs(db, { referenceId: REF })
+    const store = kfs(c.db, { referenceId: REF })
     const keys = [1, 2, 3, 4, 5].map((shard) => keyInShard(REF, shard, 'cli list'))
     for (const key of keys) await store.writeFile(key, 'x')
     await store.close()
-    const shardDir = (n) => path.join(db, `00${n}.s`)
+    const shardDir = (n) => path.join(c.db, `00${n}.s`)
     for (const f of fs.readdirSync(shardDir(2)).filter((f) => f.endsWith('.ldb'))) fs.rmSync(path.join(shardDir(2), f)) // a table lost
     for (const f of fs.readdirSync(shardDir(4)).filter((f) => f.startsWith('MANIFEST'))) fs.rmSync(path.join(shardDir(4), f))
     const all = await cli(['list'])
@@ -359,7 +337,7 @@ describe('kfs command line under faults', function () {
           }
           return open.call(this, file, flags, ...rest)
         }`)
-      const r = spawnSync(process.execPath, ['--require', swap, BIN, '-d', db, 'get', 'k', victim], { encoding: 'utf8' })
+      const r = spawnSync(process.execPath, ['--require', swap, BIN, '-d', c.db, 'get', 'k', victim], { encoding: 'utf8' })
       expect(r).to.deep.include({ status: 0, stderr: '' })
       expect(fs.lstatSync(victim).isFile()).to.equal(true)
       expect(sha256(fs.readFileSync(victim))).to.equal(sha256(data))

@@ -4,7 +4,6 @@
 // state and the shards through shadows in os.tmpdir() and writes nothing in the store.
 const { expect } = require('chai')
 const fs = require('node:fs')
-const os = require('node:os')
 const path = require('node:path')
 const { Readable } = require('node:stream')
 const { pipeline } = require('node:stream/promises')
@@ -13,7 +12,7 @@ const { spawn, spawnSync, execFileSync } = require('node:child_process')
 const kfs = require('..')
 const { useTmp, rejects, bytes, sha256, toFormat1, scaled, sleep } = require('./helpers')
 const { FILES } = require('./fixtures/read-only-files')
-const { tree, writeStore, readsEverything, cli } = require('./fixtures/read-only-checks')
+const { tree, writeStore, readsEverything, cli, useShadows } = require('./fixtures/read-only-checks')
 
 // Writes the files in a child process that is then killed: its shards and state keep
 // their writes in LevelDB logs, which the next open replays.
@@ -25,26 +24,8 @@ function writeAndCrash (dir) {
 describe('a store opened read-only', function () {
   this.timeout(scaled(60000))
   const t = useTmp()
-  let shadows // os.tmpdir() while a test runs: shadows go there
-  let tmpdir
-
-  beforeEach(() => {
-    tmpdir = process.env.TMPDIR
-    shadows = fs.mkdtempSync(path.join(os.tmpdir(), 'kfs-shadows-'))
-    process.env.TMPDIR = shadows
-  })
-  afterEach(() => {
-    if (tmpdir === undefined) delete process.env.TMPDIR
-    else process.env.TMPDIR = tmpdir
-    fs.rmSync(shadows, { recursive: true, force: true })
-  })
-
-  const open = (dir, options) => {
-    const store = kfs(dir, options)
-    t.stores.push(store) // closed after the test, even one that failed
-    return store
-  }
-  const pause = () => new Promise((resolve) => setTimeout(resolve, 20)) // a rewrite would change mtimes
+  const sh = useShadows(t) // sh.dir: os.tmpdir() while a test runs, where shadows go
+  const { open, pause } = sh
   // What shadows are named for besides their process: its pid namespace and boot.
   const ns = /\[(\d+)\]/.exec(fs.readlinkSync('/proc/self/ns/pid'))[1]
   const boot = fs.readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').slice(0, 8)
@@ -56,10 +37,10 @@ describe('a store opened read-only', function () {
     await pause()
     const store = open(dir, { readOnly: true })
     await readsEverything(store)
-    expect(fs.readdirSync(shadows).length).to.be.above(1) // the state and the shards read
+    expect(fs.readdirSync(sh.dir).length).to.be.above(1) // the state and the shards read
     await store.close()
     expect(tree(dir)).to.deep.equal(before)
-    expect(fs.readdirSync(shadows)).to.deep.equal([])
+    expect(fs.readdirSync(sh.dir)).to.deep.equal([])
   })
 
   it('a process that exits without closing the store leaves no shadow behind', async () => {
@@ -72,9 +53,9 @@ describe('a store opened read-only', function () {
         process.stdout.write(String(shadows.length))
         process.exit(0) // without close()
       })`
-    const made = execFileSync(process.execPath, ['-e', script, dir], { env: { ...process.env, TMPDIR: shadows }, encoding: 'utf8' })
+    const made = execFileSync(process.execPath, ['-e', script, dir], { env: { ...process.env, TMPDIR: sh.dir }, encoding: 'utf8' })
     expect(Number(made)).to.be.above(0)
-    expect(fs.readdirSync(shadows)).to.deep.equal([])
+    expect(fs.readdirSync(sh.dir)).to.deep.equal([])
   })
 
   it('the shadows of a process ended by SIGTERM are removed by the next read-only open; a live process\'s stay', async () => {
@@ -88,33 +69,33 @@ describe('a store opened read-only', function () {
         setInterval(() => {}, 1000)
       })`
     const reader = async () => {
-      const child = spawn(process.execPath, ['-e', script, dir], { env: { ...process.env, TMPDIR: shadows }, stdio: ['ignore', 'pipe', 'inherit'] })
+      const child = spawn(process.execPath, ['-e', script, dir], { env: { ...process.env, TMPDIR: sh.dir }, stdio: ['ignore', 'pipe', 'inherit'] })
       const exited = new Promise((resolve) => child.on('exit', (code, signal) => resolve(signal)))
       await new Promise((resolve) => child.stdout.once('data', resolve))
       return { child, exited }
     }
     const live = await reader()
     try {
-      const ofLive = fs.readdirSync(shadows).sort()
+      const ofLive = fs.readdirSync(sh.dir).sort()
       expect(ofLive.length).to.be.above(1) // the state and the shards read
       for (const name of ofLive) expect(name).to.match(new RegExp(`^kfs-readonly-${live.child.pid}-\\d+-\\d+-${boot}-`))
       const killed = await reader()
       killed.child.kill('SIGTERM')
       expect(await killed.exited).to.equal('SIGTERM')
-      expect(fs.readdirSync(shadows).length).to.be.above(ofLive.length) // left behind
+      expect(fs.readdirSync(sh.dir).length).to.be.above(ofLive.length) // left behind
       // One of another process with this pid, started at another time (a pid used
       // again): gone. One of another pid namespace (a container's), whose pids cannot
       // be checked, one of another boot or host (a temporary directory on NFS), and a
       // name of another form: kept.
-      fs.mkdirSync(path.join(shadows, `kfs-readonly-${process.pid}-1-${ns}-${boot}-AbCdEf`), { mode: 0o700 })
+      fs.mkdirSync(path.join(sh.dir, `kfs-readonly-${process.pid}-1-${ns}-${boot}-AbCdEf`), { mode: 0o700 })
       const otherBoot = (parseInt(boot, 16) ^ 1).toString(16).padStart(8, '0')
       const kept = [`kfs-readonly-${killed.child.pid}-1-${Number(ns) + 1}-${boot}-AbCdEf`, `kfs-readonly-${killed.child.pid}-1-${ns}-${otherBoot}-AbCdEf`, 'kfs-readonly-AbCdEf']
-      for (const name of kept) fs.mkdirSync(path.join(shadows, name), { mode: 0o700 })
+      for (const name of kept) fs.mkdirSync(path.join(sh.dir, name), { mode: 0o700 })
 
       const store = open(dir, { readOnly: true })
       expect(sha256(await store.readFile(FILES[0][0]))).to.equal(sha256(FILES[0][1]))
       await store.close()
-      expect(fs.readdirSync(shadows).sort()).to.deep.equal([...ofLive, ...kept].sort())
+      expect(fs.readdirSync(sh.dir).sort()).to.deep.equal([...ofLive, ...kept].sort())
     } finally {
       live.child.kill('SIGKILL')
       await live.exited
@@ -125,7 +106,7 @@ describe('a store opened read-only', function () {
     const dir = path.join(t.dir, 'store')
     await writeStore(dir)
     const dead = spawnSync(process.execPath, ['-e', '']).pid // gone: its shadows are stale
-    const stale = (suffix) => path.join(shadows, `kfs-readonly-${dead}-1-${ns}-${boot}-${suffix}`)
+    const stale = (suffix) => path.join(sh.dir, `kfs-readonly-${dead}-1-${ns}-${boot}-${suffix}`)
     const victim = path.join(t.dir, 'victim')
     fs.mkdirSync(victim)
     fs.writeFileSync(path.join(victim, 'precious'), 'x')
@@ -146,7 +127,7 @@ describe('a store opened read-only', function () {
     const store = open(dir, { readOnly: true })
     expect(sha256(await store.readFile(FILES[0][0]))).to.equal(sha256(FILES[0][1]))
     await store.close()
-    expect(fs.readdirSync(shadows).sort()).to.deep.equal(kept.map((suffix) => path.basename(stale(suffix))).sort())
+    expect(fs.readdirSync(sh.dir).sort()).to.deep.equal(kept.map((suffix) => path.basename(stale(suffix))).sort())
     expect(fs.readdirSync(victim)).to.deep.equal(['precious'])
     if (kept.includes('nobody')) expect(fs.readdirSync(stale('nobody'))).to.deep.equal(['f'])
   })
@@ -168,7 +149,7 @@ describe('a store opened read-only', function () {
       expect(r.stderr).to.equal(`kfs: the store at ${dir} is opened with --read-only: kfs ${args[0]} would change it; get, exists, stat, list and verify read it\n`)
     }
     expect(tree(dir)).to.deep.equal(before)
-    expect(fs.readdirSync(shadows)).to.deep.equal([])
+    expect(fs.readdirSync(sh.dir)).to.deep.equal([])
   })
 
   it('refuses every write with EROFS, after checking its arguments, and writes nothing', async () => {
@@ -200,7 +181,7 @@ describe('a store opened read-only', function () {
     expect(tree(dir)).to.deep.equal(before)
   })
 
-  it('replays the logs of a store not closed cleanly in its shadows, leaving them in the store', async () => {
+  it('replays the logs of a store not closed cleanly in its sh.dir, leaving them in the store', async () => {
     const dir = path.join(t.dir, 'store')
     writeAndCrash(dir)
     const logs = fs.readdirSync(dir).filter((d) => /^\d{3}\.s$/.test(d)).flatMap((d) => fs.readdirSync(path.join(dir, d)).filter((f) => f.endsWith('.log')).map((f) => path.join(dir, d, f)))
@@ -211,7 +192,7 @@ describe('a store opened read-only', function () {
     await readsEverything(store)
     await store.close()
     expect(tree(dir)).to.deep.equal(before)
-    expect(fs.readdirSync(shadows)).to.deep.equal([])
+    expect(fs.readdirSync(sh.dir)).to.deep.equal([])
     await readsEverything(t.open()) // and the store opens read-write as it would have
   })
 
@@ -240,7 +221,7 @@ describe('a store opened read-only', function () {
     await reader.readFile(FILES[3][0])
     await rejects(open(dir).open(), 'EBUSY')
     await reader.close()
-    expect(fs.readdirSync(shadows)).to.deep.equal([])
+    expect(fs.readdirSync(sh.dir)).to.deep.equal([])
   })
 
   it('a missing store is ENOENT, and nothing is created', async () => {
@@ -248,7 +229,7 @@ describe('a store opened read-only', function () {
     const err = await rejects(open(dir, { readOnly: true }).readFile('a'), 'ENOENT')
     expect(err.path).to.equal(dir)
     expect(fs.existsSync(dir)).to.equal(false)
-    expect(fs.readdirSync(shadows)).to.deep.equal([])
+    expect(fs.readdirSync(sh.dir)).to.deep.equal([])
   })
 
   it('removes the shadow of a shard that fails to open', async () => {
@@ -261,9 +242,9 @@ describe('a store opened read-only', function () {
     for (const table of fs.readdirSync(shardDir).filter((f) => f.endsWith('.ldb'))) fs.rmSync(path.join(shardDir, table))
     const again = t.open({ readOnly: true })
     await rejects(again.readFile(key), 'ECORRUPT')
-    expect(fs.readdirSync(shadows).length).to.equal(1) // the state's
+    expect(fs.readdirSync(sh.dir).length).to.equal(1) // the state's
     await again.close()
-    expect(fs.readdirSync(shadows)).to.deep.equal([])
+    expect(fs.readdirSync(sh.dir)).to.deep.equal([])
   })
 
   it('keeps LevelDB from compacting into the shadow while it reads', async () => {
@@ -281,7 +262,7 @@ describe('a store opened read-only', function () {
       for (let i = 0; i < 40; i++) expect(sha256(await store.readFile(`round 0 file ${i}`))).to.equal(sha256(bytes(1000, `0 ${i}`)))
     }
     await sleep(200) // a compaction runs in the background
-    const shard = path.join(shadows, fs.readdirSync(shadows).find((d) => fs.existsSync(path.join(shadows, d, '000.s'))), '000.s')
+    const shard = path.join(sh.dir, fs.readdirSync(sh.dir).find((d) => fs.existsSync(path.join(sh.dir, d, '000.s'))), '000.s')
     const log = fs.readFileSync(path.join(shard, 'LOG'), 'utf8')
     expect(log, 'LevelDB tried to compact').to.match(/Compacting /)
     const tables = fs.readdirSync(shard).filter((f) => f.endsWith('.ldb') && fs.lstatSync(path.join(shard, f)).isFile())

@@ -4,37 +4,15 @@
 const { expect } = require('chai')
 const fs = require('node:fs')
 const path = require('node:path')
-const { spawn, spawnSync } = require('node:child_process')
-const { useTmp, bytes, scaled } = require('../helpers')
-
-const BIN = path.join(__dirname, '..', '..', 'bin', 'kfs.js')
+const { spawnSync } = require('node:child_process')
+const { bytes, scaled } = require('../helpers')
+const { useCli, BIN } = require('../cli-harness')
 const hasStrace = spawnSync('strace', ['-V']).status === 0
 
 describe('kfs command line under faults', function () {
   this.timeout(scaled(60000))
-  const t = useTmp()
-  let db
-
-  beforeEach(() => {
-    db = path.join(t.dir, 'db')
-  })
-
-  // Runs `kfs args...` on the test's store. Resolves to { code, signal, stdout, stderr }.
-  function cli (args, { input, stdin } = {}) {
-    return new Promise((resolve, reject) => {
-      const child = spawn(process.execPath, [BIN, '-d', db, ...args], { stdio: [stdin ?? 'pipe', 'pipe', 'pipe'] })
-      const out = []
-      let stderr = ''
-      child.stdout.on('data', (d) => out.push(d))
-      child.stderr.on('data', (d) => (stderr += d))
-      child.on('error', reject)
-      child.on('close', (code, signal) => resolve({ code, signal, stdout: Buffer.concat(out), stderr }))
-      if (child.stdin) {
-        child.stdin.on('error', () => {})
-        child.stdin.end(input)
-      }
-    })
-  }
+  const c = useCli()
+  const { t, cli } = c
 
   describe('get FILE where FILE is not a plain file', () => {
     const data = bytes(300 * 1024, 'target')
@@ -85,7 +63,7 @@ describe('kfs command line under faults', function () {
       const out = path.join(t.dir, 'secret')
       fs.writeFileSync(out, 'previous', { mode: 0o600 })
       const trace = path.join(t.dir, 'trace')
-      const r = spawnSync('strace', ['-f', '-qq', '-o', trace, '-e', 'trace=open,openat,chmod,fchmod,fchmodat', process.execPath, BIN, '-d', db, 'get', 'k', out])
+      const r = spawnSync('strace', ['-f', '-qq', '-o', trace, '-e', 'trace=open,openat,chmod,fchmod,fchmodat', process.execPath, BIN, '-d', c.db, 'get', 'k', out])
       expect(r.status).to.equal(0)
       const lines = fs.readFileSync(trace, 'utf8').split('\n')
       const created = lines.filter((l) => /open(at)?\(.*\.secret\.kfs-[0-9a-f]+".*O_CREAT/.test(l))
@@ -109,7 +87,7 @@ describe('kfs command line under faults', function () {
       fs.writeFileSync(file, 'previous', { mode: 0o666 })
       fs.chmodSync(file, 0o666)
       fs.chmodSync(rodir, 0o555)
-      const r = spawnSync('runuser', ['-u', 'nobody', '--', process.execPath, BIN, '-d', db, 'get', 'k', file], { encoding: 'utf8' })
+      const r = spawnSync('runuser', ['-u', 'nobody', '--', process.execPath, BIN, '-d', c.db, 'get', 'k', file], { encoding: 'utf8' })
       expect(r.status).to.equal(1)
       expect(r.stderr).to.equal(`kfs: cannot create a temporary file in ${rodir} to replace ${file} atomically (permission denied)\n`)
       expect(fs.readFileSync(file, 'utf8')).to.equal('previous')
@@ -124,7 +102,7 @@ describe('kfs command line under faults', function () {
     await cli(['put', '--key', 'k'], { input: 'durable' })
     const target = path.join(t.dir, 'out')
     const trace = path.join(t.dir, 'trace')
-    const r = spawnSync('strace', ['-f', '-y', '-qq', '-o', trace, '-e', 'trace=fsync,fdatasync,rename,renameat,renameat2', process.execPath, BIN, '-d', db, 'get', 'k', target])
+    const r = spawnSync('strace', ['-f', '-y', '-qq', '-o', trace, '-e', 'trace=fsync,fdatasync,rename,renameat,renameat2', process.execPath, BIN, '-d', c.db, 'get', 'k', target])
     expect(r.status).to.equal(0)
     const lines = fs.readFileSync(trace, 'utf8').split('\n')
     const renamed = lines.findIndex((l) => /rename\w*\(.*\.out\.kfs-[0-9a-f]+".*"[^"]*\/out"/.test(l))

@@ -33,16 +33,21 @@ function traceUntilResolved (script, dir) {
   throw new Error('the script never wrote RESOLVED')
 }
 
-describe('durability with sync: true', function () {
-  this.timeout(scaled(60000))
-  const t = useTmp()
-
+// In a describe: its tests are skipped, saying why, where strace is missing.
+function skipWithoutStrace () {
   before(function () {
     if (!hasStrace) {
       console.log('      skipped: strace is not installed (Debian package strace)')
       this.skip()
     }
   })
+}
+
+describe('durability with sync: true', function () {
+  this.timeout(scaled(60000))
+  const t = useTmp()
+
+  skipWithoutStrace()
 
   it('every log that received the file\'s bytes, the new shard\'s directory and the usage marker are synced before the write resolves', () => {
     // 12 MiB passes LevelDB's 4 MiB write buffer several times, so the shard moves on
@@ -131,12 +136,7 @@ describe('durability of what is renamed into place', function () {
   this.timeout(scaled(60000))
   const t = useTmp()
 
-  before(function () {
-    if (!hasStrace) {
-      console.log('      skipped: strace is not installed (Debian package strace)')
-      this.skip()
-    }
-  })
+  skipWithoutStrace()
 
   it('every entry of a new shard is durable before the shard is renamed into place, whatever LevelDB syncs itself', () => {
     const script = `

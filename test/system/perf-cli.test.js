@@ -56,12 +56,12 @@ describe('perf scripts: one command line', function () {
       defaults: { quick: false }
     })
     const defaults = command.parse([])
-    expect(defaults).to.deep.include({ count: 3, size: 1024, sizes: [1], engines: ['a'], flag: false, quick: false, help: false, outGiven: false })
+    expect(defaults).to.deep.include({ count: 3, size: 1024, sizes: [1], engines: ['a'], flag: false, quick: false, help: false })
     expect(path.dirname(defaults.out)).to.equal(os.tmpdir())
     expect(path.basename(defaults.out)).to.match(/^kfs-bench-fio-\d{8}-\d{6}$/)
     expect(fs.existsSync(defaults.out), 'made only when written to').to.equal(false)
     expect(command.parse(['7', '--size=2M', '--rate', '0.5', '--sizes', '1K,1G', '--engines', 'b,a', '--dir', 'x', '--flag', '--quick', '--count', '9', '--out', 'o']))
-      .to.deep.include({ first: 7, size: 2 * 1024 * 1024, rate: 0.5, sizes: [1024, 1024 ** 3], engines: ['b', 'a'], dir: path.resolve('x'), flag: true, quick: true, count: 9, out: 'o', outGiven: true })
+      .to.deep.include({ first: 7, size: 2 * 1024 * 1024, rate: 0.5, sizes: [1024, 1024 ** 3], engines: ['b', 'a'], dir: path.resolve('x'), flag: true, quick: true, count: 9, out: 'o' })
     expect(command.parse(['--count', '9', '--quick']).count, 'later wins').to.equal(1)
     for (const [argv, message] of [
       [['--count', '0'], '--count takes a positive integer'],

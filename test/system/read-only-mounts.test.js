@@ -8,34 +8,15 @@ const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
 const { spawnSync, execFileSync } = require('node:child_process')
-const kfs = require('../..')
 const { useTmp, rejects, unmount, scaled } = require('../helpers')
 const { FILES } = require('../fixtures/read-only-files')
-const { tree, writeStore, readsEverything, cli } = require('../fixtures/read-only-checks')
+const { tree, writeStore, readsEverything, cli, useShadows } = require('../fixtures/read-only-checks')
 
 describe('a store opened read-only', function () {
   this.timeout(scaled(60000))
   const t = useTmp()
-  let shadows // os.tmpdir() while a test runs: shadows go there
-  let tmpdir
-
-  beforeEach(() => {
-    tmpdir = process.env.TMPDIR
-    shadows = fs.mkdtempSync(path.join(os.tmpdir(), 'kfs-shadows-'))
-    process.env.TMPDIR = shadows
-  })
-  afterEach(() => {
-    if (tmpdir === undefined) delete process.env.TMPDIR
-    else process.env.TMPDIR = tmpdir
-    fs.rmSync(shadows, { recursive: true, force: true })
-  })
-
-  const open = (dir, options) => {
-    const store = kfs(dir, options)
-    t.stores.push(store) // closed after the test, even one that failed
-    return store
-  }
-  const pause = () => new Promise((resolve) => setTimeout(resolve, 20)) // a rewrite would change mtimes
+  const sh = useShadows(t) // sh.dir: os.tmpdir() while a test runs, where shadows go
+  const { open, pause } = sh
 
   it('a full or read-only temporary directory fails the open with ENOSPC or EROFS naming it, and leaves nothing there', async function () {
     const dir = path.join(t.dir, 'store')
@@ -112,7 +93,7 @@ describe('a store opened read-only', function () {
       await readsEverything(store)
       await store.close()
       expect(tree(path.join(src, 'store'))).to.deep.equal(before)
-      expect(fs.readdirSync(shadows)).to.deep.equal([])
+      expect(fs.readdirSync(sh.dir)).to.deep.equal([])
       const err = await rejects(open(dir).open(), 'EROFS')
       expect(err.message).to.match(new RegExp(`^the store at ${dir} could not be opened: .*; a store that cannot be written opens for reads with the option readOnly: true$`))
       expect(err.path).to.equal(dir)
@@ -140,12 +121,12 @@ describe('a store opened read-only', function () {
         expect(r.code).to.equal(1)
         expect(r.stderr).to.equal(`kfs: the store at ${dir} cannot be written (read-only file system): kfs ${args[0]} would change it; get, exists, stat, list and verify read it\n`)
       }
-      expect(fs.readdirSync(shadows)).to.deep.equal([])
+      expect(fs.readdirSync(sh.dir)).to.deep.equal([])
     })
 
     it('without write permission: kfs reads it as another user, and put fails with EROFS, exit 1', () => {
       const dir = path.join(src, 'store') // writable by root only
-      fs.chmodSync(shadows, 0o777)
+      fs.chmodSync(sh.dir, 0o777)
       const as = { uid: 65534, gid: 65534 }
       const [key, data] = FILES[5]
       const get = cli(dir, ['get', key], as)
@@ -160,7 +141,7 @@ describe('a store opened read-only', function () {
       const script = `require(${JSON.stringify(path.join(__dirname, '..', '..'))})(process.argv[1]).open().catch((err) => console.log(err.code, err.message))`
       const lib = spawnSync(process.execPath, ['-e', script, dir], { ...as, encoding: 'utf8' })
       expect(lib.stdout).to.match(/^(EACCES|EPERM) the store at .* could not be opened: .*; a store that cannot be written opens for reads with the option readOnly: true\n$/)
-      expect(fs.readdirSync(shadows)).to.deep.equal([])
+      expect(fs.readdirSync(sh.dir)).to.deep.equal([])
     })
   })
 })
