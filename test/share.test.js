@@ -8,12 +8,12 @@ const path = require('node:path')
 const crypto = require('node:crypto')
 const net = require('node:net')
 const { once } = require('node:events')
-const { spawn, execFile, execFileSync } = require('node:child_process')
+const { spawn, spawnSync, execFile, execFileSync } = require('node:child_process')
 const { promisify } = require('node:util')
 const { Readable } = require('node:stream')
 const { pipeline } = require('node:stream/promises')
 const kfs = require('..')
-const { useTmp, rejects, scaled, sleep } = require('./helpers')
+const { useTmp, rejects, scaled, sleep, within } = require('./helpers')
 
 const ROOT = path.join(__dirname, '..')
 
@@ -445,5 +445,181 @@ describe('one store, many processes', function () {
       holders.add(again.split(' ')[1])
     }
     expect(holders.size, 'one holder for all').to.equal(1)
+  })
+})
+
+// The holder's HTTP server (lib/share/server.js) against clients that misbehave: each
+// sends what it is given on a raw connection.
+describe('the holder\'s connections', function () {
+  this.timeout(scaled(60000))
+  const t = useTmp()
+  const { Holder } = require('../lib/share/server')
+
+  // A store this process holds, served by a Holder given `options`.
+  async function serve (options) {
+    const dir = path.join(t.dir, 'store')
+    const store = t.open({ share: false })
+    await store.open()
+    const holding = new Holder(store, dir, options)
+    expect(await holding.listen(path.join(dir, 'tmp'))).to.equal(true)
+    return { dir, store, socket: path.join(dir, 'kfs.sock'), close: () => holding.close() }
+  }
+
+  // A raw connection that sends `text`; its `answer` resolves to all the holder sent,
+  // once it closed the connection.
+  function connect (socket, text = '') {
+    const s = net.connect(socket)
+    const parts = []
+    s.on('data', (part) => parts.push(part)).on('error', () => {})
+    if (text) s.write(text)
+    s.answer = once(s, 'close').then(() => Buffer.concat(parts).toString('latin1'))
+    return s
+  }
+
+  const request = (socket, method, url, { headers = {}, body } = {}) => new Promise((resolve, reject) => {
+    const req = require('node:http').request({ socketPath: socket, method, path: url, headers, agent: false }, (res) => {
+      const parts = []
+      res.on('data', (part) => parts.push(part)).on('end', () => resolve({ status: res.statusCode, headers: res.headers, body: Buffer.concat(parts).toString('utf8') }))
+    })
+    req.on('error', reject)
+    req.end(body)
+  })
+
+  it('HEAD answers a file\'s headers and no body, 404 ENOENT for none; verify and call given JSON of another shape are 400 EINVAL', async () => {
+    const { store, socket, close } = await serve()
+    await store.writeFile('k', 'hello')
+    const head = await request(socket, 'HEAD', '/v1/files/k')
+    expect(head.status).to.equal(200)
+    expect(head.headers).to.include({ 'kfs-size': '5', 'kfs-sha256': crypto.createHash('sha256').update('hello').digest('hex'), 'content-length': '5' })
+    expect(head.body).to.equal('')
+    const range = await request(socket, 'HEAD', '/v1/files/k', { headers: { range: 'bytes=1-2' } })
+    expect(range.status).to.equal(206)
+    expect(range.headers).to.include({ 'content-range': 'bytes 1-2/5', 'content-length': '2' })
+    expect((await request(socket, 'HEAD', '/v1/files/none')).status).to.equal(404)
+    expect(JSON.parse((await request(socket, 'GET', '/v1/files/none')).body).error.code).to.equal('ENOENT')
+    for (const [url, body] of [['/v1/verify', 'null'], ['/v1/verify', '[]'], ['/v1/verify', '3'], ['/v1/call/stat', 'null'], ['/v1/call/stat', '{"0":"k"}'], ['/v1/call/stat', '"k"']]) {
+      const answer = await request(socket, 'POST', url, { body, headers: { 'content-type': 'application/json' } })
+      expect(answer.status, `${url} ${body}`).to.equal(400)
+      expect(JSON.parse(answer.body).error).to.include({ code: 'EINVAL', argument: 'body' })
+    }
+    // An empty body is no arguments.
+    expect(JSON.parse((await request(socket, 'POST', '/v1/call/usage')).body).result.files).to.equal(1)
+    expect(JSON.parse((await request(socket, 'POST', '/v1/verify')).body.split('\n')[0]).result.problems).to.deep.equal([])
+    await close()
+  })
+
+  it('a file\'s headers describe the version its body is, though it was replaced after a stat', async () => {
+    // The holder reads no stat for its headers; were it to, this one is out of date.
+    const { store, socket, close } = await serve()
+    await store.writeFile('k', 'first version')
+    const stat = store.stat.bind(store)
+    store.stat = async (key) => {
+      const got = await stat(key)
+      await store.writeFile(key, 'the second, longer version')
+      return got
+    }
+    for (const headers of [{}, { range: 'bytes=4-' }]) {
+      const got = await request(socket, 'GET', '/v1/files/k', { headers })
+      const whole = String(await store.readFile('k')).slice(0, Number(got.headers['kfs-size']))
+      expect(got.body, 'the body of the version in the headers').to.equal(whole.slice(headers.range ? 4 : 0))
+      expect(got.headers['kfs-sha256']).to.equal(crypto.createHash('sha256').update(whole).digest('hex'))
+      if (headers.range) expect(got.headers['content-range']).to.equal(`bytes 4-${whole.length - 1}/${whole.length}`)
+    }
+    await close()
+  })
+
+  it('a connection that sends no headers, or half, is answered 408 and closed; one that stops in a JSON body is cut', async () => {
+    const { socket, close } = await serve({ headersMs: 300, idleMs: 300 })
+    const nothing = connect(socket)
+    const half = connect(socket, 'GET /v1/files/k HTTP/1.1\r\nHost: kfs\r\n')
+    const body = connect(socket, 'POST /v1/call/stat HTTP/1.1\r\nHost: kfs\r\nContent-Length: 10\r\n\r\n["k')
+    const [a, b, c] = await within(Promise.all([nothing.answer, half.answer, body.answer]), 10000, 'the cuts')
+    expect(a).to.match(/^HTTP\/1.1 408/)
+    expect(b).to.match(/^HTTP\/1.1 408/)
+    expect(c).to.equal('')
+    await close()
+  })
+
+  it('past its cap, the connections that held nothing longest are cut; a request past as many under way is answered 503 EBUSY', async () => {
+    const { socket, close } = await serve({ maxConnections: 2 })
+    // One that sent nothing, then one whose JSON body is still coming: each is cut once
+    // a newer one passes the cap.
+    const idle = [connect(socket)]
+    await sleep(50)
+    idle.push(connect(socket, 'POST /v1/call/stat HTTP/1.1\r\nHost: kfs\r\nContent-Length: 10\r\n\r\n["k'))
+    await sleep(50)
+    for (const cut of idle.slice()) {
+      idle.push(connect(socket))
+      expect(await within(cut.answer, 5000, 'the cut'), 'cut without an answer').to.equal('')
+    }
+    await sleep(300)
+    expect(idle.map((s) => s.destroyed), 'the two newer ones kept').to.deep.equal([true, true, false, false])
+    // A request sent at once is served, though its connection passed the cap.
+    expect(JSON.parse((await request(socket, 'POST', '/v1/call/exists', { body: '["k"]' })).body)).to.deep.equal({ result: false })
+    for (const s of idle) s.destroy()
+    // Two writes under way fill the cap.
+    const writes = ['a', 'b'].map((key) => connect(socket, `PUT /v1/files/${key} HTTP/1.1\r\nHost: kfs\r\nConnection: close\r\nContent-Length: 10\r\n\r\nab`))
+    await sleep(200)
+    const refused = await request(socket, 'POST', '/v1/call/exists', { body: '["k"]' })
+    expect(refused.status).to.equal(503)
+    expect(refused.headers.connection).to.equal('close')
+    expect(JSON.parse(refused.body).error).to.include({ code: 'EBUSY' })
+    expect(JSON.parse(refused.body).error.message).to.match(/serving as many requests as it takes at once \(2, from its descriptor limit\)/)
+    const { Remote } = require('../lib/share/client')
+    const err = await rejects(Remote.connect(socket), 'EBUSY')
+    expect(err.message).to.match(/try again later/)
+    // Once a write ends, a new request is served.
+    writes[0].write('abcdefgh')
+    expect(await within(writes[0].answer, 5000, 'the write')).to.match(/^HTTP\/1.1 200/)
+    expect((await request(socket, 'POST', '/v1/call/exists', { body: '["a"]' })).body).to.equal('{"result":true}')
+    writes[1].destroy()
+    await close()
+  })
+
+  it('serves as many requests at once as a quarter of what the shards leave of the descriptor limit, at most 1,024', () => {
+    const { defaultConnections } = require('../lib/dir/descriptors')
+    expect([128, 160, 1024, 4000, 1048576, Infinity].map((limit) => defaultConnections(limit))).to.deep.equal([16, 16, 64, 250, 1024, 1024])
+  })
+
+  it('a holder with 160 descriptors, a burst of 1,000 connections that never finish a request: all queue, another process\'s stat and the holder\'s own writes succeed', async function () {
+    if (spawnSync('prlimit', ['--version']).error) this.skip() // prlimit (util-linux) sets the holder's descriptor limit
+    const dir = path.join(t.dir, 'store')
+    const script = `
+      const store = require('./')(process.argv[1])
+      store.writeFile('k', 'v').then(() => console.log('holding'))
+      process.stdin.once('data', async () => {
+        const results = await Promise.allSettled(Array.from({ length: 40 }, (_, i) => store.writeFile('w' + i, 'x')))
+        console.log(JSON.stringify(results.filter((r) => r.status === 'rejected').map((r) => r.reason.code)))
+        await store.close()
+        process.exit(0)
+      })`
+    const child = spawn('prlimit', ['--nofile=160:160', '--', process.execPath, '-e', script, dir], { cwd: ROOT, stdio: ['pipe', 'pipe', 'inherit'] })
+    const exited = once(child, 'exit')
+    const sockets = []
+    try {
+      const lines = child.stdout.setEncoding('utf8')
+      expect(String((await once(lines, 'data'))[0])).to.equal('holding\n')
+      // Stopped, it accepts none: every connection waits in the listen backlog.
+      process.kill(child.pid, 'SIGSTOP')
+      const parts = ['', 'GET /v1/files/k HTTP/1.1\r\nHost: kfs\r\n', 'POST /v1/call/stat HTTP/1.1\r\nHost: kfs\r\nContent-Length: 10\r\n\r\n["k']
+      const failed = []
+      await Promise.all(Array.from({ length: 1000 }, (_, i) => new Promise((resolve) => {
+        const s = net.connect(path.join(dir, 'kfs.sock'), () => { s.write(parts[i % 3]); resolve() })
+        sockets.push(s)
+        s.on('error', (err) => { failed.push(err.code); resolve() })
+      })))
+      expect(failed.length, `connections refused by a full backlog (${[...new Set(failed)]})`).to.equal(0)
+      process.kill(child.pid, 'SIGCONT')
+      const client = kfs(dir)
+      expect((await within(client.stat('k'), 10000, 'the stat')).size).to.equal(1)
+      await client.close()
+      child.stdin.write('write\n')
+      expect(String((await within(once(lines, 'data'), 20000, 'the writes'))[0])).to.equal('[]\n')
+    } finally {
+      for (const s of sockets) s.destroy()
+      process.kill(child.pid, 'SIGCONT')
+      child.kill()
+      await exited
+    }
   })
 })

@@ -62,6 +62,13 @@ class WriteStream extends Writable {
   }
 }
 
+// The version a ReadStream reads, once it is open: stream[READING] is { size, sha256,
+// start, end } (the file's size and SHA-256, the range's first and last byte), from the
+// reader itself, so that no other version can be described. Undefined before, and for a
+// reader that does not know it (a holder's, lib/share/client.js). Not part of the API:
+// the holder sends it in its headers.
+const READING = Symbol('kfs.reading')
+
 class ReadStream extends Readable {
   #open
   #reader
@@ -82,6 +89,12 @@ class ReadStream extends Readable {
     })
   }
 
+  get [READING] () {
+    const reader = this.#reader
+    if (!reader || !reader.meta) return undefined
+    return { size: reader.meta.size, sha256: reader.meta.sha256, start: reader.start, end: reader.end }
+  }
+
   destroy (err, callback) {
     this.#aborter.abort()
     return super.destroy(err, callback)
@@ -100,4 +113,4 @@ class ReadStream extends Readable {
   }
 }
 
-module.exports = { WriteStream, ReadStream }
+module.exports = { WriteStream, ReadStream, READING }

@@ -23,12 +23,26 @@ function descriptorLimit () {
   }
 }
 
+// Connections a holder serves at once (lib/share/server.js) where nothing bounds them
+// lower: each holds a descriptor, and more take memory.
+const MAX_CONNECTIONS = 1024
+
+// What the shards leave free of `limit`: a quarter of it, at least KEPT_FREE.
+const spareOf = (limit) => Math.max(KEPT_FREE, Math.floor(limit / 4))
+
 // How many shards may be open at once when the user set no cap: every shard, as far as
-// the descriptor limit allows while a quarter of it (at least KEPT_FREE) stays free.
+// the descriptor limit allows while its spare (spareOf) stays free.
 function defaultOpenShards (shardCount, limit = descriptorLimit()) {
   if (limit === undefined || limit === Infinity) return shardCount
-  const spare = Math.max(KEPT_FREE, Math.floor(limit / 4))
-  return Math.max(1, Math.min(shardCount, Math.floor((limit - spare) / PER_SHARD)))
+  return Math.max(1, Math.min(shardCount, Math.floor((limit - spareOf(limit)) / PER_SHARD)))
 }
 
-module.exports = { descriptorLimit, defaultOpenShards, PER_SHARD }
+// How many connections a holder serves at once: a quarter of the spare (at most
+// MAX_CONNECTIONS), as many again may wait for their refusal, and the other half of
+// the spare stays for the rest of the process (Node, the app, files being put).
+function defaultConnections (limit = descriptorLimit()) {
+  if (limit === undefined || limit === Infinity) return MAX_CONNECTIONS
+  return Math.min(MAX_CONNECTIONS, Math.floor(spareOf(limit) / 4))
+}
+
+module.exports = { descriptorLimit, defaultOpenShards, defaultConnections, PER_SHARD }

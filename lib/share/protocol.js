@@ -5,7 +5,10 @@ const path = require('node:path')
 // What the process holding a store (server.js) and the others (client.js) share: HTTP
 // over a Unix socket in the store's directory, so that `curl --unix-socket` speaks it.
 //
-//   GET    /v1/files/KEY          the file (Range: bytes=A-B for a range)
+//   GET    /v1/files/KEY          the file (Range: bytes=A-B for a range), with the size
+//                                 and SHA-256 of the version read in kfs-size and
+//                                 kfs-sha256 (and content-range for a range)
+//   HEAD   /v1/files/KEY          the same headers, and content-length; no body
 //   PUT    /v1/files/KEY          writes the body (?sha256=HEX&size=N), answers its stat
 //   DELETE /v1/files/KEY          unlink
 //   POST   /v1/put                content addressing: the body's key
@@ -15,9 +18,12 @@ const path = require('node:path')
 //
 // ?sync=1 on a PUT, DELETE or POST /v1/put: the write is synced, as in a store opened
 // with `sync` (a client's `sync` holds whatever the holder's is).
-// KEY is the key or name as the caller gave it, URI-encoded. A failure is its status and
-// a JSON body { error: { code, message, ...props } }; a failure once a body is under
-// way ends it with the trailer kfs-error holding the same JSON.
+// A JSON body: verify's an object of its options, a call's an array of its arguments;
+// empty, none; another shape is 400 EINVAL. KEY is the key or name as the caller gave
+// it, URI-encoded. A failure is its status and a JSON body { error: { code, message,
+// ...props } }; a failure once a body is under way ends it with the trailer kfs-error
+// holding the same JSON. A request refused because the holder serves as many as it
+// takes at once (server.js) is 503 with the code EBUSY, and its connection closed.
 const SOCKET = 'kfs.sock'
 const VERSION = '/v1'
 const ERROR_TRAILER = 'kfs-error'

@@ -9,31 +9,66 @@ const { SOCKET, VERSION, ERROR_TRAILER, CALLS, MAX_SOCKET_PATH, socketPath, enco
 const errors = require('../api/errors')
 const { SYNC } = require('../api/args')
 const { FORMAT_FILE } = require('../dir/format')
+const { defaultConnections } = require('../dir/descriptors')
+const { READING } = require('../data/streams')
 // A JSON request body larger than this is refused.
 const MAX_JSON = 1024 * 1024
-// A client that takes no more of an answer, or sends nothing more of a write's body, for
-// this long is cut off: what its request holds (a read, a shard lease, write budget)
-// is given back.
+// A client that takes no more of an answer, or sends nothing more of a request's body,
+// for this long is cut off: what its request holds (a read, a shard lease, write
+// budget) is given back.
 const IDLE_MS = 60000
 // JSON lines are sent in writes of about this many bytes.
 const LINES_BYTES = 16384
+// A request's headers must all have come this long after its connection opened (a
+// later request on a connection kept alive: after its first byte), or it is answered
+// 408 and its connection closed. Checked every CHECK_MS.
+const HEADERS_MS = 10000
+const CHECK_MS = 1000
+// A connection kept alive after an answer is closed once idle this long.
+const KEEP_ALIVE_MS = 5000
+// Connections the kernel queues until they are accepted; Linux takes at most
+// net.core.somaxconn (4096 since Linux 5.4).
+const BACKLOG = 4096
+// A connection that holds nothing is cut for another only once it has had this long to
+// send its request (which is then read first).
+const SETTLE_MS = 100
+// The routes whose request body is JSON: until it is in, their request holds nothing.
+const JSON_ROUTES = new Set(['verify', 'call'])
 
 // The process that holds a store serves it to the others (protocol.js) on a Unix
 // socket in the store's directory. Its lock makes it the only holder, so a socket found
 // there at start is left by one that died, and is replaced. The socket may be reached
 // by whoever may write the store's files: its owner, and its group where format.json is
 // group-writable.
+//
+// Each connection holds a descriptor, which the store's own shards must not run out
+// of. `maxConnections` (by default a share of the descriptor limit:
+// descriptors.defaultConnections) bounds them three ways:
+// - at most that many requests are served at once: one more is answered 503 EBUSY
+//   (#refusal) and its connection closed;
+// - a connection holds nothing while it has no request under way, or one whose JSON
+//   body is still coming; while there are more than maxConnections connections, those
+//   that have held nothing the longest are cut (they lose nothing), once they have had
+//   SETTLE_MS to send a request;
+// - past twice maxConnections, a new connection is closed as soon as it is accepted.
 class Holder {
   #store
   #file
   #server
   #sockets = new Set()
   #idleMs
+  #headersMs
+  #maxConnections
+  #clients = new Map() // connections that hold nothing -> since when, the longest first
+  #serving = new Map() // connections -> their requests under way
+  #sweeping // the timer of the next #sweep()
 
-  constructor (store, dir, { idleMs = IDLE_MS } = {}) {
+  constructor (store, dir, { idleMs = IDLE_MS, headersMs = HEADERS_MS, maxConnections = defaultConnections() } = {}) {
     this.#store = store
     this.#file = socketPath(dir)
     this.#idleMs = idleMs
+    this.#headersMs = headersMs
+    this.#maxConnections = maxConnections
   }
 
   // Resolves to whether the store is now shared: not where a socket path would be longer
@@ -45,17 +80,21 @@ class Holder {
     const staging = path.join(tmpDir, `sock-${crypto.randomBytes(4).toString('hex')}`)
     const bound = path.join(staging, SOCKET)
     if (Buffer.byteLength(this.#file) > MAX_SOCKET_PATH || Buffer.byteLength(bound) > MAX_SOCKET_PATH) return false
-    const server = http.createServer({ requestTimeout: 0 }, (req, res) => { this.#handle(req, res).catch(() => res.destroy()) })
-    server.on('connection', (socket) => {
-      socket.unref() // another process's connection never keeps this one alive
-      this.#sockets.add(socket)
-      socket.once('close', () => this.#sockets.delete(socket))
-    })
+    // No bound on a whole request: a write or a verify takes what time it takes (the
+    // idle cuts bound a client that stalls).
+    const server = http.createServer({
+      requestTimeout: 0,
+      headersTimeout: this.#headersMs,
+      connectionsCheckingInterval: Math.min(CHECK_MS, this.#headersMs),
+      keepAliveTimeout: KEEP_ALIVE_MS
+    }, (req, res) => { this.#handle(req, res).catch(() => res.destroy()) })
+    server.maxConnections = 2 * this.#maxConnections
+    server.on('connection', (socket) => this.#admit(socket))
     try {
       await fs.mkdir(staging, { mode: 0o700 })
       await new Promise((resolve, reject) => {
         server.once('error', reject)
-        server.listen(bound, () => {
+        server.listen({ path: bound, backlog: BACKLOG }, () => {
           server.off('error', reject)
           resolve()
         })
@@ -94,6 +133,58 @@ class Holder {
     await fs.rm(this.#file, { force: true }).catch(() => {}) // what matters is that it no longer serves
   }
 
+  #admit (socket) {
+    socket.unref() // another process's connection never keeps this one alive
+    this.#sockets.add(socket)
+    socket.once('close', () => {
+      this.#sockets.delete(socket)
+      this.#clients.delete(socket)
+      this.#serving.delete(socket)
+    })
+    this.#clients.set(socket, Date.now())
+    this.#sweepSoon()
+  }
+
+  #sweepSoon () {
+    if (this.#sweeping || this.#clients.size + this.#serving.size <= this.#maxConnections) return
+    this.#sweeping = setTimeout(() => {
+      this.#sweeping = undefined
+      this.#sweep()
+    }, SETTLE_MS).unref()
+  }
+
+  // Cuts the connections that held nothing the longest, while there are too many.
+  #sweep () {
+    const settled = Date.now() - SETTLE_MS
+    for (const [socket, since] of this.#clients) {
+      if (this.#clients.size + this.#serving.size <= this.#maxConnections) return
+      if (since > settled) return this.#sweepSoon()
+      this.#clients.delete(socket)
+      socket.destroy()
+    }
+  }
+
+  // The request now holds what it asked for, until its answer ended; or it is refused,
+  // if as many are served already.
+  #serve (req, res) {
+    const socket = req.socket
+    if (!this.#serving.has(socket) && this.#serving.size >= this.#maxConnections) {
+      res.shouldKeepAlive = false
+      throw this.#refusal()
+    }
+    this.#clients.delete(socket)
+    this.#serving.set(socket, (this.#serving.get(socket) || 0) + 1)
+    res.once('close', () => {
+      const left = this.#serving.get(socket) - 1
+      if (left > 0) return this.#serving.set(socket, left)
+      this.#serving.delete(socket)
+      if (!socket.destroyed) {
+        this.#clients.set(socket, Date.now())
+        this.#sweepSoon()
+      }
+    })
+  }
+
   async #handle (req, res) {
     // The path as sent: a URL parser would drop the key `.` or `..`.
     const [pathname, search = ''] = req.url.split(/\?(.*)/s)
@@ -102,6 +193,8 @@ class Holder {
     try {
       if (`/${version}` !== VERSION) throw errors.invalidValue('path', `${pathname} is not a path of this protocol (${VERSION}/...)`)
       const store = this.#store
+      const body = JSON_ROUTES.has(route) && req.method === 'POST' ? await this.#json(req) : undefined
+      this.#serve(req, res)
       if (route === 'files' && rest.length) {
         const key = decoded(rest.join('/'))
         if (req.method === 'GET' || req.method === 'HEAD') return await this.#sendFile(key, req, res)
@@ -116,7 +209,7 @@ class Holder {
         // No idle cut: a listing holds no shard while its client reads slowly.
         return await lines(res, undefined, async (line) => { for await (const file of store.list(only)) await line(file) })
       } else if (route === 'verify' && req.method === 'POST') {
-        const { progress, ...options } = await jsonBody(req)
+        const { progress, ...options } = shaped(body, 'an object', {})
         return await lines(res, this.#idleMs, async (line, write) => {
           // Always given: it ends the check once the client went away. Progress is
           // advisory: a line is dropped while the client has not read the last ones.
@@ -130,9 +223,9 @@ class Holder {
           await line({ result })
         })
       } else if (route === 'call' && req.method === 'POST' && CALLS.has(rest[0])) {
-        const args = await jsonBody(req)
+        const args = shaped(body, 'an array of arguments', [])
         if (rest[0] === 'info') return answer(res, { referenceId: store.referenceId, chunkSize: store.chunkSize, shardCapacity: store.shardCapacity, shardCount: store.shardCount, pid: process.pid })
-        return answer(res, await store[rest[0]](...(Array.isArray(args) ? args : [])))
+        return answer(res, await store[rest[0]](...args))
       }
       throw errors.invalidValue('request', `${req.method} ${pathname} is not one this protocol serves`)
     } catch (err) {
@@ -140,17 +233,27 @@ class Holder {
     }
   }
 
-  // The whole file or a range (Range: bytes=A-B), with its size and SHA-256 in headers.
-  // Headers go once the first bytes are read, so that a failure to open (a range past
-  // the end, a file removed meanwhile) is its status; a later one is the trailer.
+  // The answer to a request refused at the cap: 503, code EBUSY, this message. Its
+  // connection is closed after it.
+  #refusal () {
+    return Object.assign(new Error(`the process holding the store (${process.pid}) is serving as many requests as it takes at once ` +
+      `(${this.#maxConnections}, from its descriptor limit): try again later`), { code: 'EBUSY' })
+  }
+
+  // A request's JSON body (undefined if empty), which the client must keep sending
+  // (IDLE_MS).
+  #json (req) {
+    this.#idle(req)
+    return jsonBody(req)
+  }
+
+  // The whole file or a range (Range: bytes=A-B), with its size and SHA-256 in headers:
+  // those of the version the read reads. Headers go once the first bytes are read, so
+  // that a failure to open (a range past the end, a file removed meanwhile) is its
+  // status; a later one is the trailer. HEAD: the same headers, with the length in
+  // content-length, and no body.
   async #sendFile (key, req, res) {
-    const stat = await this.#store.stat(key)
     const range = parseRange(req.headers.range)
-    const headers = { 'content-type': 'application/octet-stream', 'kfs-size': stat.size, 'kfs-sha256': stat.sha256, trailer: ERROR_TRAILER }
-    if (req.method === 'HEAD' || res.destroyed) {
-      res.writeHead(200, headers)
-      return res.end()
-    }
     const stream = this.#store.createReadStream(key, range)
     res.once('close', () => stream.destroy())
     const chunks = stream[Symbol.asyncIterator]()
@@ -161,8 +264,15 @@ class Holder {
       stream.destroy()
       throw err
     }
-    if (range) headers['content-range'] = `bytes ${range.start}-${range.end === undefined ? stat.size - 1 : Math.min(range.end, stat.size - 1)}/${stat.size}`
-    res.writeHead(range ? 206 : 200, headers)
+    const { size, sha256, start, end } = stream[READING]
+    const headers = { 'content-type': 'application/octet-stream', 'kfs-size': size, 'kfs-sha256': sha256 }
+    if (range) headers['content-range'] = `bytes ${start}-${end}/${size}`
+    if (req.method === 'HEAD') {
+      stream.destroy()
+      res.writeHead(range ? 206 : 200, { ...headers, 'content-length': Math.max(0, end - start + 1) })
+      return res.end()
+    }
+    res.writeHead(range ? 206 : 200, { ...headers, trailer: ERROR_TRAILER })
     try {
       for (; !next.done; next = await chunks.next()) {
         if (!res.write(next.value)) await drained(res, this.#idleMs)
@@ -219,6 +329,7 @@ function parseRange (header) {
   return m[2] === '' ? { start: Number(m[1]) } : { start: Number(m[1]), end: Number(m[2]) }
 }
 
+// A JSON body, or undefined if empty.
 async function jsonBody (req) {
   const parts = []
   let size = 0
@@ -228,12 +339,22 @@ async function jsonBody (req) {
     parts.push(part)
   }
   const text = Buffer.concat(parts).toString('utf8')
-  if (!text) return {}
+  if (!text) return undefined
   try {
     return JSON.parse(text)
   } catch {
     throw errors.invalidValue('body', 'is not JSON')
   }
+}
+
+// `body` if it is `what` (an object, or an array of arguments), `empty` if undefined;
+// anything else is EINVAL.
+function shaped (body, what, empty) {
+  if (body === undefined) return empty
+  if (Array.isArray(body) !== Array.isArray(empty) || body === null || typeof body !== 'object') {
+    throw errors.invalidValue('body', `must be ${what} in JSON, got ${JSON.stringify(body).slice(0, 100)}`)
+  }
+  return body
 }
 
 function answer (res, result) {
