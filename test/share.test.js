@@ -454,6 +454,10 @@ describe('the holder\'s connections', function () {
   this.timeout(scaled(60000))
   const t = useTmp()
   const { Holder } = require('../lib/share/server')
+  const opened = [] // connections and holders, ended after each test, even one that failed
+  afterEach(async () => {
+    for (const it of opened.splice(0)) await it.destroy()
+  })
 
   // A store this process holds, served by a Holder given `options`.
   async function serve (options) {
@@ -462,6 +466,7 @@ describe('the holder\'s connections', function () {
     await store.open()
     const holding = new Holder(store, dir, options)
     expect(await holding.listen(path.join(dir, 'tmp'))).to.equal(true)
+    opened.push({ destroy: () => holding.close() })
     return { dir, store, socket: path.join(dir, 'kfs.sock'), close: () => holding.close() }
   }
 
@@ -469,6 +474,7 @@ describe('the holder\'s connections', function () {
   // once it closed the connection.
   function connect (socket, text = '') {
     const s = net.connect(socket)
+    opened.push(s)
     const parts = []
     s.on('data', (part) => parts.push(part)).on('error', () => {})
     if (text) s.write(text)
