@@ -254,6 +254,7 @@ class Holder {
   // content-length, and no body.
   async #sendFile (key, req, res) {
     const range = parseRange(req.headers.range)
+    if (res.destroyed) return // the client went away: no read to open (and close)
     const stream = this.#store.createReadStream(key, range)
     res.once('close', () => stream.destroy())
     const chunks = stream[Symbol.asyncIterator]()
