@@ -27,7 +27,7 @@ const { repair } = require('./maintenance/repair')
 const { compact } = require('./maintenance/compact')
 const { Reclaimer } = require('./maintenance/reclaimer')
 const { Holder } = require('./share/server')
-const { Remote, CONNECT_MS } = require('./share/client')
+const { Remote, CONNECT_MS, NOT_DONE, UNSENT } = require('./share/client')
 const { socketPath } = require('./share/protocol')
 
 // writeFile hashes data up to this size in one call (larger, chunk by chunk as it goes).
@@ -40,6 +40,16 @@ const RETRY_MS = 50
 const CONNECT_FLOOR_MS = 500
 const retryDelay = () => delay(RETRY_MS * (1 + Math.random()))
 
+// How a call through a holder may be made again once its holder went away (#opened).
+const IDEMPOTENT = 'idempotent'
+const NOT_SENT = 'unsent'
+
+function again (err, retry) {
+  if (err.code !== 'ECONNRESET') return false
+  if (retry === IDEMPOTENT) return true
+  return Boolean(retry === NOT_SENT ? err[UNSENT] : err[NOT_DONE])
+}
+
 // The public store. Every method that returns a promise checks its arguments inside
 // it, so bad input rejects (EINVAL) and never throws; list() and the stream factories
 // throw EINVAL at once, like fs.createReadStream. Everything that needs the disk waits
@@ -51,6 +61,7 @@ class Store {
   #life = new Lifecycle()
   #operations = new Operations()
   #streams = new Set()
+  #served = new Set() // the streams of #streams the holder serves
   #digester = new Digester()
   #writeBudget
   #readAhead
@@ -133,6 +144,7 @@ class Store {
   async #open () {
     const deadline = Date.now() + CONNECT_MS
     let opened
+    let unreached // the last failure to reach a holder
     while (!opened) {
       try {
         opened = await storeDir.openStoreDir(this.location, this.#given, this.#options)
@@ -145,9 +157,9 @@ class Store {
         const remote = this.#options.share && await Remote.connect(socketPath(this.location), {
           timeout: Math.max(CONNECT_FLOOR_MS, deadline - Date.now()),
           onLost: (gone) => this.#lost(gone)
-        }).catch(() => undefined)
+        }).catch((failure) => { unreached = failure })
         if (remote) return this.#through(remote)
-        if (!this.#options.share || Date.now() >= deadline || this.#operations.closed) throw await storeDir.busy(this.location, err, this.#options.share)
+        if (!this.#options.share || Date.now() >= deadline || this.#operations.closed) throw await storeDir.busy(this.location, err, this.#options.share && unreached)
         await retryDelay()
       }
     }
@@ -219,10 +231,10 @@ class Store {
 
   // Runs fn on the open store as an operation close() waits for, or `remote` on the
   // process that holds it (`share`). A write (`write`) to a store opened read-only is
-  // refused (EROFS) before it opens. `retry`: the call may be made again, when the
-  // holder went away before it answered, through the next holder or here. `file`: the
-  // coerced key of the file concerned, whose name its errors then give.
-  #op (fn, { write = false, remote, retry = false, file }) {
+  // refused (EROFS) before it opens. `retry`: when the call may be made again after its
+  // holder went away (#opened). `file`: the coerced key of the file concerned, whose
+  // name its errors then give.
+  #op (fn, { write = false, remote, retry, file }) {
     const done = this.#operations.run(() => {
       if (write) this.#writable()
       return this.#opened(fn, remote, retry)
@@ -231,17 +243,33 @@ class Store {
   }
 
   // fn() on the store open here, or remote(holder) on the store used through another
-  // process; the same once more after the holder went away, if `retry`.
+  // process. A call the holder did not carry out (it could not be reached, or was
+  // closing) is made again, through the next holder or here, until CONNECT_MS after
+  // its first failure; so is one that may have been carried out, if `retry` is
+  // IDEMPOTENT (a second attempt ends as the first would have). `retry` NOT_SENT: only
+  // if nothing of it was sent (its body, a Readable, is still unread).
   async #opened (fn, remote, retry) {
-    if (!this.#reclaimer && !this.#remote) await this.open() // #open() sets one of them last
-    if (!this.#remote) return fn()
-    const holder = this.#remote
-    try {
-      return await remote(holder)
-    } catch (err) {
-      if (!retry || err.code !== 'ECONNRESET' || this.#remote === holder || this.#operations.closed) throw err
-      return this.#opened(fn, remote, false)
+    let deadline
+    for (;;) {
+      if (!this.#reclaimer && !this.#remote) await this.open() // #open() sets one of them last
+      if (!this.#remote) return fn()
+      const holder = this.#remote
+      try {
+        return await remote(holder)
+      } catch (err) {
+        deadline = await this.#retried(err, retry, holder, deadline)
+      }
     }
+  }
+
+  // After `err` through `holder`: throws it unless the call is made again (#opened), and
+  // resolves to the time until which it is. Only the first attempt again is made at
+  // once: a holder that fails call after call is not asked in a busy loop.
+  async #retried (err, retry, holder, deadline) {
+    if (this.#operations.closed || !again(err, retry) || Date.now() >= (deadline || Infinity)) throw err
+    this.#lost(holder)
+    if (deadline) await retryDelay()
+    return deadline || Date.now() + CONNECT_MS
   }
 
   // Whether a write asked for SYNC needs it: a synced store syncs every write.
@@ -262,10 +290,24 @@ class Store {
     return { shards: this.#shards, chunkSize: this.chunkSize, shardCount: this.shardCount }
   }
 
-  #track (stream) {
+  // `options` SERVED: the holder serves it (args.SERVED).
+  #track (stream, options) {
     this.#streams.add(stream)
-    stream.once('close', () => this.#streams.delete(stream))
+    if (options && options[args.SERVED]) this.#served.add(stream)
+    stream.once('close', () => {
+      this.#streams.delete(stream)
+      this.#served.delete(stream)
+    })
     return stream
+  }
+
+  // A stream's open: refused once the store closes, unless the holder admitted it
+  // before (SERVED), as a call already in flight is.
+  #admits (options) {
+    const admitted = Boolean(options && options[args.SERVED]) && !this.#operations.closed
+    return () => {
+      if (this.#operations.closed && !admitted) throw errors.closed()
+    }
   }
 
   async writeFile (key, data) {
@@ -274,8 +316,8 @@ class Store {
     const buffer = args.toBuffer(data)
     // A small file is hashed in one call, cheaper than a hash object fed chunk by chunk.
     const sha256 = buffer.length <= ONE_CALL_HASH ? sha256Of(buffer) : undefined
-    // Never made again after the holder went away: if the first was made, a second
-    // would make it twice, over a write of another caller in between.
+    // Made again only if the holder did not carry it out: if the first was made, a
+    // second would make it twice, over a write of another caller in between.
     await this.#op(() => this.#files.write(target, [buffer], { size: buffer.length, sha256 }), { write: true, file: target, remote: (r) => r.writeFile(key, buffer, { sync: this.#options.sync }) })
   }
 
@@ -283,20 +325,22 @@ class Store {
     args.arity('readFile', arguments, ['key'], typeof options === 'string' || (options && options.encoding) ? 'it resolves to a Buffer: call toString() on it for text' : undefined)
     const file = coerceKey(key)
     const unchecked = Boolean(options && options[args.UNCHECKED])
-    return this.#op(() => readFile(this.#files, this.#digester, file.key, { unchecked }), { retry: true, file, remote: (r) => r.readFile(key) })
+    return this.#op(() => readFile(this.#files, this.#digester, file.key, { unchecked }), { retry: IDEMPOTENT, file, remote: (r) => r.readFile(key) })
   }
 
   createWriteStream (key, options) {
     args.arity('createWriteStream', arguments, ['key', 'options'], undefined, 'a stream')
     const target = coerceKey(key)
     const { sha256: expectedSha256, size } = args.writeOptions(options)
-    return this.#track(new WriteStream((signal) => {
-      if (this.#operations.closed) return Promise.reject(errors.closed())
-      return Promise.resolve().then(() => this.#writable()).then(() => this.#opened(
+    const admit = this.#admits(options)
+    return this.#track(new WriteStream((signal) => Promise.resolve().then(() => {
+      admit()
+      this.#writable()
+      return this.#opened(
         () => this.#files.openWriter(target, { expectedSha256, size, sync: this.#synced(options), signal }),
         (r) => r.openWriter(key, { expectedSha256, size, sync: this.#syncAsked(options) })
-      ))
-    }, (err) => errors.named(err, target)))
+      )
+    }), (err) => errors.named(err, target)), options)
   }
 
   createReadStream (key, options) {
@@ -304,11 +348,12 @@ class Store {
     const file = coerceKey(key)
     const range = args.range(options)
     const unchecked = Boolean(options && options[args.UNCHECKED])
-    return this.#track(new ReadStream((signal) => {
-      if (this.#operations.closed) return Promise.reject(errors.closed())
+    const admit = this.#admits(options)
+    return this.#track(new ReadStream((signal) => Promise.resolve().then(() => {
+      admit()
       // Opened through the next holder if the holder went away before the first bytes.
-      return this.#opened(() => this.#files.openReader(file.key, range, { unchecked, signal }), (r) => r.openReader(key, range), true)
-    }, (err) => errors.named(err, file)))
+      return this.#opened(() => this.#files.openReader(file.key, range, { unchecked, signal }), (r) => r.openReader(key, range), IDEMPOTENT)
+    }), (err) => errors.named(err, file)), options)
   }
 
   // Content addressing: resolves to the key, the SHA-256 of the content; content
@@ -323,7 +368,7 @@ class Store {
     if (args.isReadable(data)) return this.#putStream(data, options)
     const buffer = args.toBuffer(data)
     const sync = this.#synced(options)
-    return this.#op(() => this.#puts.put(buffer, { sync }), { write: true, retry: true, remote: (r) => r.put(buffer, { sync: this.#syncAsked(options) }) })
+    return this.#op(() => this.#puts.put(buffer, { sync }), { write: true, retry: IDEMPOTENT, remote: (r) => r.put(buffer, { sync: this.#syncAsked(options) }) })
   }
 
   // The Readable gets its first 'error' listener only when spooling starts, once the
@@ -342,7 +387,8 @@ class Store {
         remote: (r) => {
           if (early) throw early
           return r.put(readable, { sync: this.#syncAsked(options) })
-        }
+        },
+        retry: NOT_SENT
       })
     } catch (err) {
       readable.destroy()
@@ -356,7 +402,7 @@ class Store {
     args.arity('exists', arguments, ['key'])
     const file = coerceKey(key)
     const k = file.key
-    return this.#op(() => this.#files.inShardOf(k, async (shard) => Boolean(await shard.getMeta(k)), () => false), { retry: true, file, remote: (r) => r.call('exists', key) })
+    return this.#op(() => this.#files.inShardOf(k, async (shard) => Boolean(await shard.getMeta(k)), () => false), { retry: IDEMPOTENT, file, remote: (r) => r.call('exists', key) })
   }
 
   async stat (key) {
@@ -369,11 +415,11 @@ class Store {
       const stat = { key: k, size: meta.size, chunks: meta.chunks, shard: shard.index, mtime: new Date(meta.mtime), sha256: meta.sha256 }
       if (meta.name !== undefined) stat.name = meta.name
       return stat
-    }, () => { throw errors.notFound(k) }), { retry: true, file, remote: (r) => r.stat(key) })
+    }, () => { throw errors.notFound(k) }), { retry: IDEMPOTENT, file, remote: (r) => r.stat(key) })
   }
 
-  // `options`: internal (args.SYNC). Never made again after the holder went away: the
-  // second would answer ENOENT for a file the first removed.
+  // `options`: internal (args.SYNC). Made again only if the holder did not carry it
+  // out: the second would answer ENOENT for a file the first removed.
   async unlink (key, options) {
     args.arity('unlink', arguments, ['key'])
     const file = coerceKey(key)
@@ -398,7 +444,9 @@ class Store {
     if (only !== undefined) args.shardIndex(only, this.shardCount)
     // Listed through the next holder, or here, if the holder went away before the
     // first file.
-    for (let retried = false; ; retried = true) {
+    let deadline
+    for (;;) {
+      if (!this.#reclaimer && !this.#remote) await this.open()
       const holder = this.#remote
       if (!holder) return yield * list(this.#shards, only, this.#operations)
       let yielded = false
@@ -411,8 +459,7 @@ class Store {
         return
       } catch (err) {
         if (this.#operations.closed) throw errors.closed()
-        if (yielded || retried || err.code !== 'ECONNRESET' || this.#remote === holder) throw err
-        await this.open()
+        deadline = await this.#retried(err, yielded ? undefined : IDEMPOTENT, holder, deadline)
       }
     }
   }
@@ -429,25 +476,25 @@ class Store {
       const capacity = this.shardCapacity * this.shardCount
       const reserve = await reserveBytes(this.location)
       return { used, free: capacity - used, capacity, files: shards.reduce((sum, s) => sum + s.files, 0), reserve, shards }
-    }, { retry: true, remote: (r) => r.call('usage') })
+    }, { retry: IDEMPOTENT, remote: (r) => r.call('usage') })
   }
 
   // Bytes of the store's files on disk, leaving out its disk reserve.
   async diskUsage () {
     args.arity('diskUsage', arguments, [])
-    return this.#op(() => diskUsage(this.location), { retry: true, remote: (r) => r.call('diskUsage') })
+    return this.#op(() => diskUsage(this.location), { retry: IDEMPOTENT, remote: (r) => r.call('diskUsage') })
   }
 
   // Gives back now the disk space of files removed or replaced that the store would
   // otherwise reclaim in the background (the reclaim option), in the shards open.
   async reclaim () {
     args.arity('reclaim', arguments, [])
-    return this.#op(() => this.#reclaimer.reclaimNow(), { write: true, remote: (r) => r.call('reclaim') })
+    return this.#op(() => this.#reclaimer.reclaimNow(), { write: true, retry: IDEMPOTENT, remote: (r) => r.call('reclaim') })
   }
 
   async compact () {
     args.arity('compact', arguments, [])
-    return this.#op(() => compact(this.#shards), { write: true, remote: (r) => r.call('compact') })
+    return this.#op(() => compact(this.#shards), { write: true, retry: IDEMPOTENT, remote: (r) => r.call('compact') })
   }
 
   async verify (options) {
@@ -473,24 +520,23 @@ class Store {
   // then reported.
   async #close () {
     this.#operations.close()
-    // Writes waiting for the write budget fail, like those waiting for a shard: nothing
-    // they wait for is certain to come now. (A wait for a memtable flush ends with it.)
-    this.#writeBudget.shutdown(errors.closed())
-    for (const stream of this.#streams) {
-      // A stream that already finished (close() from its 'finish' or 'end' handler) has
-      // nothing left to stop: destroying it with an error would only emit that error.
-      if (stream.writableFinished || stream.readableEnded) stream.destroy()
-      else stream.destroy(errors.closed())
-    }
+    this.#destroyStreams((stream) => !this.#served.has(stream))
     const opening = this.#opening
     if (!opening || this.#remote || (await opening.then(() => this.#remote, () => true))) {
       // Used through another process (or never opened): calls in flight end, then any
       // request still open (a listing a caller stopped reading).
+      this.#writeBudget.shutdown(errors.closed())
       await this.#operations.drained()
       for (const remote of this.#remotes) remote.close()
       return
     }
-    if (this.#holder) await this.#holder.close() // other processes' requests end first
+    // Other processes' requests the holder accepted end first, their streams with them;
+    // it refuses later ones as not carried out, and their clients go to the next holder.
+    if (this.#holder) await this.#holder.close()
+    // Writes waiting for the write budget fail, like those waiting for a shard: nothing
+    // they wait for is certain to come now. (A wait for a memtable flush ends with it.)
+    this.#writeBudget.shutdown(errors.closed())
+    this.#destroyStreams(() => true)
     this.#puts.stop()
     await this.#reclaimer.stop()
     this.#shards.shutdown() // operations waiting for a shard fail now, so they drain
@@ -500,6 +546,16 @@ class Store {
     results.push(...(await Promise.allSettled([this.#usage.close(), this.#reserve.close()])))
     const failed = results.find((r) => r.status === 'rejected')
     if (failed) throw failed.reason
+  }
+
+  // Destroys the streams `which` picks: with ECLOSED, unless already finished (close()
+  // from a 'finish' or 'end' handler), when destroying with an error would only emit it.
+  #destroyStreams (which) {
+    for (const stream of this.#streams) {
+      if (!which(stream) || stream.destroyed) continue
+      if (stream.writableFinished || stream.readableEnded) stream.destroy()
+      else stream.destroy(errors.closed())
+    }
   }
 }
 

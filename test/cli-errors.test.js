@@ -51,7 +51,7 @@ describe('kfs command line', function () {
       try {
         const r = await cli(['put'], { input: 'x' })
         expect(r.code).to.equal(1)
-        expect(r.stderr).to.equal(`kfs: the store at ${c.db} is in use by process ${process.pid}, which does not share it (it was opened with share: false, or by an older kfs, or does not answer): stop it, or open the store there with share: true\n`)
+        expect(r.stderr).to.equal(`kfs: the store at ${c.db} is in use by process ${process.pid}, which does not share it (it was opened with share: false, or by an older kfs): stop it, or open the store there with share: true\n`)
       } finally {
         await store.close()
       }

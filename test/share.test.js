@@ -14,28 +14,7 @@ const { Readable } = require('node:stream')
 const { pipeline } = require('node:stream/promises')
 const kfs = require('..')
 const { useTmp, rejects, scaled, sleep } = require('./helpers')
-
-const ROOT = path.join(__dirname, '..')
-
-// A process holding the store at `dir` until its stdin ends; resolves once it serves.
-// kill() is kill -9, resolved once it is gone.
-function holder (dir, options = {}) {
-  const script = `
-    const store = require('./')(process.argv[1], ${JSON.stringify(options)})
-    store.open().then(() => console.log('holding'))
-    process.stdin.resume()
-    process.stdin.on('end', () => store.close().then(() => process.exit(0)))`
-  const child = spawn(process.execPath, ['-e', script, dir], { cwd: ROOT, stdio: ['pipe', 'pipe', 'inherit'] })
-  const exited = new Promise((resolve) => child.once('exit', resolve))
-  return new Promise((resolve, reject) => {
-    child.stdout.once('data', () => resolve({
-      child,
-      stop: () => { child.stdin.end(); return exited },
-      kill: () => { child.kill('SIGKILL'); return exited }
-    }))
-    child.once('exit', (code) => reject(new Error(`the holder exited with ${code}`)))
-  })
-}
+const { holder, ROOT } = require('./share-harness')
 
 // A Readable of `size` bytes of `data` repeated, in parts of `part` bytes, that waits
 // for `gate` (a promise) before its part at `at` bytes.

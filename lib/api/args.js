@@ -15,7 +15,10 @@ const SYNC = Symbol('kfs.sync')
 // Only for perf/ (throughput, costs, read-path), to measure what checking costs: a read
 // stream or readFile given this option skips the chunk digests. Not part of the API.
 const UNCHECKED = Symbol.for('kfs.perf.unchecked')
-const INTERNAL = new Set([SYNC, UNCHECKED])
+// A stream lib/share/ serves to another process: close() lets it end with its request,
+// which the holder waits for, rather than destroying it.
+const SERVED = Symbol('kfs.served')
+const INTERNAL = new Set([SYNC, UNCHECKED, SERVED])
 
 // Whether `options` (an internal options object, or undefined) asks for SYNC.
 function synced (options) {
@@ -95,4 +98,4 @@ function verifyOptions (options = {}, count) {
   return { shard, onProgress }
 }
 
-module.exports = { SYNC, UNCHECKED, synced, arity, arityError, toBuffer, isReadable, writeOptions, range, shardIndex, verifyOptions }
+module.exports = { SYNC, UNCHECKED, SERVED, synced, arity, arityError, toBuffer, isReadable, writeOptions, range, shardIndex, verifyOptions }

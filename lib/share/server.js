@@ -7,7 +7,7 @@ const http = require('node:http')
 const { pipeline } = require('node:stream/promises')
 const { SOCKET, VERSION, ERROR_TRAILER, CALLS, MAX_SOCKET_PATH, socketPath, encodeError, statusOf } = require('./protocol')
 const errors = require('../api/errors')
-const { SYNC } = require('../api/args')
+const { SYNC, SERVED } = require('../api/args')
 const { FORMAT_FILE } = require('../dir/format')
 // A JSON request body larger than this is refused.
 const MAX_JSON = 1024 * 1024
@@ -17,6 +17,9 @@ const MAX_JSON = 1024 * 1024
 const IDLE_MS = 60000
 // JSON lines are sent in writes of about this many bytes.
 const LINES_BYTES = 16384
+// A closing holder waits this long for a connection it accepted to send its request
+// (a client sends it as soon as it connects), then cuts it off.
+const CLOSE_GRACE_MS = 100
 
 // The process that holds a store serves it to the others (protocol.js) on a Unix
 // socket in the store's directory. Its lock makes it the only holder, so a socket found
@@ -28,6 +31,9 @@ class Holder {
   #file
   #server
   #sockets = new Set()
+  #active = new Set() // the responses of the requests in flight
+  #closing = false
+  #changed = [] // resolved when a connection closes or a request begins or ends
   #idleMs
 
   constructor (store, dir, { idleMs = IDLE_MS } = {}) {
@@ -44,18 +50,24 @@ class Holder {
   async listen (tmpDir) {
     const staging = path.join(tmpDir, `sock-${crypto.randomBytes(4).toString('hex')}`)
     const bound = path.join(staging, SOCKET)
-    if (Buffer.byteLength(this.#file) > MAX_SOCKET_PATH || Buffer.byteLength(bound) > MAX_SOCKET_PATH) return false
-    const server = http.createServer({ requestTimeout: 0 }, (req, res) => { this.#handle(req, res).catch(() => res.destroy()) })
+    if (Buffer.byteLength(this.#file) > MAX_SOCKET_PATH) return false
+    let dir // the staging directory, open: bound through /proc where its path is too long
+    const server = http.createServer({ requestTimeout: 0 }, (req, res) => this.#request(req, res))
+    server.on('checkContinue', (req, res) => this.#request(req, res))
     server.on('connection', (socket) => {
-      socket.unref() // another process's connection never keeps this one alive
+      if (!this.#closing) socket.unref() // another process's connection never keeps this one alive
       this.#sockets.add(socket)
-      socket.once('close', () => this.#sockets.delete(socket))
+      socket.once('close', () => {
+        this.#sockets.delete(socket)
+        this.#change()
+      })
     })
     try {
       await fs.mkdir(staging, { mode: 0o700 })
+      if (Buffer.byteLength(bound) > MAX_SOCKET_PATH) dir = await fs.open(staging, 'r')
       await new Promise((resolve, reject) => {
         server.once('error', reject)
-        server.listen(bound, () => {
+        server.listen(dir ? `/proc/self/fd/${dir.fd}/${SOCKET}` : bound, () => {
           server.off('error', reject)
           resolve()
         })
@@ -70,6 +82,7 @@ class Holder {
       server.close()
       return false
     } finally {
+      if (dir) await dir.close().catch(() => {})
       await fs.rm(staging, { recursive: true, force: true }).catch(() => {})
     }
     this.#server = server
@@ -83,15 +96,55 @@ class Holder {
     return format.mode & 0o020 && format.gid === made.gid ? 0o660 : 0o600
   }
 
-  // Stops serving: requests in flight end with their connections.
+  // Stops serving, and resolves once the requests it accepted ended: the socket is
+  // removed first, so that no client connects any more; a request that comes after
+  // (on a connection made before) is refused as ECLOSED, which tells its client that
+  // nothing was done, and to go to the next holder. Until then, the connections keep
+  // the process alive: a process that closes its store does not exit under them.
   async close () {
     const server = this.#server
     if (!server) return
     this.#server = undefined
+    this.#closing = true
+    for (const socket of this.#sockets) socket.ref()
+    await fs.rm(this.#file, { force: true }).catch(() => {}) // what matters is that it no longer serves
+    await this.#drained()
     const closed = new Promise((resolve) => server.close(resolve))
     for (const socket of this.#sockets) socket.destroy()
     await closed
-    await fs.rm(this.#file, { force: true }).catch(() => {}) // what matters is that it no longer serves
+  }
+
+  // Resolves once no request is in flight and no connection is left, except those
+  // that sent nothing for CLOSE_GRACE_MS.
+  async #drained () {
+    while (this.#sockets.size) {
+      if (this.#active.size) {
+        await new Promise((resolve) => this.#changed.push(resolve))
+        continue
+      }
+      const quiet = await new Promise((resolve) => {
+        const timer = setTimeout(() => resolve(true), CLOSE_GRACE_MS)
+        this.#changed.push(() => {
+          clearTimeout(timer)
+          resolve(false)
+        })
+      })
+      if (quiet) return
+    }
+  }
+
+  #change () {
+    for (const resolve of this.#changed.splice(0)) resolve()
+  }
+
+  #request (req, res) {
+    this.#active.add(res)
+    this.#change()
+    res.once('close', () => {
+      this.#active.delete(res)
+      this.#change()
+    })
+    this.#handle(req, res).catch(() => res.destroy())
   }
 
   async #handle (req, res) {
@@ -100,6 +153,11 @@ class Holder {
     const query = new URLSearchParams(search)
     const [, version, route, ...rest] = pathname.split('/')
     try {
+      // Refused before anything is done, its body unread: its client goes elsewhere.
+      if (this.#closing || this.#store.status === 'closing') throw errors.closed()
+      // The store's calls below admit the request before the next turn: from here, the
+      // holder's close waits for it.
+      if (req.headers.expect === '100-continue') res.writeContinue()
       if (`/${version}` !== VERSION) throw errors.invalidValue('path', `${pathname} is not a path of this protocol (${VERSION}/...)`)
       const store = this.#store
       if (route === 'files' && rest.length) {
@@ -151,7 +209,7 @@ class Holder {
       res.writeHead(200, headers)
       return res.end()
     }
-    const stream = this.#store.createReadStream(key, range)
+    const stream = this.#store.createReadStream(key, { ...range, [SERVED]: true })
     res.once('close', () => stream.destroy())
     const chunks = stream[Symbol.asyncIterator]()
     let next
@@ -189,7 +247,7 @@ class Holder {
 
   async #receive (key, query, req, res) {
     this.#idle(req)
-    const options = { ...synced(query) }
+    const options = { ...synced(query), [SERVED]: true }
     if (query.has('sha256')) options.sha256 = query.get('sha256')
     if (query.has('size')) options.size = Number(query.get('size'))
     const stream = this.#store.createWriteStream(key, options)
