@@ -13,7 +13,7 @@ const PERF = path.join(__dirname, '..', '..', 'perf')
 const pkg = require('../../package.json')
 // Every script package.json runs, and every other perf script a person runs by hand.
 const fromPackage = Object.values(pkg.scripts).map((command) => /^node (perf\/[\w-]+\.js)$/.exec(command)).filter(Boolean).map((m) => path.basename(m[1]))
-const SCRIPTS = [...new Set([...fromPackage, 'read-path.js', 'share.js', 'new-shards.js', 'write-path.js', 'small-own.js'])]
+const SCRIPTS = [...new Set([...fromPackage, 'read-path.js', 'share.js', 'parallel-commands.js', 'new-shards.js', 'write-path.js', 'small-own.js'])]
 const run = (script, argv) => promisify(execFile)(process.execPath, [path.join(PERF, script), ...argv])
 
 describe('perf scripts: one command line', function () {
