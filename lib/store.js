@@ -27,8 +27,9 @@ const { repair } = require('./maintenance/repair')
 const { compact } = require('./maintenance/compact')
 const { Reclaimer } = require('./maintenance/reclaimer')
 const { Holder } = require('./share/server')
-const { Remote, CONNECT_MS, NOT_DONE, UNSENT } = require('./share/client')
+const { Remote, CONNECT_MS, NOT_DONE, UNSENT, CLOSING } = require('./share/client')
 const { socketPath } = require('./share/protocol')
+const { unreachedWhy } = require('./share/unreached')
 
 // writeFile hashes data up to this size in one call (larger, chunk by chunk as it goes).
 const ONE_CALL_HASH = 1024 * 1024
@@ -43,9 +44,10 @@ const retryDelay = () => delay(RETRY_MS * (1 + Math.random()))
 // How a call through a holder may be made again once its holder went away (#opened).
 const IDEMPOTENT = 'idempotent'
 const NOT_SENT = 'unsent'
+const NEVER = 'never'
 
 function again (err, retry) {
-  if (err.code !== 'ECONNRESET') return false
+  if (err.code !== 'ECONNRESET' || retry === NEVER) return false
   if (retry === IDEMPOTENT) return true
   return Boolean(retry === NOT_SENT ? err[UNSENT] : err[NOT_DONE])
 }
@@ -142,7 +144,7 @@ class Store {
   // just gone, its lock free for this process to take (and others may be trying to
   // open it at the same moment: storeDir.OPEN_AGAIN).
   async #open () {
-    const deadline = Date.now() + CONNECT_MS
+    let deadline = Date.now() + CONNECT_MS
     let opened
     let unreached // the last failure to reach a holder
     while (!opened) {
@@ -159,7 +161,10 @@ class Store {
           onLost: (gone) => this.#lost(gone)
         }).catch((failure) => { unreached = failure })
         if (remote) return this.#through(remote)
-        if (!this.#options.share || Date.now() >= deadline || this.#operations.closed) throw await storeDir.busy(this.location, err, this.#options.share && unreached)
+        // A holder that says it is closing is finishing its requests: the store is
+        // free once it closed, however long that takes.
+        if (unreached && unreached[CLOSING]) deadline = Math.max(deadline, Date.now() + CONNECT_MS)
+        if (!this.#options.share || Date.now() >= deadline || this.#operations.closed) throw await storeDir.busy(this.location, err, { shared: this.#options.share, why: unreached && await unreachedWhy(this.location, unreached) })
         await retryDelay()
       }
     }
@@ -433,13 +438,14 @@ class Store {
   }
 
   // An async iterable of { key, size, name } for every committed file (lib/data/list.js).
-  list (shard) {
+  // `options`: internal (args.SERVED).
+  list (shard, options) {
     args.arity('list', arguments, ['shard'], undefined, 'an async iterable')
     if (shard !== undefined) args.shardIndex(shard, this.shardCount)
-    return this.#list(shard)
+    return this.#list(shard, Boolean(options && options[args.SERVED]) && !this.#operations.closed)
   }
 
-  async * #list (only) {
+  async * #list (only, admitted) {
     await this.#op(() => {}, { remote: () => {} })
     if (only !== undefined) args.shardIndex(only, this.shardCount)
     // Listed through the next holder, or here, if the holder went away before the
@@ -448,7 +454,7 @@ class Store {
     for (;;) {
       if (!this.#reclaimer && !this.#remote) await this.open()
       const holder = this.#remote
-      if (!holder) return yield * list(this.#shards, only, this.#operations)
+      if (!holder) return yield * list(this.#shards, only, this.#operations, { admitted })
       let yielded = false
       try {
         for await (const file of holder.list(only)) {
@@ -459,7 +465,7 @@ class Store {
         return
       } catch (err) {
         if (this.#operations.closed) throw errors.closed()
-        deadline = await this.#retried(err, yielded ? undefined : IDEMPOTENT, holder, deadline)
+        deadline = await this.#retried(err, yielded ? NEVER : IDEMPOTENT, holder, deadline)
       }
     }
   }

@@ -106,8 +106,8 @@ describe('a holder\'s handover', function () {
     const first = await new Promise((resolve) => reader.once('readable', () => resolve(reader.read())))
     reader.pause()
     const writer = client.createWriteStream('new', { size: big.length })
-    writer.write(big.subarray(0, 1000000))
-    await sleep(200) // the write's request reached the holder
+    // Once a write stream's first part is written, the holder took its request.
+    await new Promise((resolve, reject) => writer.write(big.subarray(0, 1000000), (err) => (err ? reject(err) : resolve())))
     const stopped = held.stop()
     await sleep(500)
     expect(await Promise.race([held.exited.then(() => 'exited'), sleep(0).then(() => 'holding')]), 'the holder waits for its requests').to.equal('holding')
@@ -122,7 +122,7 @@ describe('a holder\'s handover', function () {
     await client.close()
   })
 
-  it('a closing holder refuses a request sent on an earlier connection as ECLOSED, answers no new connection, and releases once its requests ended', async () => {
+  it('a closing holder refuses new requests, on new and earlier connections, as ECLOSED not done, and releases its socket once its requests ended', async () => {
     const dir = path.join(t.dir, 'store')
     fs.mkdirSync(path.join(dir, 'tmp'), { recursive: true })
     fs.writeFileSync(path.join(dir, 'format.json'), '{}')
@@ -139,20 +139,82 @@ describe('a holder\'s handover', function () {
     let closed = false
     const closing = served.close().then(() => { closed = true })
     await sleep(50)
-    expect(fs.existsSync(socket), 'no new connection reaches it').to.equal(false)
     early.end('POST /v1/call/stat HTTP/1.1\r\nHost: kfs\r\nConnection: close\r\nContent-Length: 2\r\n\r\n[]')
     const [refusal] = await within(once(early, 'data'), 5000, 'the refusal')
-    expect(String(refusal)).to.match(/^HTTP\/1\.1 503 /).and.match(/"code":"ECLOSED"/)
+    expect(String(refusal)).to.match(/^HTTP\/1\.1 503 /).and.match(/\r\nkfs-not-done: 1\r\n/).and.match(/"code":"ECLOSED"/)
+    const later = await within(request(socket, 'POST', '/v1/call/info', '[]'), 5000, 'a later request')
+    expect(later.status).to.equal(503)
     expect(closed, 'it waits for the request in flight').to.equal(false)
     release(true)
     expect(await inFlight).to.deep.equal({ status: 200, body: '{"result":true}' })
     await within(closing, 5000, 'the close')
+    expect(fs.existsSync(socket), 'the socket removed').to.equal(false)
+  })
+
+  it('a listing under way when its holder closes fails, without a file twice', async () => {
+    const dir = path.join(t.dir, 'store')
+    const seeded = kfs(dir, { share: false })
+    // 1,500 names of 4,000 bytes: more than the socket and the client buffer hold.
+    for (let i = 0; i < 1500; i += 500) await Promise.all(Array.from({ length: 500 }, (_, j) => seeded.writeFile(`file-${i + j}-${'n'.repeat(4000)}`, 'x')))
+    await seeded.close()
+    const held = await holder(dir)
+    const client = kfs(dir)
+    const listing = client.list()[Symbol.asyncIterator]()
+    const seen = [(await listing.next()).value.name]
+    await within(held.stop(), 15000, 'the holder\'s exit')
+    let failure
+    try {
+      for (let next = await listing.next(); !next.done; next = await listing.next()) seen.push(next.value.name)
+    } catch (err) {
+      failure = err
+    }
+    expect(new Set(seen).size, 'no file twice').to.equal(seen.length)
+    expect(failure && failure.code, 'the listing under way fails').to.equal('ECONNRESET')
+    await client.close()
+  })
+
+  it('a closing holder cuts off a read its client stopped taking, after 5 s without a byte, and exits', async () => {
+    const dir = path.join(t.dir, 'store')
+    const held = await holder(dir)
+    const client = kfs(dir)
+    await client.writeFile('big', bytes(32 * 1024 * 1024, 'big'))
+    const reader = client.createReadStream('big')
+    await once(reader, 'readable')
+    reader.pause()
+    const stopped = Date.now()
+    await within(held.stop(), 15000, 'the holder\'s exit')
+    expect(Date.now() - stopped).to.be.at.least(4500)
+    const failure = await new Promise((resolve) => reader.on('error', resolve).resume())
+    expect(failure.code).to.equal('ECONNRESET')
+    await client.close()
+  })
+
+  it('a client waits for a holder that takes longer than 5 s to close, and then takes the store over', async () => {
+    const dir = path.join(t.dir, 'store')
+    const held = await holder(dir)
+    const writing = kfs(dir)
+    const writer = writing.createWriteStream('slow')
+    await new Promise((resolve, reject) => writer.write('part 0;', (err) => (err ? reject(err) : resolve())))
+    const stopped = held.stop()
+    const wait = kfs(dir)
+    const waited = wait.writeFile('after', 'the close')
+    for (let i = 1; i < 14; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 500))
+      writer.write(`part ${i};`)
+    }
+    writer.end()
+    await once(writer, 'finish')
+    await stopped
+    await waited
+    expect(String(await wait.readFile('slow'))).to.equal(Array.from({ length: 14 }, (_, i) => `part ${i};`).join(''))
+    expect([writing.heldBy, wait.heldBy]).to.include(process.pid)
+    await Promise.all([writing.close(), wait.close()])
   })
 
   it('a client makes a call the holder refused or never got again, and an idempotent one until the open\'s deadline; a write that may have been made is not', async () => {
     // The store is held by a process that does not serve it, beside which a fake holder
-    // on kfs.sock cuts off the first three calls, and every unlink, after their request
-    // came.
+    // on kfs.sock cuts off the first three calls, and every unlink and stat, after their
+    // request came.
     const dir = path.join(t.dir, 'store')
     const script = `
       const http = require('node:http')
@@ -162,7 +224,7 @@ describe('a holder\'s handover', function () {
         http.createServer((req, res) => {
           req.resume()
           if (req.url === '/v1/call/info') return res.end(JSON.stringify({ result: { referenceId: store.referenceId, chunkSize: 1, shardCapacity: 1, shardCount: 256, pid: process.pid } }))
-          if (req.method === 'DELETE' || cut-- > 0) return req.socket.destroy()
+          if (req.method === 'DELETE' || req.url === '/v1/call/stat' || cut-- > 0) return req.socket.destroy()
           res.end('{"result":true}')
         }).listen(require('node:path').join(process.argv[1], 'kfs.sock'), () => console.log('serving'))
       })`
@@ -173,6 +235,10 @@ describe('a holder\'s handover', function () {
       expect(await client.exists('k'), 'made again after three losses').to.equal(true)
       const unlinked = await rejects(client.unlink('k'), 'ECONNRESET') // it may have been made
       expect(unlinked[NOT_DONE]).to.equal(undefined)
+      // An idempotent call made again and again is given up 5 s after its first failure.
+      const since = Date.now()
+      await within(rejects(client.stat('k'), 'ECONNRESET'), 15000, 'a stat its holder always cuts off')
+      expect(Date.now() - since).to.be.at.least(5000)
       await client.close()
     } finally {
       fake.kill('SIGKILL')
@@ -187,8 +253,9 @@ describe('a holder\'s handover', function () {
     const remote = new Remote(path.join(dir, 'kfs.sock'), (r) => lost.push(r))
     const never = await rejects(remote.call('exists', 'k'), 'ECONNRESET')
     expect([never[NOT_DONE], never[UNSENT]]).to.deep.equal([true, true])
+    let refusing = true
     const refuse = (req, res) => {
-      res.writeHead(503, { 'content-type': 'application/json' })
+      res.writeHead(503, { 'content-type': 'application/json', ...(refusing && { 'kfs-not-done': '1' }) })
       res.end(JSON.stringify({ error: { code: 'ECLOSED', message: 'the store is closed' } }))
     }
     const server = http.createServer(refuse).on('checkContinue', refuse) // as a closing holder
@@ -200,7 +267,12 @@ describe('a holder\'s handover', function () {
       const source = Readable.from([Buffer.from('body')])
       const put = await rejects(remote.put(source), 'ECONNRESET')
       expect([put[NOT_DONE], put[UNSENT], source.readableFlowing]).to.deep.equal([true, true, null])
-      expect(lost).to.deep.equal([remote, remote, remote])
+      // ECLOSED without the refusal's header: the holder's store closed under a request
+      // it had taken, which may or may not have been carried out.
+      refusing = false
+      const cut = await rejects(remote.call('exists', 'k'), 'ECONNRESET')
+      expect(cut[NOT_DONE]).to.equal(undefined)
+      expect(lost).to.deep.equal([remote, remote, remote, remote])
     } finally {
       server.close()
     }

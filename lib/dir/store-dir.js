@@ -9,8 +9,6 @@ const { openFailure } = require('../leveldb/classify')
 const { lockHeld, lockHolder, REPLAY_UNKNOWN } = require('../leveldb/log-guard')
 const { DiskReserve } = require('./disk-reserve')
 const { FORMAT_VERSION, FORMAT_FILE, readFormat, writeFormat, checkOptions } = require('./format')
-const { socketPath, MAX_SOCKET_PATH } = require('../share/protocol')
-const { CONNECT_MS } = require('../share/client')
 const errors = require('../api/errors')
 
 // The store directory: format.json (the persisted options, format.js), the `state`
@@ -200,25 +198,12 @@ async function listDir (dir, create) {
 }
 
 // EBUSY for the store at `dir`, naming the process that holds it (`cause`: the EBUSY of
-// the open); `unreached`: where this open would have used a holder, why it could not
-// reach it (a Remote.connect failure), else falsy.
-async function busy (dir, cause, unreached) {
+// the open); `shared`: whether this open would have used a holder; `why`: what is known
+// of why it could not reach it (errors.busy).
+async function busy (dir, cause, { shared = false, why } = {}) {
   const pid = await lockHolder(path.join(dir, STATE_DB))
   if (pid === undefined) return cause
-  return errors.busy(dir, cause.cause || cause, { pid, shared: Boolean(unreached), why: unreached && await unshared(dir, unreached) })
-}
-
-// Why the holder of the store at `dir` could not be reached through its socket, as far
-// as this process can tell.
-async function unshared (dir, unreached) {
-  const socket = socketPath(dir)
-  if (Buffer.byteLength(socket) > MAX_SOCKET_PATH) return `its socket path, ${socket}, would be longer than the ${MAX_SOCKET_PATH} bytes Linux takes, so it cannot share it: move the store to a shorter path`
-  const stat = await fs.lstat(socket).catch(() => undefined)
-  if (stat && !stat.isSocket()) return `${socket} is not a socket, so it could not make its socket there: remove it, then restart that process`
-  const code = unreached.cause ? unreached.cause.code : unreached.code
-  if (code === 'ETIMEDOUT') return `which did not answer within ${CONNECT_MS / 1000} s (it may be stopped, or overloaded): try again, or look at that process`
-  if (code === 'ECONNRESET' && !unreached.cause) return `which is closing it: try again`
-  return undefined // does not share it
+  return errors.busy(dir, cause.cause || cause, { pid, shared, why })
 }
 
 module.exports = { openStoreDir, busy, OPEN_AGAIN }

@@ -4,7 +4,7 @@ const http = require('node:http')
 const { pipeline } = require('node:stream')
 const { once } = require('node:events')
 const { StringDecoder } = require('node:string_decoder')
-const { VERSION, ERROR_TRAILER, decodeError } = require('./protocol')
+const { VERSION, ERROR_TRAILER, NOT_DONE_HEADER, decodeError } = require('./protocol')
 
 const errors = require('../api/errors')
 
@@ -19,6 +19,9 @@ const CONNECT_MS = 5000
 // before its 100 Continue), so a body that can be read once can be sent again.
 const NOT_DONE = Symbol('kfs.notDone')
 const UNSENT = Symbol('kfs.unsent')
+// With NOT_DONE: the holder refused the call because it is closing: the store is free
+// once it closed.
+const CLOSING = Symbol('kfs.closing')
 
 // A store held by another process, reached through its socket (server.js): the same
 // calls as a Store opened here, answered by the holder. Each request has a connection
@@ -76,18 +79,22 @@ class Remote {
       const streamed = body !== undefined && typeof body.pipe === 'function'
       const req = this.#open({ method, path: VERSION + path, headers }, streamed)
       let piped = false
-      const failed = (err) => reject(!piped && err[NOT_DONE] ? Object.assign(err, { [UNSENT]: true }) : err)
+      // The body's own failure (a file it reads, say) is the caller's, as it is.
+      let source
+      const keep = (err) => { source = source || err }
+      const failed = (err) => {
+        if (streamed && !piped) body.off('error', keep)
+        reject(!piped && err[NOT_DONE] ? Object.assign(err, { [UNSENT]: true }) : err)
+      }
       req.once('error', (err) => failed(this.#failed(err)))
-      if (timeout) req.setTimeout(timeout, () => req.destroy(Object.assign(new Error(`no answer within ${timeout} ms`), { code: 'ETIMEDOUT', syscall: 'connect' })))
+      if (timeout) req.setTimeout(timeout, () => req.destroy(Object.assign(new Error(`no answer within ${timeout} ms`), { timedOut: true, syscall: 'connect' })))
       req.once('response', (res) => {
         req.setTimeout(0)
         if (res.statusCode < 400) return resolve(res)
         readAll(res).then((text) => failed(this.#answered(res, text)), (err) => failed(this.#failed(err)))
       })
       if (!streamed) return req.end(body)
-      // The body's own failure (a file it reads, say) is the caller's, as it is.
-      let source
-      body.once('error', (err) => { source = source || err })
+      body.once('error', keep)
       req.once('continue', () => {
         piped = true
         pipeline(body, req, (err) => { if (err) reject(err === source || !err.syscall ? err : this.#failed(err)) })
@@ -236,8 +243,13 @@ class Remote {
     }
   }
 
-  // The error of a failure status.
+  // The error of a failure status: a refusal of a holder that is closing (it did
+  // nothing) is NOT_DONE and CLOSING.
   #answered (res, text) {
+    if (res.headers[NOT_DONE_HEADER]) {
+      this.#onLost(this)
+      return Object.assign(notDone('it is closing, and did not carry out the call'), { [CLOSING]: true })
+    }
     let err
     try {
       err = decodeError(JSON.parse(text).error)
@@ -247,12 +259,10 @@ class Remote {
     return this.#holderError(err)
   }
 
-  // The holder's store closing is the holder going away, not this store closing: it
-  // refuses what it has not begun (server.js), so the call was not carried out.
+  // The holder's store closing under a request it had taken is the holder going away,
+  // not this store closing: the request may or may not have been carried out.
   #holderError (err) {
-    if (err.code !== 'ECLOSED') return err
-    this.#onLost(this)
-    return notDone(`the process holding the store closed before carrying out the call: ${err.message}`)
+    return err.code === 'ECLOSED' ? this.#failed(Object.assign(new Error(err.message), { syscall: 'read' })) : err
   }
 }
 
@@ -299,4 +309,4 @@ function lost (err) {
   return errors.system('the process holding the store', { code: 'ECONNRESET', message: `went away: ${err.message}` })
 }
 
-module.exports = { Remote, CONNECT_MS, NOT_DONE, UNSENT }
+module.exports = { Remote, CONNECT_MS, NOT_DONE, UNSENT, CLOSING }

@@ -5,7 +5,7 @@ const path = require('node:path')
 const crypto = require('node:crypto')
 const http = require('node:http')
 const { pipeline } = require('node:stream/promises')
-const { SOCKET, VERSION, ERROR_TRAILER, CALLS, MAX_SOCKET_PATH, socketPath, encodeError, statusOf } = require('./protocol')
+const { SOCKET, VERSION, ERROR_TRAILER, NOT_DONE_HEADER, CALLS, MAX_SOCKET_PATH, socketPath, encodeError, statusOf } = require('./protocol')
 const errors = require('../api/errors')
 const { SYNC, SERVED } = require('../api/args')
 const { FORMAT_FILE } = require('../dir/format')
@@ -19,7 +19,12 @@ const IDLE_MS = 60000
 const LINES_BYTES = 16384
 // A closing holder waits this long for a connection it accepted to send its request
 // (a client sends it as soon as it connects), then cuts it off.
-const CLOSE_GRACE_MS = 100
+const CLOSE_GRACE_MS = 1000
+// A closing holder cuts off a request that waits on its client (which takes nothing of
+// the answer, or sends nothing of the body) and moved no byte for this long.
+const CLOSE_STALL_MS = 5000
+// How often a closing holder looks at its connections.
+const CLOSE_POLL_MS = 50
 
 // The process that holds a store serves it to the others (protocol.js) on a Unix
 // socket in the store's directory. Its lock makes it the only holder, so a socket found
@@ -31,9 +36,9 @@ class Holder {
   #file
   #server
   #sockets = new Set()
-  #active = new Set() // the responses of the requests in flight
+  #requests = new WeakMap() // socket -> the response of its request in flight
+  #seen = new WeakMap() // socket -> { accepted, bytes, moved }: when it was accepted, and last moved bytes
   #closing = false
-  #changed = [] // resolved when a connection closes or a request begins or ends
   #idleMs
 
   constructor (store, dir, { idleMs = IDLE_MS } = {}) {
@@ -57,10 +62,8 @@ class Holder {
     server.on('connection', (socket) => {
       if (!this.#closing) socket.unref() // another process's connection never keeps this one alive
       this.#sockets.add(socket)
-      socket.once('close', () => {
-        this.#sockets.delete(socket)
-        this.#change()
-      })
+      this.#seen.set(socket, { accepted: Date.now(), bytes: 0, moved: Date.now() })
+      socket.once('close', () => this.#sockets.delete(socket))
     })
     try {
       await fs.mkdir(staging, { mode: 0o700 })
@@ -96,55 +99,55 @@ class Holder {
     return format.mode & 0o020 && format.gid === made.gid ? 0o660 : 0o600
   }
 
-  // Stops serving, and resolves once the requests it accepted ended: the socket is
-  // removed first, so that no client connects any more; a request that comes after
-  // (on a connection made before) is refused as ECLOSED, which tells its client that
-  // nothing was done, and to go to the next holder. Until then, the connections keep
-  // the process alive: a process that closes its store does not exit under them.
+  // Stops serving, and resolves once the requests it accepted ended. Meanwhile it
+  // refuses every new request (503 ECLOSED with the kfs-not-done header), which tells
+  // its client that nothing was done, and that the store will be free soon. Then the
+  // socket is removed, so that no client connects any more, and the connections made
+  // before are answered the same way. A request whose client stalls it (takes nothing
+  // of the answer, sends nothing of the body) for CLOSE_STALL_MS is cut off, and a
+  // connection that sent no request for CLOSE_GRACE_MS. Until then, the connections
+  // keep the process alive: a process that closes its store does not exit under them.
   async close () {
     const server = this.#server
     if (!server) return
     this.#server = undefined
     this.#closing = true
     for (const socket of this.#sockets) socket.ref()
+    await this.#drained()
     await fs.rm(this.#file, { force: true }).catch(() => {}) // what matters is that it no longer serves
+    await new Promise((resolve) => setTimeout(resolve, CLOSE_POLL_MS)) // what waited to be accepted is
     await this.#drained()
     const closed = new Promise((resolve) => server.close(resolve))
     for (const socket of this.#sockets) socket.destroy()
     await closed
   }
 
-  // Resolves once no request is in flight and no connection is left, except those
-  // that sent nothing for CLOSE_GRACE_MS.
+  // Resolves once every connection is closed, cutting off those that hold it up.
   async #drained () {
     while (this.#sockets.size) {
-      if (this.#active.size) {
-        await new Promise((resolve) => this.#changed.push(resolve))
-        continue
+      const now = Date.now()
+      for (const socket of this.#sockets) {
+        const seen = this.#seen.get(socket)
+        const bytes = socket.bytesRead + socket.bytesWritten
+        if (bytes !== seen.bytes) Object.assign(seen, { bytes, moved: now })
+        const res = this.#requests.get(socket)
+        const stalled = res ? waitsOnClient(res) && now - seen.moved >= CLOSE_STALL_MS : now - seen.accepted >= CLOSE_GRACE_MS && now - seen.moved >= CLOSE_GRACE_MS
+        if (stalled) socket.destroy()
       }
-      const quiet = await new Promise((resolve) => {
-        const timer = setTimeout(() => resolve(true), CLOSE_GRACE_MS)
-        this.#changed.push(() => {
-          clearTimeout(timer)
-          resolve(false)
-        })
-      })
-      if (quiet) return
+      await new Promise((resolve) => setTimeout(resolve, CLOSE_POLL_MS))
     }
   }
 
-  #change () {
-    for (const resolve of this.#changed.splice(0)) resolve()
+  #request (req, res) {
+    const socket = req.socket
+    this.#requests.set(socket, res)
+    res.once('close', () => { if (this.#requests.get(socket) === res) this.#requests.delete(socket) })
+    this.#handle(req, res).catch(() => res.destroy())
   }
 
-  #request (req, res) {
-    this.#active.add(res)
-    this.#change()
-    res.once('close', () => {
-      this.#active.delete(res)
-      this.#change()
-    })
-    this.#handle(req, res).catch(() => res.destroy())
+  // Throws the refusal of a request while closing: nothing of it was done.
+  #admit () {
+    if (this.#closing || this.#store.status === 'closing') throw Object.assign(errors.closed(), { [NOT_DONE_HEADER]: true })
   }
 
   async #handle (req, res) {
@@ -154,9 +157,9 @@ class Holder {
     const [, version, route, ...rest] = pathname.split('/')
     try {
       // Refused before anything is done, its body unread: its client goes elsewhere.
-      if (this.#closing || this.#store.status === 'closing') throw errors.closed()
-      // The store's calls below admit the request before the next turn: from here, the
-      // holder's close waits for it.
+      // Writes call the store in this turn, which admits them; the calls that read a
+      // JSON body first are admitted again after it.
+      this.#admit()
       if (req.headers.expect === '100-continue') res.writeContinue()
       if (`/${version}` !== VERSION) throw errors.invalidValue('path', `${pathname} is not a path of this protocol (${VERSION}/...)`)
       const store = this.#store
@@ -172,9 +175,10 @@ class Holder {
         const shard = query.get('shard')
         const only = shard === null ? undefined : shard === '' || !/^\d+$/.test(shard) ? shard : Number(shard)
         // No idle cut: a listing holds no shard while its client reads slowly.
-        return await lines(res, undefined, async (line) => { for await (const file of store.list(only)) await line(file) })
+        return await lines(res, undefined, async (line) => { for await (const file of store.list(only, { [SERVED]: true })) await line(file) })
       } else if (route === 'verify' && req.method === 'POST') {
         const { progress, ...options } = await jsonBody(req)
+        this.#admit()
         return await lines(res, this.#idleMs, async (line, write) => {
           // Always given: it ends the check once the client went away. Progress is
           // advisory: a line is dropped while the client has not read the last ones.
@@ -189,6 +193,7 @@ class Holder {
         })
       } else if (route === 'call' && req.method === 'POST' && CALLS.has(rest[0])) {
         const args = await jsonBody(req)
+        this.#admit()
         if (rest[0] === 'info') return answer(res, { referenceId: store.referenceId, chunkSize: store.chunkSize, shardCapacity: store.shardCapacity, shardCount: store.shardCount, pid: process.pid })
         return answer(res, await store[rest[0]](...(Array.isArray(args) ? args : [])))
       }
@@ -303,8 +308,17 @@ function answer (res, result) {
 function fail (res, err) {
   if (res.headersSent) return res.destroy()
   const body = JSON.stringify({ error: encodeError(err) })
-  res.writeHead(statusOf(err), { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) })
+  const headers = { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) }
+  if (err[NOT_DONE_HEADER]) headers[NOT_DONE_HEADER] = '1'
+  res.writeHead(statusOf(err), headers)
   res.end(body)
+}
+
+// Whether a request waits on its client: the client takes nothing more of the answer,
+// or the holder waits for more of the body (and holds none unread).
+function waitsOnClient (res) {
+  const req = res.req
+  return res.writableNeedDrain || (!req.complete && req.readableLength === 0)
 }
 
 // A body of JSON lines: produce(line, write) gets an async line(), whose lines go out
