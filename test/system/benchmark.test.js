@@ -8,6 +8,7 @@ const { execFile } = require('node:child_process')
 const { promisify } = require('node:util')
 const { parseArgs, HEADER } = require('../../perf/benchmark')
 const { parseCsv, summarize, report } = require('../../perf/report')
+const { machineOf } = require('../../perf/script')
 const { useTmp, scaled } = require('../helpers')
 
 const run = promisify(execFile)
@@ -18,10 +19,11 @@ describe('npm run benchmark', function () {
   this.timeout(scaled(120000))
   const t = useTmp()
 
-  it('--quick writes a CSV of every operation, engine, size and trial, then cleans up', async () => {
-    const csv = path.join(t.dir, 'results.csv')
+  it('--quick writes a CSV of every operation, engine, size and trial, a report and charts marked as a smoke run, then cleans up', async () => {
+    const quick = path.join(t.dir, 'quick')
+    const csv = path.join(quick, 'benchmark.csv')
     const dbs = path.join(t.dir, 'dbs')
-    await run(process.execPath, [BENCHMARK, '--quick', '--out', csv, '--dir', dbs])
+    await run(process.execPath, [BENCHMARK, '--quick', '--out', quick, '--dir', dbs])
     const text = fs.readFileSync(csv, 'utf8')
     expect(text.split('\n')[0]).to.equal(HEADER)
     const rows = parseCsv(text)
@@ -42,7 +44,17 @@ describe('npm run benchmark', function () {
     expect(rows.filter((r) => r.trial === 1)[0].engine).to.equal('kfs')
     expect(rows.filter((r) => r.trial === 2)[0].engine).to.equal('vanilla')
     expect(fs.readdirSync(dbs)).to.deep.equal([])
+    // The run names its machine, and says on every chart that it measures nothing.
+    const machine = machineOf(dbs)
+    expect(fs.readFileSync(path.join(quick, 'report.md'), 'utf8')).to.contain(`; ${machine}. **--quick: tiny sizes, measures nothing.**`)
+    const drawn = fs.readdirSync(path.join(quick, 'charts'))
+    expect(drawn).to.have.length.above(3)
+    for (const chart of drawn) {
+      const svg = fs.readFileSync(path.join(quick, 'charts', chart), 'utf8')
+      expect(svg, chart).to.contain('--quick: tiny sizes, measures nothing').and.contain(machine).and.not.contain('--machine')
+    }
 
+    // Drawn again from the CSV alone: no mark, and the machine unknown unless given.
     const out = path.join(t.dir, 'report')
     await run(process.execPath, [REPORT, csv, out])
     const md = fs.readFileSync(path.join(out, 'report.md'), 'utf8')
@@ -52,7 +64,8 @@ describe('npm run benchmark', function () {
     const charts = fs.readdirSync(path.join(out, 'charts'))
     expect(charts).to.include.members(['time-write.svg', 'ratio-read.svg', 'trials-unlink-4MiB.svg'])
     expect(charts.filter((c) => /^(mean|sd)-/.test(c))).to.deep.equal([])
-    for (const chart of charts) expect(fs.readFileSync(path.join(out, 'charts', chart), 'utf8')).to.match(/^<svg [\s\S]*<\/svg>\n$/)
+    for (const chart of charts) expect(fs.readFileSync(path.join(out, 'charts', chart), 'utf8')).to.match(/^<svg [\s\S]*<\/svg>\n$/).and.not.contain('--quick')
+    expect(md).to.contain('machine not recorded in the CSV (perf/report.js --machine names it)')
   })
 
   it('--grow keeps the files: no unlinks, and --keep leaves the databases', async () => {
@@ -133,7 +146,7 @@ describe('npm run benchmark', function () {
     const file = path.join(t.dir, 'five.csv')
     fs.writeFileSync(file, csvOf(6))
     const out = path.join(t.dir, 'five')
-    const { file: md } = report(file, out, '2 × test CPU, 1 GiB RAM, ext4')
+    const { file: md } = report(file, out, { machine: '2 × test CPU, 1 GiB RAM, ext4' })
     const text = fs.readFileSync(md, 'utf8')
     expect(text).to.contain('| size | engine | n | mean | sd | median | p95 |').and.contain('| size | kfs / vanilla | t | p | verdict |')
     expect(text).to.match(/^\| 1 MiB \| 0\.\d+ \| -[\d.]+ \| [<\d. ]+ \| kfs faster, significant \|$/m)
