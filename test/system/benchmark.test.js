@@ -4,26 +4,22 @@ const { expect } = require('chai')
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
-const { execFile } = require('node:child_process')
-const { promisify } = require('node:util')
 const { parseArgs, HEADER } = require('../../perf/benchmark')
 const { parseCsv, summarize, report } = require('../../perf/report')
 const { machineOf } = require('../../perf/script')
-const { useTmp, scaled } = require('../helpers')
+const { scaled } = require('../helpers')
+const { usePerf } = require('./perf-harness')
 
-const run = promisify(execFile)
-const BENCHMARK = path.join(__dirname, '..', '..', 'perf', 'benchmark.js')
-const REPORT = path.join(__dirname, '..', '..', 'perf', 'report.js')
 
 describe('npm run benchmark', function () {
   this.timeout(scaled(120000))
-  const t = useTmp()
+  const { tmp: t, run } = usePerf()
 
   it('--quick writes a CSV of every operation, engine, size and trial, a report and charts marked as a smoke run, then cleans up', async () => {
     const quick = path.join(t.dir, 'quick')
     const csv = path.join(quick, 'benchmark.csv')
     const dbs = path.join(t.dir, 'dbs')
-    await run(process.execPath, [BENCHMARK, '--quick', '--out', quick, '--dir', dbs])
+    await run('benchmark.js', ['--quick', '--out', quick, '--dir', dbs])
     const text = fs.readFileSync(csv, 'utf8')
     expect(text.split('\n')[0]).to.equal(HEADER)
     const rows = parseCsv(text)
@@ -56,7 +52,7 @@ describe('npm run benchmark', function () {
 
     // Drawn again from the CSV alone: no mark, and the machine unknown unless given.
     const out = path.join(t.dir, 'report')
-    await run(process.execPath, [REPORT, csv, out])
+    await run('report.js', [csv, out])
     const md = fs.readFileSync(path.join(out, 'report.md'), 'utf8')
     for (const heading of ['## write', '## read', '## unlink']) expect(md).to.contain(heading)
     expect(md).to.match(/\| 4 MiB \| (kfs|vanilla) \| 2 \| [\d.]+, [\d.]+ \|/)
@@ -71,7 +67,7 @@ describe('npm run benchmark', function () {
   it('--grow keeps the files: no unlinks, and --keep leaves the databases', async () => {
     const csv = path.join(t.dir, 'grow.csv')
     const dbs = path.join(t.dir, 'dbs')
-    const { stderr } = await run(process.execPath, [BENCHMARK, '2', csv, '--sizes', '1', '--grow', '--keep', '--dir', dbs, '--engines', 'vanilla'])
+    const { stderr } = await run('benchmark.js', ['2', csv, '--sizes', '1', '--grow', '--keep', '--dir', dbs, '--engines', 'vanilla'])
     const rows = parseCsv(fs.readFileSync(csv, 'utf8'))
     expect(rows.map((r) => r.operation)).to.deep.equal(['write', 'read', 'write', 'read'])
     expect(rows[2].db_disk_bytes).to.be.above(rows[0].db_disk_bytes)
@@ -94,7 +90,7 @@ describe('npm run benchmark', function () {
   })
 
   it('refuses to start when the disk cannot hold the run', async () => {
-    const err = await run(process.execPath, [BENCHMARK, '--trials', '100000', '--grow', '--out', path.join(t.dir, 'x.csv'), '--dir', t.dir]).then(() => undefined, (e) => e)
+    const err = await run('benchmark.js', ['--trials', '100000', '--grow', '--out', path.join(t.dir, 'x.csv'), '--dir', t.dir]).then(() => undefined, (e) => e)
     expect(err, 'expected a refusal').to.be.an('error')
     expect(err.stderr).to.match(/free; this run needs about/)
   })
@@ -107,7 +103,7 @@ describe('npm run benchmark', function () {
     expect(parseCsv(banner + csv).map((r) => r.engine)).to.deep.equal(['kfs', 'vanilla'])
     const file = path.join(t.dir, 'results.csv')
     fs.writeFileSync(file, banner + csv)
-    await run(process.execPath, [REPORT, file, path.join(t.dir, 'report')])
+    await run('report.js', [file, path.join(t.dir, 'report')])
     expect(fs.readFileSync(path.join(t.dir, 'report', 'report.md'), 'utf8')).to.match(/\| 1 MiB \| kfs \| 1 \|/)
 
     // Only npm's lines are skipped: anything else before the header is an error, as before.
@@ -115,7 +111,7 @@ describe('npm run benchmark', function () {
       expect(() => parseCsv(text), JSON.stringify(text)).to.throw(/not a benchmark CSV/)
     }
     fs.writeFileSync(file, 'hello\n' + csv)
-    const err = await run(process.execPath, [REPORT, file, path.join(t.dir, 'report')]).then(() => undefined, (e) => e)
+    const err = await run('report.js', [file, path.join(t.dir, 'report')]).then(() => undefined, (e) => e)
     expect(err, 'expected a failure').to.be.an('error')
     expect(err.code).to.equal(1)
     expect(err.stderr).to.contain('not a benchmark CSV: the header is "hello"')
