@@ -80,6 +80,7 @@ describe('one store, many processes', function () {
       await rejects(store.stat('a'), 'ENOENT')
       await rejects(store.repair(0), 'ENOENT')
       expect(await rejects(store.writeFile('', 'x'), 'EINVAL')).to.be.an.instanceOf(RangeError)
+      await rejects(store.readFile('\ud800x'), 'EINVAL')
       // Checked by the holder: its error's class crosses too.
       expect(await rejects(store.createReadStream(key, { start: 10 ** 9 }).toArray(), 'EINVAL')).to.be.an.instanceOf(RangeError)
       expect(store.referenceId).to.match(/^[0-9a-f]{40}$/)

@@ -117,7 +117,7 @@ class Remote {
   }
 
   async readFile (key) {
-    const res = await this.#request('GET', `/files/${encodeURIComponent(key.toWellFormed())}`)
+    const res = await this.#request('GET', `/files/${encodeURIComponent(key)}`)
     const parts = []
     for await (const part of this.#guarded(res)) parts.push(part)
     return Buffer.concat(parts)
@@ -134,7 +134,7 @@ class Remote {
   }
 
   async unlink (key, { sync } = {}) {
-    const res = await this.#request('DELETE', `/files/${encodeURIComponent(key.toWellFormed())}${sync ? '?sync=1' : ''}`)
+    const res = await this.#request('DELETE', `/files/${encodeURIComponent(key)}${sync ? '?sync=1' : ''}`)
     await readAll(res)
   }
 
@@ -142,7 +142,7 @@ class Remote {
   // undefined at the end; close() stops.
   async openReader (key, range) {
     const headers = range ? { range: `bytes=${range.start || 0}-${range.end === undefined ? '' : range.end}` } : {}
-    const res = await this.#request('GET', `/files/${encodeURIComponent(key.toWellFormed())}`, { headers })
+    const res = await this.#request('GET', `/files/${encodeURIComponent(key)}`, { headers })
     const chunks = this.#guarded(res)[Symbol.asyncIterator]()
     return {
       read: async () => (await chunks.next()).value,
@@ -160,7 +160,7 @@ class Remote {
     let req
     let failure
     const response = new Promise((resolve, reject) => {
-      req = this.#open({ method: 'PUT', path: `${VERSION}/files/${encodeURIComponent(key.toWellFormed())}?${query}` }, continued)
+      req = this.#open({ method: 'PUT', path: `${VERSION}/files/${encodeURIComponent(key)}?${query}` }, continued)
       req.once('error', (err) => reject(this.#failed(err)))
       req.once('response', (res) => {
         readAll(res).then((text) => (res.statusCode < 400 ? resolve(JSON.parse(text).result) : reject(this.#answered(res, text))), (err) => reject(this.#failed(err)))
