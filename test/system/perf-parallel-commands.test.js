@@ -3,19 +3,17 @@
 const { expect } = require('chai')
 const fs = require('node:fs')
 const path = require('node:path')
-const { execFile } = require('node:child_process')
-const { promisify } = require('node:util')
-const { useTmp, scaled } = require('../helpers')
+const { scaled } = require('../helpers')
+const { usePerf } = require('./perf-harness')
 
 // perf/parallel-commands.js, once with few commands: none fails, nor any read of its
 // takeover storm, and it leaves no store behind.
 describe('perf/parallel-commands.js', function () {
   this.timeout(scaled(120000))
-  const tmp = useTmp()
-  const script = path.join(__dirname, '..', '..', 'perf', 'parallel-commands.js')
+  const { tmp, run } = usePerf()
 
   it('--quick: every command succeeds, every read of the storm too, and only the report is left', async () => {
-    const { stdout } = await promisify(execFile)(process.execPath, [script, '--quick', '--dir', tmp.dir, '--out', path.join(tmp.dir, 'out')])
+    const { stdout } = await run('parallel-commands.js', ['--quick', '--dir', tmp.dir, '--out', path.join(tmp.dir, 'out')])
     expect(stdout).to.contain('--quick: tiny runs, measures nothing')
     expect(stdout).to.contain('| `kfs put FILE` | 0 | 0 of 4 |')
     expect(stdout).to.contain('| `get`, `stat`, `exists`, `list` | 0 | 0 of 4 |')
