@@ -9,6 +9,7 @@ const { Operations } = require('./api/operations')
 const args = require('./api/args')
 const errors = require('./api/errors')
 const { Lifecycle } = require('./api/lifecycle')
+const { OpenStreams } = require('./api/open-streams')
 const { ChunkKeys } = require('./shard/records')
 const { Shards } = require('./shard/shards')
 const { Digester } = require('./data/digester')
@@ -27,7 +28,8 @@ const { repair } = require('./maintenance/repair')
 const { compact } = require('./maintenance/compact')
 const { Reclaimer } = require('./maintenance/reclaimer')
 const { Holder } = require('./share/server')
-const { Remote, CONNECT_MS, NOT_DONE, UNSENT, CLOSING } = require('./share/client')
+const { Remote, CONNECT_MS } = require('./share/client')
+const { CLOSING, IDEMPOTENT, NOT_SENT, NEVER, again } = require('./share/failures')
 const { socketPath } = require('./share/protocol')
 const { unreachedWhy } = require('./share/unreached')
 
@@ -41,17 +43,6 @@ const RETRY_MS = 50
 const CONNECT_FLOOR_MS = 500
 const retryDelay = () => delay(RETRY_MS * (1 + Math.random()))
 
-// How a call through a holder may be made again once its holder went away (#opened).
-const IDEMPOTENT = 'idempotent'
-const NOT_SENT = 'unsent'
-const NEVER = 'never'
-
-function again (err, retry) {
-  if (err.code !== 'ECONNRESET' || retry === NEVER) return false
-  if (retry === IDEMPOTENT) return true
-  return Boolean(retry === NOT_SENT ? err[UNSENT] : err[NOT_DONE])
-}
-
 // The public store. Every method that returns a promise checks its arguments inside
 // it, so bad input rejects (EINVAL) and never throws; list() and the stream factories
 // throw EINVAL at once, like fs.createReadStream. Everything that needs the disk waits
@@ -62,8 +53,7 @@ class Store {
   #opening
   #life = new Lifecycle()
   #operations = new Operations()
-  #streams = new Set()
-  #served = new Set() // the streams of #streams the holder serves
+  #streams = new OpenStreams(() => this.#operations.closed)
   #digester = new Digester()
   #writeBudget
   #readAhead
@@ -295,26 +285,6 @@ class Store {
     return { shards: this.#shards, chunkSize: this.chunkSize, shardCount: this.shardCount }
   }
 
-  // `options` SERVED: the holder serves it (args.SERVED).
-  #track (stream, options) {
-    this.#streams.add(stream)
-    if (options && options[args.SERVED]) this.#served.add(stream)
-    stream.once('close', () => {
-      this.#streams.delete(stream)
-      this.#served.delete(stream)
-    })
-    return stream
-  }
-
-  // A stream's open: refused once the store closes, unless the holder admitted it
-  // before (SERVED), as a call already in flight is.
-  #admits (options) {
-    const admitted = Boolean(options && options[args.SERVED]) && !this.#operations.closed
-    return () => {
-      if (this.#operations.closed && !admitted) throw errors.closed()
-    }
-  }
-
   async writeFile (key, data) {
     args.arity('writeFile', arguments, ['key', 'data'])
     const target = coerceKey(key)
@@ -337,15 +307,16 @@ class Store {
     args.arity('createWriteStream', arguments, ['key', 'options'], undefined, 'a stream')
     const target = coerceKey(key)
     const { sha256: expectedSha256, size } = args.writeOptions(options)
-    const admit = this.#admits(options)
-    return this.#track(new WriteStream((signal) => Promise.resolve().then(() => {
+    const served = args.served(options)
+    const admit = this.#streams.admission(served)
+    return this.#streams.add(new WriteStream((signal) => Promise.resolve().then(() => {
       admit()
       this.#writable()
       return this.#opened(
         () => this.#files.openWriter(target, { expectedSha256, size, sync: this.#synced(options), signal }),
         (r) => r.openWriter(key, { expectedSha256, size, sync: this.#syncAsked(options) })
       )
-    }), (err) => errors.named(err, target)), options)
+    }), (err) => errors.named(err, target)), served)
   }
 
   createReadStream (key, options) {
@@ -353,12 +324,13 @@ class Store {
     const file = coerceKey(key)
     const range = args.range(options)
     const unchecked = Boolean(options && options[args.UNCHECKED])
-    const admit = this.#admits(options)
-    return this.#track(new ReadStream((signal) => Promise.resolve().then(() => {
+    const served = args.served(options)
+    const admit = this.#streams.admission(served)
+    return this.#streams.add(new ReadStream((signal) => Promise.resolve().then(() => {
       admit()
       // Opened through the next holder if the holder went away before the first bytes.
       return this.#opened(() => this.#files.openReader(file.key, range, { unchecked, signal }), (r) => r.openReader(key, range), IDEMPOTENT)
-    }), (err) => errors.named(err, file)), options)
+    }), (err) => errors.named(err, file)), served)
   }
 
   // Content addressing: resolves to the key, the SHA-256 of the content; content
@@ -442,7 +414,7 @@ class Store {
   list (shard, options) {
     args.arity('list', arguments, ['shard'], undefined, 'an async iterable')
     if (shard !== undefined) args.shardIndex(shard, this.shardCount)
-    return this.#list(shard, Boolean(options && options[args.SERVED]) && !this.#operations.closed)
+    return this.#list(shard, args.served(options) && !this.#operations.closed)
   }
 
   async * #list (only, admitted) {
@@ -526,7 +498,7 @@ class Store {
   // then reported.
   async #close () {
     this.#operations.close()
-    this.#destroyStreams((stream) => !this.#served.has(stream))
+    this.#streams.destroy()
     const opening = this.#opening
     if (!opening || this.#remote || (await opening.then(() => this.#remote, () => true))) {
       // Used through another process (or never opened): calls in flight end, then any
@@ -542,26 +514,15 @@ class Store {
     // Writes waiting for the write budget fail, like those waiting for a shard: nothing
     // they wait for is certain to come now. (A wait for a memtable flush ends with it.)
     this.#writeBudget.shutdown(errors.closed())
-    this.#destroyStreams(() => true)
+    this.#streams.destroy({ all: true })
     this.#puts.stop()
     await this.#reclaimer.stop()
     this.#shards.shutdown() // operations waiting for a shard fail now, so they drain
-    const streamsClosed = [...this.#streams].map((s) => new Promise((resolve) => s.once('close', resolve)))
-    await Promise.all([this.#operations.drained(), ...streamsClosed])
+    await Promise.all([this.#operations.drained(), this.#streams.closed()])
     const results = await Promise.allSettled([this.#shards.closeAll(), this.#digester.close()])
     results.push(...(await Promise.allSettled([this.#usage.close(), this.#reserve.close()])))
     const failed = results.find((r) => r.status === 'rejected')
     if (failed) throw failed.reason
-  }
-
-  // Destroys the streams `which` picks: with ECLOSED, unless already finished (close()
-  // from a 'finish' or 'end' handler), when destroying with an error would only emit it.
-  #destroyStreams (which) {
-    for (const stream of this.#streams) {
-      if (!which(stream) || stream.destroyed) continue
-      if (stream.writableFinished || stream.readableEnded) stream.destroy()
-      else stream.destroy(errors.closed())
-    }
   }
 }
 

@@ -25,6 +25,11 @@ function synced (options) {
   return Boolean(options !== null && typeof options === 'object' && options[SYNC])
 }
 
+// Whether `options` marks a stream or listing the holder serves (SERVED).
+function served (options) {
+  return Boolean(options !== null && typeof options === 'object' && options[SERVED])
+}
+
 // Whether `value` is an internal options object: SYNC or UNCHECKED, and nothing else
 // (an AbortSignal, say, has symbol keys of its own).
 function isInternal (value) {
@@ -98,4 +103,4 @@ function verifyOptions (options = {}, count) {
   return { shard, onProgress }
 }
 
-module.exports = { SYNC, UNCHECKED, SERVED, synced, arity, arityError, toBuffer, isReadable, writeOptions, range, shardIndex, verifyOptions }
+module.exports = { SYNC, UNCHECKED, SERVED, synced, served, arity, arityError, toBuffer, isReadable, writeOptions, range, shardIndex, verifyOptions }

@@ -7,21 +7,11 @@ const { StringDecoder } = require('node:string_decoder')
 const { VERSION, ERROR_TRAILER, NOT_DONE_HEADER, decodeError } = require('./protocol')
 
 const errors = require('../api/errors')
+const { NOT_DONE, UNSENT, CLOSING, notDone, lost } = require('./failures')
 
 // How long a holder may take to answer a new client before the store counts as in use
 // by a process that does not share it (EBUSY).
 const CONNECT_MS = 5000
-
-// On an ECONNRESET from a Remote: the call was certainly not carried out. NOT_DONE: the
-// holder could not be reached, or answered that it did nothing (it was closing), so
-// the call may be made again wherever it can be. UNSENT (which implies NOT_DONE): the
-// holder read nothing of the call's body (it never connected, or refused the call
-// before its 100 Continue), so a body that can be read once can be sent again.
-const NOT_DONE = Symbol('kfs.notDone')
-const UNSENT = Symbol('kfs.unsent')
-// With NOT_DONE: the holder refused the call because it is closing: the store is free
-// once it closed.
-const CLOSING = Symbol('kfs.closing')
 
 // A store held by another process, reached through its socket (server.js): the same
 // calls as a Store opened here, answered by the holder. Each request has a connection
@@ -281,32 +271,10 @@ function connected (req) {
   })
 }
 
-// `cause`: the socket's own error.
-function notDone (message, { unsent = false, cause } = {}) {
-  const err = errors.system('the process holding the store', { code: 'ECONNRESET', message })
-  if (cause) err.cause = cause
-  err[NOT_DONE] = true
-  if (unsent) err[UNSENT] = true
-  return err
-}
-
 async function readAll (res) {
   const parts = []
   for await (const part of res) parts.push(part)
   return Buffer.concat(parts).toString('utf8')
 }
 
-// The connection to the holder failed (a system error: it went away, closed or
-// crashed, or never was): ECONNRESET, whatever the socket said. A connection that was
-// never made (no socket, or none listening: ENOENT, ECONNREFUSED) sent nothing
-// (UNSENT); once made, the request may or may not have been carried out. kfs's own
-// errors pass.
-function lost (err) {
-  // Node's own 'aborted' and 'socket hang up' (ECONNRESET) and parser errors (HPE_*)
-  // carry no syscall either.
-  if (!err.syscall && err.code && err.code !== 'ECONNRESET' && !String(err.code).startsWith('HPE_')) return err
-  if (err.syscall === 'connect') return notDone(`could not be reached: ${err.message}`, { unsent: true, cause: err })
-  return errors.system('the process holding the store', { code: 'ECONNRESET', message: `went away: ${err.message}` })
-}
-
-module.exports = { Remote, CONNECT_MS, NOT_DONE, UNSENT, CLOSING }
+module.exports = { Remote, CONNECT_MS }

@@ -9,6 +9,7 @@ const { SOCKET, VERSION, ERROR_TRAILER, NOT_DONE_HEADER, CALLS, MAX_SOCKET_PATH,
 const errors = require('../api/errors')
 const { SYNC, SERVED } = require('../api/args')
 const { FORMAT_FILE } = require('../dir/format')
+const { Connections } = require('./connections')
 // A JSON request body larger than this is refused.
 const MAX_JSON = 1024 * 1024
 // A client that takes no more of an answer, or sends nothing more of a write's body, for
@@ -17,15 +18,6 @@ const MAX_JSON = 1024 * 1024
 const IDLE_MS = 60000
 // JSON lines are sent in writes of about this many bytes.
 const LINES_BYTES = 16384
-// A closing holder waits this long for a connection it accepted to send its request
-// (a client sends it as soon as it connects), then cuts it off.
-const CLOSE_GRACE_MS = 1000
-// A closing holder cuts off a request that waits on its client (which takes nothing of
-// the answer, or sends nothing of the body) and moved no byte for this long.
-const CLOSE_STALL_MS = 5000
-// How often a closing holder looks at its connections.
-const CLOSE_POLL_MS = 50
-
 // The process that holds a store serves it to the others (protocol.js) on a Unix
 // socket in the store's directory. Its lock makes it the only holder, so a socket found
 // there at start is left by one that died, and is replaced. The socket may be reached
@@ -35,9 +27,7 @@ class Holder {
   #store
   #file
   #server
-  #sockets = new Set()
-  #requests = new WeakMap() // socket -> the response of its request in flight
-  #seen = new WeakMap() // socket -> { accepted, bytes, moved }: when it was accepted, and last moved bytes
+  #connections = new Connections()
   #closing = false
   #idleMs
 
@@ -59,12 +49,7 @@ class Holder {
     let dir // the staging directory, open: bound through /proc where its path is too long
     const server = http.createServer({ requestTimeout: 0 }, (req, res) => this.#request(req, res))
     server.on('checkContinue', (req, res) => this.#request(req, res))
-    server.on('connection', (socket) => {
-      if (!this.#closing) socket.unref() // another process's connection never keeps this one alive
-      this.#sockets.add(socket)
-      this.#seen.set(socket, { accepted: Date.now(), bytes: 0, moved: Date.now() })
-      socket.once('close', () => this.#sockets.delete(socket))
-    })
+    server.on('connection', (socket) => this.#connections.add(socket))
     try {
       await fs.mkdir(staging, { mode: 0o700 })
       if (Buffer.byteLength(bound) > MAX_SOCKET_PATH) dir = await fs.open(staging, 'r')
@@ -99,49 +84,26 @@ class Holder {
     return format.mode & 0o020 && format.gid === made.gid ? 0o660 : 0o600
   }
 
-  // Stops serving, and resolves once the requests it accepted ended. Meanwhile it
-  // refuses every new request (503 ECLOSED with the kfs-not-done header), which tells
-  // its client that nothing was done, and that the store will be free soon. Then the
-  // socket is removed, so that no client connects any more, and the connections made
-  // before are answered the same way. A request whose client stalls it (takes nothing
-  // of the answer, sends nothing of the body) for CLOSE_STALL_MS is cut off, and a
-  // connection that sent no request for CLOSE_GRACE_MS. Until then, the connections
-  // keep the process alive: a process that closes its store does not exit under them.
+  // Stops serving, and resolves once the requests it accepted ended (connections.js
+  // cuts off those whose clients stall them). Meanwhile it refuses every new request
+  // (503 ECLOSED, kfs-not-done), which tells its client that nothing was done and that
+  // the store will be free soon. Then the socket is removed, so that no client
+  // connects any more, and the connections made before are answered the same way.
   async close () {
     const server = this.#server
     if (!server) return
     this.#server = undefined
     this.#closing = true
-    for (const socket of this.#sockets) socket.ref()
-    await this.#drained()
+    await this.#connections.drained()
     await fs.rm(this.#file, { force: true }).catch(() => {}) // what matters is that it no longer serves
-    await new Promise((resolve) => setTimeout(resolve, CLOSE_POLL_MS)) // what waited to be accepted is
-    await this.#drained()
+    await this.#connections.drained({ settle: true })
     const closed = new Promise((resolve) => server.close(resolve))
-    for (const socket of this.#sockets) socket.destroy()
+    this.#connections.destroy()
     await closed
   }
 
-  // Resolves once every connection is closed, cutting off those that hold it up.
-  async #drained () {
-    while (this.#sockets.size) {
-      const now = Date.now()
-      for (const socket of this.#sockets) {
-        const seen = this.#seen.get(socket)
-        const bytes = socket.bytesRead + socket.bytesWritten
-        if (bytes !== seen.bytes) Object.assign(seen, { bytes, moved: now })
-        const res = this.#requests.get(socket)
-        const stalled = res ? waitsOnClient(res) && now - seen.moved >= CLOSE_STALL_MS : now - seen.accepted >= CLOSE_GRACE_MS && now - seen.moved >= CLOSE_GRACE_MS
-        if (stalled) socket.destroy()
-      }
-      await new Promise((resolve) => setTimeout(resolve, CLOSE_POLL_MS))
-    }
-  }
-
   #request (req, res) {
-    const socket = req.socket
-    this.#requests.set(socket, res)
-    res.once('close', () => { if (this.#requests.get(socket) === res) this.#requests.delete(socket) })
+    this.#connections.request(req, res)
     this.#handle(req, res).catch(() => res.destroy())
   }
 
@@ -312,13 +274,6 @@ function fail (res, err) {
   if (err[NOT_DONE_HEADER]) headers[NOT_DONE_HEADER] = '1'
   res.writeHead(statusOf(err), headers)
   res.end(body)
-}
-
-// Whether a request waits on its client: the client takes nothing more of the answer,
-// or the holder waits for more of the body (and holds none unread).
-function waitsOnClient (res) {
-  const req = res.req
-  return res.writableNeedDrain || (!req.complete && req.readableLength === 0)
 }
 
 // A body of JSON lines: produce(line, write) gets an async line(), whose lines go out

@@ -2,7 +2,8 @@
 
 const fs = require('node:fs/promises')
 const { socketPath, MAX_SOCKET_PATH } = require('./protocol')
-const { CONNECT_MS, CLOSING } = require('./client')
+const { CONNECT_MS } = require('./client')
+const { CLOSING } = require('./failures')
 
 // Why the holder of the store at `dir` could not be reached through its socket, as far
 // as this process can tell.
