@@ -25,7 +25,7 @@ describe('perf scripts run by the tests', function () {
   it('a script still running at its test\'s bound is killed with its children, its directory removed, the file\'s other tests run, and the failure points to KFS_TEST_SLOWDOWN', async () => {
     const files = { DIR_FILE: path.join(t.dir, 'dir'), PIDS_FILE: path.join(t.dir, 'pids') }
     const result = await new Promise((resolve) => {
-      execFile(process.execPath, [MOCHA, '--reporter', 'spec', SPEC], { env: { ...process.env, ...files, BOUND_MS: String(scaled(4000)) } }, (err, stdout, stderr) => {
+      execFile(process.execPath, [MOCHA, '--no-color', '--reporter', 'spec', SPEC], { env: { ...process.env, ...files, BOUND_MS: String(scaled(4000)) } }, (err, stdout, stderr) => {
         resolve({ code: err ? err.code : 0, stdout, stderr })
       })
     })
