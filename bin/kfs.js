@@ -9,6 +9,7 @@ process.env.UV_THREADPOOL_SIZE = process.env.UV_THREADPOOL_SIZE || '16'
 const fs = require('node:fs')
 const { main } = require('../lib/cli/program')
 const { clearProgress } = require('../lib/cli/progress')
+const { rawArguments } = require('../lib/cli/argv')
 const { removeShadowsSync } = require('..')
 
 // Errors writing standard output are reported by the command that wrote (one `kfs:`
@@ -33,6 +34,7 @@ for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP']) {
   })
 }
 
-main(process.argv, { stdin: process.stdin, stdout: process.stdout, stderr: process.stderr, temps }).then((code) => {
+const rawArgs = rawArguments(process.argv.length - 2)
+main(process.argv, { stdin: process.stdin, stdout: process.stdout, stderr: process.stderr, temps, rawArgs }).then((code) => {
   process.exitCode = code
 })

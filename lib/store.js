@@ -9,6 +9,7 @@ const { Operations } = require('./api/operations')
 const args = require('./api/args')
 const errors = require('./api/errors')
 const { Lifecycle } = require('./api/lifecycle')
+const { OpenStreams } = require('./api/open-streams')
 const { ChunkKeys } = require('./shard/records')
 const { Shards } = require('./shard/shards')
 const { Digester } = require('./data/digester')
@@ -28,7 +29,9 @@ const { compact } = require('./maintenance/compact')
 const { Reclaimer } = require('./maintenance/reclaimer')
 const { Holder } = require('./share/server')
 const { Remote, CONNECT_MS } = require('./share/client')
+const { CLOSING, IDEMPOTENT, NOT_SENT, NEVER, again } = require('./share/failures')
 const { socketPath } = require('./share/protocol')
+const { unreachedWhy } = require('./share/unreached')
 
 // writeFile hashes data up to this size in one call (larger, chunk by chunk as it goes).
 const ONE_CALL_HASH = 1024 * 1024
@@ -50,7 +53,7 @@ class Store {
   #opening
   #life = new Lifecycle()
   #operations = new Operations()
-  #streams = new Set()
+  #streams = new OpenStreams(() => this.#operations.closed)
   #digester = new Digester()
   #writeBudget
   #readAhead
@@ -131,8 +134,9 @@ class Store {
   // just gone, its lock free for this process to take (and others may be trying to
   // open it at the same moment: storeDir.OPEN_AGAIN).
   async #open () {
-    const deadline = Date.now() + CONNECT_MS
+    let deadline = Date.now() + CONNECT_MS
     let opened
+    let unreached // the last failure to reach a holder
     while (!opened) {
       try {
         opened = await storeDir.openStoreDir(this.location, this.#given, this.#options)
@@ -145,9 +149,12 @@ class Store {
         const remote = this.#options.share && await Remote.connect(socketPath(this.location), {
           timeout: Math.max(CONNECT_FLOOR_MS, deadline - Date.now()),
           onLost: (gone) => this.#lost(gone)
-        }).catch(() => undefined)
+        }).catch((failure) => { unreached = failure })
         if (remote) return this.#through(remote)
-        if (!this.#options.share || Date.now() >= deadline || this.#operations.closed) throw await storeDir.busy(this.location, err, this.#options.share)
+        // A holder that says it is closing is finishing its requests: the store is
+        // free once it closed, however long that takes.
+        if (unreached && unreached[CLOSING]) deadline = Math.max(deadline, Date.now() + CONNECT_MS)
+        if (!this.#options.share || Date.now() >= deadline || this.#operations.closed) throw await storeDir.busy(this.location, err, { shared: this.#options.share, why: unreached && await unreachedWhy(this.location, unreached) })
         await retryDelay()
       }
     }
@@ -219,10 +226,10 @@ class Store {
 
   // Runs fn on the open store as an operation close() waits for, or `remote` on the
   // process that holds it (`share`). A write (`write`) to a store opened read-only is
-  // refused (EROFS) before it opens. `retry`: the call may be made again, when the
-  // holder went away before it answered, through the next holder or here. `file`: the
-  // coerced key of the file concerned, whose name its errors then give.
-  #op (fn, { write = false, remote, retry = false, file }) {
+  // refused (EROFS) before it opens. `retry`: when the call may be made again after its
+  // holder went away (#opened). `file`: the coerced key of the file concerned, whose
+  // name its errors then give.
+  #op (fn, { write = false, remote, retry, file }) {
     const done = this.#operations.run(() => {
       if (write) this.#writable()
       return this.#opened(fn, remote, retry)
@@ -231,17 +238,33 @@ class Store {
   }
 
   // fn() on the store open here, or remote(holder) on the store used through another
-  // process; the same once more after the holder went away, if `retry`.
+  // process. A call the holder did not carry out (it could not be reached, or was
+  // closing) is made again, through the next holder or here, until CONNECT_MS after
+  // its first failure; so is one that may have been carried out, if `retry` is
+  // IDEMPOTENT (a second attempt ends as the first would have). `retry` NOT_SENT: only
+  // if nothing of it was sent (its body, a Readable, is still unread).
   async #opened (fn, remote, retry) {
-    if (!this.#reclaimer && !this.#remote) await this.open() // #open() sets one of them last
-    if (!this.#remote) return fn()
-    const holder = this.#remote
-    try {
-      return await remote(holder)
-    } catch (err) {
-      if (!retry || err.code !== 'ECONNRESET' || this.#remote === holder || this.#operations.closed) throw err
-      return this.#opened(fn, remote, false)
+    let deadline
+    for (;;) {
+      if (!this.#reclaimer && !this.#remote) await this.open() // #open() sets one of them last
+      if (!this.#remote) return fn()
+      const holder = this.#remote
+      try {
+        return await remote(holder)
+      } catch (err) {
+        deadline = await this.#retried(err, retry, holder, deadline)
+      }
     }
+  }
+
+  // After `err` through `holder`: throws it unless the call is made again (#opened), and
+  // resolves to the time until which it is. Only the first attempt again is made at
+  // once: a holder that fails call after call is not asked in a busy loop.
+  async #retried (err, retry, holder, deadline) {
+    if (this.#operations.closed || !again(err, retry) || Date.now() >= (deadline || Infinity)) throw err
+    this.#lost(holder)
+    if (deadline) await retryDelay()
+    return deadline || Date.now() + CONNECT_MS
   }
 
   // Whether a write asked for SYNC needs it: a synced store syncs every write.
@@ -262,20 +285,14 @@ class Store {
     return { shards: this.#shards, chunkSize: this.chunkSize, shardCount: this.shardCount }
   }
 
-  #track (stream) {
-    this.#streams.add(stream)
-    stream.once('close', () => this.#streams.delete(stream))
-    return stream
-  }
-
   async writeFile (key, data) {
     args.arity('writeFile', arguments, ['key', 'data'])
     const target = coerceKey(key)
     const buffer = args.toBuffer(data)
     // A small file is hashed in one call, cheaper than a hash object fed chunk by chunk.
     const sha256 = buffer.length <= ONE_CALL_HASH ? sha256Of(buffer) : undefined
-    // Never made again after the holder went away: if the first was made, a second
-    // would make it twice, over a write of another caller in between.
+    // Made again only if the holder did not carry it out: if the first was made, a
+    // second would make it twice, over a write of another caller in between.
     await this.#op(() => this.#files.write(target, [buffer], { size: buffer.length, sha256 }), { write: true, file: target, remote: (r) => r.writeFile(key, buffer, { sync: this.#options.sync }) })
   }
 
@@ -283,20 +300,23 @@ class Store {
     args.arity('readFile', arguments, ['key'], typeof options === 'string' || (options && options.encoding) ? 'it resolves to a Buffer: call toString() on it for text' : undefined)
     const file = coerceKey(key)
     const unchecked = Boolean(options && options[args.UNCHECKED])
-    return this.#op(() => readFile(this.#files, this.#digester, file.key, { unchecked }), { retry: true, file, remote: (r) => r.readFile(key) })
+    return this.#op(() => readFile(this.#files, this.#digester, file.key, { unchecked }), { retry: IDEMPOTENT, file, remote: (r) => r.readFile(key) })
   }
 
   createWriteStream (key, options) {
     args.arity('createWriteStream', arguments, ['key', 'options'], undefined, 'a stream')
     const target = coerceKey(key)
     const { sha256: expectedSha256, size } = args.writeOptions(options)
-    return this.#track(new WriteStream((signal) => {
-      if (this.#operations.closed) return Promise.reject(errors.closed())
-      return Promise.resolve().then(() => this.#writable()).then(() => this.#opened(
+    const served = args.served(options)
+    const admit = this.#streams.admission(served)
+    return this.#streams.add(new WriteStream((signal) => Promise.resolve().then(() => {
+      admit()
+      this.#writable()
+      return this.#opened(
         () => this.#files.openWriter(target, { expectedSha256, size, sync: this.#synced(options), signal }),
         (r) => r.openWriter(key, { expectedSha256, size, sync: this.#syncAsked(options) })
-      ))
-    }, (err) => errors.named(err, target)))
+      )
+    }), (err) => errors.named(err, target)), served)
   }
 
   createReadStream (key, options) {
@@ -304,11 +324,13 @@ class Store {
     const file = coerceKey(key)
     const range = args.range(options)
     const unchecked = Boolean(options && options[args.UNCHECKED])
-    return this.#track(new ReadStream((signal) => {
-      if (this.#operations.closed) return Promise.reject(errors.closed())
+    const served = args.served(options)
+    const admit = this.#streams.admission(served)
+    return this.#streams.add(new ReadStream((signal) => Promise.resolve().then(() => {
+      admit()
       // Opened through the next holder if the holder went away before the first bytes.
-      return this.#opened(() => this.#files.openReader(file.key, range, { unchecked, signal }), (r) => r.openReader(key, range), true)
-    }, (err) => errors.named(err, file)))
+      return this.#opened(() => this.#files.openReader(file.key, range, { unchecked, signal }), (r) => r.openReader(key, range), IDEMPOTENT)
+    }), (err) => errors.named(err, file)), served)
   }
 
   // Content addressing: resolves to the key, the SHA-256 of the content; content
@@ -323,7 +345,7 @@ class Store {
     if (args.isReadable(data)) return this.#putStream(data, options)
     const buffer = args.toBuffer(data)
     const sync = this.#synced(options)
-    return this.#op(() => this.#puts.put(buffer, { sync }), { write: true, retry: true, remote: (r) => r.put(buffer, { sync: this.#syncAsked(options) }) })
+    return this.#op(() => this.#puts.put(buffer, { sync }), { write: true, retry: IDEMPOTENT, remote: (r) => r.put(buffer, { sync: this.#syncAsked(options) }) })
   }
 
   // The Readable gets its first 'error' listener only when spooling starts, once the
@@ -342,7 +364,8 @@ class Store {
         remote: (r) => {
           if (early) throw early
           return r.put(readable, { sync: this.#syncAsked(options) })
-        }
+        },
+        retry: NOT_SENT
       })
     } catch (err) {
       readable.destroy()
@@ -356,7 +379,7 @@ class Store {
     args.arity('exists', arguments, ['key'])
     const file = coerceKey(key)
     const k = file.key
-    return this.#op(() => this.#files.inShardOf(k, async (shard) => Boolean(await shard.getMeta(k)), () => false), { retry: true, file, remote: (r) => r.call('exists', key) })
+    return this.#op(() => this.#files.inShardOf(k, async (shard) => Boolean(await shard.getMeta(k)), () => false), { retry: IDEMPOTENT, file, remote: (r) => r.call('exists', key) })
   }
 
   async stat (key) {
@@ -369,11 +392,11 @@ class Store {
       const stat = { key: k, size: meta.size, chunks: meta.chunks, shard: shard.index, mtime: new Date(meta.mtime), sha256: meta.sha256 }
       if (meta.name !== undefined) stat.name = meta.name
       return stat
-    }, () => { throw errors.notFound(k) }), { retry: true, file, remote: (r) => r.stat(key) })
+    }, () => { throw errors.notFound(k) }), { retry: IDEMPOTENT, file, remote: (r) => r.stat(key) })
   }
 
-  // `options`: internal (args.SYNC). Never made again after the holder went away: the
-  // second would answer ENOENT for a file the first removed.
+  // `options`: internal (args.SYNC). Made again only if the holder did not carry it
+  // out: the second would answer ENOENT for a file the first removed.
   async unlink (key, options) {
     args.arity('unlink', arguments, ['key'])
     const file = coerceKey(key)
@@ -387,20 +410,23 @@ class Store {
   }
 
   // An async iterable of { key, size, name } for every committed file (lib/data/list.js).
-  list (shard) {
+  // `options`: internal (args.SERVED).
+  list (shard, options) {
     args.arity('list', arguments, ['shard'], undefined, 'an async iterable')
     if (shard !== undefined) args.shardIndex(shard, this.shardCount)
-    return this.#list(shard)
+    return this.#list(shard, args.served(options) && !this.#operations.closed)
   }
 
-  async * #list (only) {
+  async * #list (only, admitted) {
     await this.#op(() => {}, { remote: () => {} })
     if (only !== undefined) args.shardIndex(only, this.shardCount)
     // Listed through the next holder, or here, if the holder went away before the
     // first file.
-    for (let retried = false; ; retried = true) {
+    let deadline
+    for (;;) {
+      if (!this.#reclaimer && !this.#remote) await this.open()
       const holder = this.#remote
-      if (!holder) return yield * list(this.#shards, only, this.#operations)
+      if (!holder) return yield * list(this.#shards, only, this.#operations, { admitted })
       let yielded = false
       try {
         for await (const file of holder.list(only)) {
@@ -411,8 +437,7 @@ class Store {
         return
       } catch (err) {
         if (this.#operations.closed) throw errors.closed()
-        if (yielded || retried || err.code !== 'ECONNRESET' || this.#remote === holder) throw err
-        await this.open()
+        deadline = await this.#retried(err, yielded ? NEVER : IDEMPOTENT, holder, deadline)
       }
     }
   }
@@ -429,25 +454,25 @@ class Store {
       const capacity = this.shardCapacity * this.shardCount
       const reserve = await reserveBytes(this.location)
       return { used, free: capacity - used, capacity, files: shards.reduce((sum, s) => sum + s.files, 0), reserve, shards }
-    }, { retry: true, remote: (r) => r.call('usage') })
+    }, { retry: IDEMPOTENT, remote: (r) => r.call('usage') })
   }
 
   // Bytes of the store's files on disk, leaving out its disk reserve.
   async diskUsage () {
     args.arity('diskUsage', arguments, [])
-    return this.#op(() => diskUsage(this.location), { retry: true, remote: (r) => r.call('diskUsage') })
+    return this.#op(() => diskUsage(this.location), { retry: IDEMPOTENT, remote: (r) => r.call('diskUsage') })
   }
 
   // Gives back now the disk space of files removed or replaced that the store would
   // otherwise reclaim in the background (the reclaim option), in the shards open.
   async reclaim () {
     args.arity('reclaim', arguments, [])
-    return this.#op(() => this.#reclaimer.reclaimNow(), { write: true, remote: (r) => r.call('reclaim') })
+    return this.#op(() => this.#reclaimer.reclaimNow(), { write: true, retry: IDEMPOTENT, remote: (r) => r.call('reclaim') })
   }
 
   async compact () {
     args.arity('compact', arguments, [])
-    return this.#op(() => compact(this.#shards), { write: true, remote: (r) => r.call('compact') })
+    return this.#op(() => compact(this.#shards), { write: true, retry: IDEMPOTENT, remote: (r) => r.call('compact') })
   }
 
   async verify (options) {
@@ -473,29 +498,27 @@ class Store {
   // then reported.
   async #close () {
     this.#operations.close()
-    // Writes waiting for the write budget fail, like those waiting for a shard: nothing
-    // they wait for is certain to come now. (A wait for a memtable flush ends with it.)
-    this.#writeBudget.shutdown(errors.closed())
-    for (const stream of this.#streams) {
-      // A stream that already finished (close() from its 'finish' or 'end' handler) has
-      // nothing left to stop: destroying it with an error would only emit that error.
-      if (stream.writableFinished || stream.readableEnded) stream.destroy()
-      else stream.destroy(errors.closed())
-    }
+    this.#streams.destroy()
     const opening = this.#opening
     if (!opening || this.#remote || (await opening.then(() => this.#remote, () => true))) {
       // Used through another process (or never opened): calls in flight end, then any
       // request still open (a listing a caller stopped reading).
+      this.#writeBudget.shutdown(errors.closed())
       await this.#operations.drained()
       for (const remote of this.#remotes) remote.close()
       return
     }
-    if (this.#holder) await this.#holder.close() // other processes' requests end first
+    // Other processes' requests the holder accepted end first, their streams with them;
+    // it refuses later ones as not carried out, and their clients go to the next holder.
+    if (this.#holder) await this.#holder.close()
+    // Writes waiting for the write budget fail, like those waiting for a shard: nothing
+    // they wait for is certain to come now. (A wait for a memtable flush ends with it.)
+    this.#writeBudget.shutdown(errors.closed())
+    this.#streams.destroy({ all: true })
     this.#puts.stop()
     await this.#reclaimer.stop()
     this.#shards.shutdown() // operations waiting for a shard fail now, so they drain
-    const streamsClosed = [...this.#streams].map((s) => new Promise((resolve) => s.once('close', resolve)))
-    await Promise.all([this.#operations.drained(), ...streamsClosed])
+    await Promise.all([this.#operations.drained(), this.#streams.closed()])
     const results = await Promise.allSettled([this.#shards.closeAll(), this.#digester.close()])
     results.push(...(await Promise.allSettled([this.#usage.close(), this.#reserve.close()])))
     const failed = results.find((r) => r.status === 'rejected')

@@ -24,7 +24,7 @@ const kfs = require('..')
 const { diskUsage } = require('../lib/dir/disk-usage')
 const { Progress } = require('../lib/cli/progress')
 const { humanSize } = require('../lib/cli/text')
-const { cli, parseCommandLine, UsageError } = require('./script')
+const { cli, parseCommandLine, UsageError, machineOf, quickMark } = require('./script')
 
 const MiB = 1024 * 1024
 const ENGINES = { kfs: {}, vanilla: { shardCount: 1 } }
@@ -45,10 +45,11 @@ const COMMAND = cli(__filename, {
     { name: '--sizes', type: 'list', of: 'number', default: [8, 16, 32, 64, 128, 256, 512], help: 'file sizes in MiB' },
     { name: '--engines', type: 'list', values: Object.keys(ENGINES), default: Object.keys(ENGINES), help: 'the engines' },
     { name: '--dir', type: 'string', arg: 'DIR', default: process.env.KFS_PERF_DIR || os.tmpdir(), shown: '$KFS_PERF_DIR, else the temp dir', help: 'where the databases live' },
-    { name: '--quick', type: 'flag', sets: { trials: 2, sizes: [1, 2, 4] }, help: '2 trials of 1, 2 and 4 MiB: a one-minute smoke run' },
+    { name: '--quick', type: 'flag', sets: { trials: 2, sizes: [1, 2, 4], quick: true }, help: '2 trials of 1, 2 and 4 MiB: a one-minute smoke run, which measures nothing (its report and charts say so)' },
     { name: '--grow', type: 'flag', help: 'keep every file instead of unlinking it, so the databases grow' },
     { name: '--keep', type: 'flag', help: 'keep the databases at the end' }
   ],
+  defaults: { quick: false },
   check (args) {
     // --out FILE.csv, or a second argument: the CSV itself.
     if (args.csv === undefined && /\.csv$/i.test(args.out || '')) args.csv = args.out
@@ -207,7 +208,7 @@ if (require.main === module && process.argv[2] === '--worker') {
   const args = parseCommandLine(COMMAND)
   run(args).then(({ csv }) => {
     if (args.csv !== undefined) return log(`wrote ${csv}`)
-    const { file, charts } = require('./report').report(csv, args.out)
+    const { file, charts } = require('./report').report(csv, args.out, { machine: machineOf(args.dir), mark: args.quick ? quickMark('sizes') : undefined })
     log(`wrote ${csv}, ${file} and ${charts.length} charts in ${path.join(args.out, 'charts')}`)
   }).catch((err) => {
     process.stderr.write(`perf/benchmark.js: ${err.message}\n`)

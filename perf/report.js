@@ -102,14 +102,14 @@ function summarize (rows) {
 
 // Every table line of the report fits 100 columns: one table of times per operation
 // (engines in rows), one of kfs against vanilla.
-function markdown (rows, { engines, sizes, summaries }, charts, machine) {
+function markdown (rows, { engines, sizes, summaries }, charts, { machine, mark }) {
   const trials = Math.max(...rows.map((r) => r.trial))
   const times = rows.map((r) => r.timestamp).sort()
   const few = summaries.some((s) => Object.values(s.engines).some((d) => d && d.n < MIN_N))
   const lines = [
     '# kfs vs vanilla LevelDB: benchmark report',
     '',
-    `${rows.length} measurements: ${trials} trials, engines ${engines.join(', ')}, sizes ${sizes.map(mib).join(', ')} MiB, from ${times[0]} to ${times[times.length - 1]}; ${machine}.`,
+    `${rows.length} measurements: ${trials} trials, engines ${engines.join(', ')}, sizes ${sizes.map(mib).join(', ')} MiB, from ${times[0]} to ${times[times.length - 1]}; ${machine}.${mark ? ` **${mark}.**` : ''}`,
     few
       ? `Times in ms. Cases of fewer than ${MIN_N} trials: their values, and no statistics.`
       : `Times in ms (lower is better). kfs / vanilla: mean kfs / mean vanilla (below 1: kfs faster). Two-sided Welch t-test, significant when p < ${ALPHA}.`,
@@ -152,7 +152,7 @@ function markdown (rows, { engines, sizes, summaries }, charts, machine) {
 
 // The charts: per operation, time by size (log scale: 8 MiB and 512 MiB on one axis)
 // with whiskers, kfs / vanilla per trial with 1.0 marked, and each size trial by trial.
-function chartsFor (rows, { engines, sizes, summaries }, machine) {
+function chartsFor (rows, { engines, sizes, summaries }, { machine, mark }) {
   const charts = []
   const nOf = (ds) => {
     const ns = [...new Set(ds.filter(Boolean).map((d) => d.n))]
@@ -169,6 +169,7 @@ function chartsFor (rows, { engines, sizes, summaries }, machine) {
       svg: barChart({
         title: `${operation}: time per file (lower is better)`,
         subtitle: [`median of ${nOf(all)} trials per bar`, machine],
+        mark,
         legendNote: ['whiskers:', spread(all)],
         xLabel: 'file size (MiB)',
         yLabel: 'ms',
@@ -186,6 +187,7 @@ function chartsFor (rows, { engines, sizes, summaries }, machine) {
         svg: barChart({
           title: `${operation}: kfs time / vanilla time (lower is better for kfs)`,
           subtitle: [`median of the ${nOf(ratios)} trials' ratios; below 1.0 kfs is faster`, machine],
+          mark,
           legendNote: ['whiskers:', spread(ratios)],
           xLabel: 'file size (MiB)',
           yLabel: 'kfs / vanilla',
@@ -206,22 +208,23 @@ function chartsFor (rows, { engines, sizes, summaries }, machine) {
       charts.push({
         file: `charts/trials-${operation}-${mib(size)}MiB.svg`,
         title: `${operation} ${mib(size)} MiB: time per trial`,
-        svg: lineChart({ title: `${operation} ${mib(size)} MiB: time per trial (lower is better)`, subtitle: [`n = ${Math.max(...series.map((s) => s.points.length))} trials`, machine], xLabel: 'trial', yLabel: 'ms', series })
+        svg: lineChart({ title: `${operation} ${mib(size)} MiB: time per trial (lower is better)`, subtitle: [`n = ${Math.max(...series.map((s) => s.points.length))} trials`, machine], mark, xLabel: 'trial', yLabel: 'ms', series })
       })
     }
   }
   return charts
 }
 
-// machine: what the CSV was measured on, as the report and charts name it.
-function report (csvFile, outDir, machine = 'machine not recorded in the CSV (give --machine)') {
+// machine: what the CSV was measured on, as the report and charts name it; mark: a
+// warning they carry in red, such as a --quick run's.
+function report (csvFile, outDir, { machine = 'machine not recorded in the CSV (perf/report.js --machine names it)', mark } = {}) {
   const rows = parseCsv(fs.readFileSync(csvFile, 'utf8'))
   if (!rows.length) throw new Error(`${csvFile} holds no measurements`)
   const summary = summarize(rows)
-  const charts = chartsFor(rows, summary, machine)
+  const charts = chartsFor(rows, summary, { machine, mark })
   fs.mkdirSync(path.join(outDir, 'charts'), { recursive: true })
   for (const chart of charts) fs.writeFileSync(path.join(outDir, chart.file), chart.svg)
-  const md = markdown(rows, summary, charts, machine)
+  const md = markdown(rows, summary, charts, { machine, mark })
   fs.writeFileSync(path.join(outDir, 'report.md'), md)
   return { summary, charts, file: path.join(outDir, 'report.md') }
 }
@@ -231,7 +234,7 @@ module.exports = { COMMAND, parseCsv, summarize, report }
 if (require.main === module) {
   const args = parseCommandLine(COMMAND)
   try {
-    const { file, charts } = report(args.csv, args.out, args.machine)
+    const { file, charts } = report(args.csv, args.out, { machine: args.machine })
     process.stdout.write(`wrote ${file} and ${charts.length} charts in ${path.join(args.out, 'charts')}\n`)
   } catch (err) {
     process.stderr.write(`perf/report.js: ${err.message}\n`)

@@ -6,7 +6,7 @@ const path = require('node:path')
 const { spawn } = require('node:child_process')
 const { useTmp, rejects, scaled } = require('./helpers')
 
-const BAD_KEYS = ['', null, undefined, 42, {}, [], true, Buffer.from('k'), 'x'.repeat(5000)]
+const BAD_KEYS = ['', null, undefined, 42, {}, [], true, Buffer.from('k'), 'x'.repeat(5000), '\ud800x', 'x\udc00']
 const BAD_DATA = [null, undefined, 5, {}, [1], new ArrayBuffer(3), true]
 const BAD_RANGES = [{ start: -1 }, { start: 1.5 }, { end: -1 }, { start: 5, end: 4 }, { start: '1' }, { start: NaN }, { start: Infinity }, { Start: 1 }, null]
 const BAD_SHARDS = [-1, 256, 1.5, '3', null, NaN]

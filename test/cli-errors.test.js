@@ -39,6 +39,31 @@ describe('kfs command line', function () {
       }
     })
 
+    it('an argument that is not UTF-8 is refused, exit 2, before anything is stored: read by Node, it would be another name', async () => {
+      // A shell makes the bytes: Node passes a child's arguments as UTF-8 only.
+      const run = (key, ...more) => new Promise((resolve, reject) => {
+        const child = spawn('sh', ['-c', `printf x | exec "$0" "$1" ${more.join(' ')} put --key "$(printf '${key}')"`, process.execPath, BIN], { env: { ...process.env, KFS_DB: c.db, KFS_DEBUG: '' } })
+        let stdout = ''
+        let stderr = ''
+        child.stdout.on('data', (d) => (stdout += d))
+        child.stderr.on('data', (d) => (stderr += d))
+        child.on('error', reject)
+        child.on('close', (code) => resolve({ code, stdout, stderr }))
+      })
+      for (const key of ['\\377x', '\\355\\240\\200x']) {
+        const r = await run(key)
+        expect(r.code, key).to.equal(2)
+        expect(r.stderr, key).to.match(/^kfs: argument 3 \("\ufffd+x"\) is not valid UTF-8: .*give names and paths in UTF-8\n$/)
+        expect(fs.existsSync(c.db), key).to.equal(false)
+      }
+      const json = await run('\\377x', '--json')
+      expect(JSON.parse(json.stderr).error.code).to.equal('EINVAL')
+      // U+FFFD written as UTF-8 is a name like any other.
+      const ok = await run('\\357\\277\\275x')
+      expect(ok.code, ok.stderr).to.equal(0)
+      expect((await cli(['stat', '\ufffdx'])).stdout.toString()).to.contain(ok.stdout.trim())
+    })
+
     it('a missing input file is a runtime error naming it', async () => {
       const r = await cli(['put', path.join(t.dir, 'absent.bin')])
       expect(r.code).to.equal(1)
@@ -51,7 +76,7 @@ describe('kfs command line', function () {
       try {
         const r = await cli(['put'], { input: 'x' })
         expect(r.code).to.equal(1)
-        expect(r.stderr).to.equal(`kfs: the store at ${c.db} is in use by process ${process.pid}, which does not share it (it was opened with share: false, or by an older kfs, or does not answer): stop it, or open the store there with share: true\n`)
+        expect(r.stderr).to.equal(`kfs: the store at ${c.db} is in use by process ${process.pid}, which does not share it (it was opened with share: false, or by an older kfs): stop it, or open the store there with share: true\n`)
       } finally {
         await store.close()
       }

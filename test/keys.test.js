@@ -28,4 +28,15 @@ describe('keys', () => {
     throws(() => coerceKey('x'.repeat(MAX_NAME_BYTES + 1)), 'EINVAL')
     expect(coerceKey('x'.repeat(MAX_NAME_BYTES)).name).to.have.length(MAX_NAME_BYTES)
   })
+
+  it('rejects a name with a lone surrogate, which UTF-8 would store as U+FFFD, naming where it is', () => {
+    for (const [bad, at] of [['\ud800x', 0], ['x\udc00', 1], ['ab\udbff\ud800', 2], ['\ud83d\ude00\ude00', 2]]) {
+      const err = throws(() => coerceKey(bad), 'EINVAL')
+      expect(err.argument).to.equal('key')
+      expect(err.message).to.contain('lone surrogate').and.contain(`at index ${at}`)
+    }
+    // '\ufffdx' stays a name of its own; a well-formed pair is a name like any other.
+    expect(coerceKey('\ufffdx').name).to.equal('\ufffdx')
+    expect(coerceKey('\ud83d\ude00').name).to.equal('\ud83d\ude00')
+  })
 })

@@ -14,7 +14,7 @@ const { scaled } = require('./helpers')
 const LONGEST = [
   'system/crash-states', 'system/disk-full', 'system/perf', 'system/perf-node', 'system/crash',
   'system/read-only-mounts', 'system/perf-pieces',
-  'reclaim', 'cli', 'cli-commands', 'lifecycle', 'share', 'cli-errors', 'open-shards', 'read-only', 'cli-faults',
+  'reclaim', 'cli', 'cli-commands', 'lifecycle', 'share', 'share-handover', 'cli-errors', 'open-shards', 'read-only', 'cli-faults',
   'system/perf-churn', 'system/perf-costs', 'concurrency', 'store'
 ]
 

@@ -67,6 +67,7 @@ describe('README examples', () => {
   const blocks = jsBlocks(readme)
   const runnable = blocks.filter((b) => b.runnable)
   let ran = 0
+  const printed = new Map() // block -> its stdout
 
   it('finds js blocks, and skips only those marked not runnable', () => {
     const sample = [
@@ -96,6 +97,10 @@ describe('README examples', () => {
         const result = await node([file], dir)
         expect(result.stderr, `stderr of the block at README.md:${block.line}`).to.equal('')
         expect(result.code, `exit code of the block at README.md:${block.line}\n${block.code}`).to.equal(0)
+        // What it prints reads as a reader expects: whole lines, no value left out.
+        if (result.stdout !== '') expect(result.stdout, `stdout of the block at README.md:${block.line}`).to.match(/\n$/)
+        expect(result.stdout, `stdout of the block at README.md:${block.line}`).not.to.match(/\bundefined\b/)
+        printed.set(block, result.stdout)
         ran++
       } finally {
         await fs.promises.rm(dir, { recursive: true, force: true })
@@ -109,6 +114,16 @@ describe('README examples', () => {
     expect(cjs).to.deep.equal({ code: 0, stdout: `${path.join(root, 'index.js')}\n`, stderr: '' })
     const esm = await node(['--input-type=module', '-e', "import kfs, { Store, errors } from 'kfs-store'; console.log(typeof kfs, kfs('x') instanceof Store, typeof errors.isNotFound)"], root)
     expect(esm).to.deep.equal({ code: 0, stdout: 'function true function\n', stderr: '' })
+  })
+
+  it('the quick start prints what it read, then every file it stored, by name or by key', function () {
+    const quick = runnable.find((b) => b.code.includes('store.list()'))
+    expect(quick, 'a README block that lists the store').to.not.equal(undefined)
+    if (!printed.has(quick)) this.skip() // its own test failed
+    const [read, range, ...listed] = printed.get(quick).split('\n').slice(0, -1)
+    expect([read, range]).to.deep.equal(['hello', 'large file'])
+    const key = require('node:crypto').hash('sha256', 'some content')
+    expect(listed.sort()).to.deep.equal([`${key} 12`, 'big 12', 'notes.txt 5'])
   })
 
   it('ran at least one block', () => {

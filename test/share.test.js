@@ -14,28 +14,7 @@ const { Readable } = require('node:stream')
 const { pipeline } = require('node:stream/promises')
 const kfs = require('..')
 const { useTmp, rejects, scaled, sleep, within } = require('./helpers')
-
-const ROOT = path.join(__dirname, '..')
-
-// A process holding the store at `dir` until its stdin ends; resolves once it serves.
-// kill() is kill -9, resolved once it is gone.
-function holder (dir, options = {}) {
-  const script = `
-    const store = require('./')(process.argv[1], ${JSON.stringify(options)})
-    store.open().then(() => console.log('holding'))
-    process.stdin.resume()
-    process.stdin.on('end', () => store.close().then(() => process.exit(0)))`
-  const child = spawn(process.execPath, ['-e', script, dir], { cwd: ROOT, stdio: ['pipe', 'pipe', 'inherit'] })
-  const exited = new Promise((resolve) => child.once('exit', resolve))
-  return new Promise((resolve, reject) => {
-    child.stdout.once('data', () => resolve({
-      child,
-      stop: () => { child.stdin.end(); return exited },
-      kill: () => { child.kill('SIGKILL'); return exited }
-    }))
-    child.once('exit', (code) => reject(new Error(`the holder exited with ${code}`)))
-  })
-}
+const { holder, ROOT } = require('./share-harness')
 
 // A Readable of `size` bytes of `data` repeated, in parts of `part` bytes, that waits
 // for `gate` (a promise) before its part at `at` bytes.
@@ -101,6 +80,7 @@ describe('one store, many processes', function () {
       await rejects(store.stat('a'), 'ENOENT')
       await rejects(store.repair(0), 'ENOENT')
       expect(await rejects(store.writeFile('', 'x'), 'EINVAL')).to.be.an.instanceOf(RangeError)
+      await rejects(store.readFile('\ud800x'), 'EINVAL')
       // Checked by the holder: its error's class crosses too.
       expect(await rejects(store.createReadStream(key, { start: 10 ** 9 }).toArray(), 'EINVAL')).to.be.an.instanceOf(RangeError)
       expect(store.referenceId).to.match(/^[0-9a-f]{40}$/)
@@ -546,8 +526,8 @@ describe('the holder\'s connections', function () {
     await close()
   })
 
-  it('past its cap, the connections that held nothing longest are cut; a request past as many under way is answered 503 EBUSY', async () => {
-    const { socket, close } = await serve({ maxConnections: 2 })
+  it('past its cap, the connections that held nothing longest are cut; a request past as many under way is answered 503 EBUSY not done, and a client makes its call again until it is served', async () => {
+    const { dir, socket, close } = await serve({ maxConnections: 2 })
     // One that sent nothing, then one whose JSON body is still coming: each is cut once
     // a newer one passes the cap.
     const idle = [connect(socket)]
@@ -563,6 +543,9 @@ describe('the holder\'s connections', function () {
     // A request sent at once is served, though its connection passed the cap.
     expect(JSON.parse((await request(socket, 'POST', '/v1/call/exists', { body: '["k"]' })).body)).to.deep.equal({ result: false })
     for (const s of idle) s.destroy()
+    const client = kfs(dir) // reaches the holder before the cap is full
+    opened.push({ destroy: () => client.close() })
+    expect(await client.exists('a')).to.equal(false)
     // Two writes under way fill the cap.
     const writes = ['a', 'b'].map((key) => connect(socket, `PUT /v1/files/${key} HTTP/1.1\r\nHost: kfs\r\nConnection: close\r\nContent-Length: 10\r\n\r\nab`))
     await sleep(200)
@@ -571,12 +554,18 @@ describe('the holder\'s connections', function () {
     expect(refused.headers.connection).to.equal('close')
     expect(JSON.parse(refused.body).error).to.include({ code: 'EBUSY' })
     expect(JSON.parse(refused.body).error.message).to.match(/serving as many requests as it takes at once \(2, from its descriptor limit\)/)
+    expect(refused.headers['kfs-not-done'], 'refused as not done').to.equal('1')
     const { Remote } = require('../lib/share/client')
     const err = await rejects(Remote.connect(socket), 'EBUSY')
     expect(err.message).to.match(/try again later/)
-    // Once a write ends, a new request is served.
+    const { unreachedWhy } = require('../lib/share/unreached')
+    expect(await unreachedWhy(dir, err)).to.match(/^which is serving as many requests as its descriptor limit lets it take at once: try again later/)
+    // A client's call is made again until a write ends and it is served.
+    const exists = client.exists('a')
+    await sleep(300)
     writes[0].write('abcdefgh')
     expect(await within(writes[0].answer, 5000, 'the write')).to.match(/^HTTP\/1.1 200/)
+    expect(await within(exists, scaled(5000), 'the client\'s call'), 'served once a write ended').to.equal(true)
     expect((await request(socket, 'POST', '/v1/call/exists', { body: '["a"]' })).body).to.equal('{"result":true}')
     writes[1].destroy()
     await close()

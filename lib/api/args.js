@@ -15,11 +15,19 @@ const SYNC = Symbol('kfs.sync')
 // Only for perf/ (throughput, costs, read-path), to measure what checking costs: a read
 // stream or readFile given this option skips the chunk digests. Not part of the API.
 const UNCHECKED = Symbol.for('kfs.perf.unchecked')
-const INTERNAL = new Set([SYNC, UNCHECKED])
+// A stream lib/share/ serves to another process: close() lets it end with its request,
+// which the holder waits for, rather than destroying it.
+const SERVED = Symbol('kfs.served')
+const INTERNAL = new Set([SYNC, UNCHECKED, SERVED])
 
 // Whether `options` (an internal options object, or undefined) asks for SYNC.
 function synced (options) {
   return Boolean(options !== null && typeof options === 'object' && options[SYNC])
+}
+
+// Whether `options` marks a stream or listing the holder serves (SERVED).
+function served (options) {
+  return Boolean(options !== null && typeof options === 'object' && options[SERVED])
 }
 
 // Whether `value` is an internal options object: SYNC or UNCHECKED, and nothing else
@@ -95,4 +103,4 @@ function verifyOptions (options = {}, count) {
   return { shard, onProgress }
 }
 
-module.exports = { SYNC, UNCHECKED, synced, arity, arityError, toBuffer, isReadable, writeOptions, range, shardIndex, verifyOptions }
+module.exports = { SYNC, UNCHECKED, SERVED, synced, served, arity, arityError, toBuffer, isReadable, writeOptions, range, shardIndex, verifyOptions }

@@ -79,13 +79,14 @@ function corrupt (what, message, props = {}) {
 }
 
 // pid: the holder's process ID, when known; shared: whether this open would have used
-// the store through a holder that shares it.
-function busy (dir, cause, { pid, shared = false } = {}) {
+// the store through a holder that shares it; why: what is known of why it could not
+// reach it (else, the holder does not share it).
+function busy (dir, cause, { pid, shared = false, why } = {}) {
   if (pid === undefined) return make(Error, 'EBUSY', `the store at ${dir} is in use by another process or store instance`, { path: dir, cause })
   const who = pid === process.pid ? `another store instance of this process (${pid})` : `process ${pid}`
-  const what = shared
-    ? 'which does not share it (it was opened with share: false, or by an older kfs, or does not answer): stop it, or open the store there with share: true'
-    : 'and this store was opened with share: false: open it with share: true to use it through that process, or stop that process'
+  const what = !shared
+    ? 'and this store was opened with share: false: open it with share: true to use it through that process, or stop that process'
+    : why || 'which does not share it (it was opened with share: false, or by an older kfs): stop it, or open the store there with share: true'
   return make(Error, 'EBUSY', `the store at ${dir} is in use by ${who}, ${what}`, { path: dir, pid, cause })
 }
 

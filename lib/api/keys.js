@@ -9,13 +9,20 @@ const HEX = /^[0-9a-fA-F]*$/
 const isHexKey = (input) => (input.length === 40 || input.length === 64) && HEX.test(input)
 // Names are kept in every file's metadata record, which listing reads: bound them.
 const MAX_NAME_BYTES = 4096
+// A lone surrogate (half of a UTF-16 pair) has no UTF-8 form: encoding turns it into
+// U+FFFD, so '\ud800x' and '\ufffdx' would be one file. Such a name is refused.
+const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/
 
 // A 40 or 64 hex-character key is used as is (lower-cased); any other non-empty string
-// is a name, hashed with RIPEMD-160 as the KFS design does.
+// that is well-formed Unicode is a name, hashed with RIPEMD-160 as the KFS design does.
 function coerceKey (input) {
   if (typeof input !== 'string') throw errors.invalidType('key', 'a non-empty string', input)
   if (input === '') throw errors.invalidValue('key', 'must not be empty')
   if (isHexKey(input)) return { key: input.toLowerCase(), name: undefined }
+  if (!input.isWellFormed()) {
+    const at = input.search(LONE_SURROGATE)
+    throw errors.invalidValue('key', `is a name with a lone surrogate (\\u${input.charCodeAt(at).toString(16)} at index ${at}), which UTF-8 cannot store: names must be well-formed Unicode`)
+  }
   const bytes = Buffer.from(input, 'utf8')
   if (bytes.length > MAX_NAME_BYTES) throw errors.invalidValue('key', `is a name longer than ${MAX_NAME_BYTES} bytes`)
   return { key: crypto.createHash('ripemd160').update(bytes).digest('hex'), name: input }

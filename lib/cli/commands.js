@@ -181,12 +181,14 @@ async function repair (store, io, shard) {
 
 const files = (n) => `${n} file${n === 1 ? '' : 's'}`
 
-// The space of a file removed or replaced comes back before the command ends: the
-// store reclaims it in the background, but only after the process would be gone. The
-// command itself is done by then: a failure here (a full disk) is a warning, and the
-// space comes back with a later command or kfs compact.
+// The space of a file removed or replaced comes back before the command ends, where
+// this process holds the store: the store reclaims it in the background, but only after
+// the process would be gone (a holder elsewhere reclaims it itself). The command itself
+// is done by then: a failure here (a full disk) is a warning, and the space comes back
+// with a later command or kfs compact.
 const reclaiming = (command) => async (store, io, ...args) => {
   const code = await command(store, io, ...args)
+  if (store.heldBy !== process.pid) return code
   try {
     await store.reclaim()
   } catch (err) {

@@ -7,6 +7,7 @@ const { Command, InvalidArgumentError, CommanderError } = require('commander')
 const kfs = require('../..')
 const commands = require('./commands')
 const { describeError, systemReason } = require('./text')
+const { notUtf8 } = require('./argv')
 const { version } = require('../../package.json')
 
 const defaultDb = (env) => env.KFS_DB || path.join(os.homedir(), '.kfs', 'default')
@@ -152,7 +153,8 @@ function errorLine (err) {
 }
 
 // Runs the command line and resolves to the exit code: 0 success, 1 runtime error (or
-// `exists` finding nothing), 2 usage error.
+// `exists` finding nothing), 2 usage error. `io.rawArgs`: the arguments after the
+// script as the kernel passed them (Buffers, see argv.js), when known.
 async function main (argv, io = { stdin: process.stdin, stdout: process.stdout, stderr: process.stderr }, env = process.env) {
   let store
   const run = async (name, args) => {
@@ -178,6 +180,8 @@ async function main (argv, io = { stdin: process.stdin, stdout: process.stdout, 
   const json = given.slice(0, given.includes('--') ? given.indexOf('--') : given.length).includes('--json')
   const program = buildProgram(run, env, { writeOut: (s) => io.stdout.write(s), writeErr: (s) => io.stderr.write(s), json })
   try {
+    const undecodable = io.rawArgs && notUtf8(io.rawArgs, given)
+    if (undecodable) throw undecodable
     await program.parseAsync(argv)
     return io.exitCode ?? 0
   } catch (err) {

@@ -10,8 +10,9 @@ const LIST_AHEAD = 16
 // holding no shard between pages (a paused listing must not keep a slot other
 // operations need). A shard that fails (damaged, or an OS error) or a damaged record
 // does not stop the listing: one error comes at the end, naming them.
-// operations: the store's, closed once it closes.
-async function * list (shards, only, operations) {
+// operations: the store's, closed once it closes; `admitted`: a listing the holder
+// serves (args.SERVED), which goes on to its end while the store closes.
+async function * list (shards, only, operations, { admitted = false } = {}) {
   const failed = [] // { shard, error }
   const indices = shards.indices().filter((i) => only === undefined || i === only)
   // The first pages of the next shards are fetched ahead, so that opening them (a few
@@ -19,7 +20,7 @@ async function * list (shards, only, operations) {
   const ahead = new Map()
   const fetchAhead = (n) => {
     if (n >= indices.length || ahead.has(n)) return
-    const page = shards.metaPage(indices[n])
+    const page = shards.metaPage(indices[n], undefined, { admitted })
     page.catch(() => {}) // met when its turn comes
     ahead.set(n, page)
   }
@@ -28,8 +29,8 @@ async function * list (shards, only, operations) {
     const first = ahead.get(n)
     ahead.delete(n)
     try {
-      for await (const page of shards.metaPages(index, first)) {
-        if (operations.closed) throw errors.closed() // a page fetched ahead is not handed out after close()
+      for await (const page of shards.metaPages(index, first, { admitted })) {
+        if (operations.closed && !admitted) throw errors.closed() // a page fetched ahead is not handed out after close()
         for (const meta of page) {
           if (meta.error) {
             failed.push({ shard: index, error: meta.error })

@@ -198,10 +198,12 @@ async function listDir (dir, create) {
 }
 
 // EBUSY for the store at `dir`, naming the process that holds it (`cause`: the EBUSY of
-// the open); `shared`: as errors.busy.
-async function busy (dir, cause, shared) {
+// the open); `shared`: whether this open would have used a holder; `why`: what is known
+// of why it could not reach it (errors.busy).
+async function busy (dir, cause, { shared = false, why } = {}) {
   const pid = await lockHolder(path.join(dir, STATE_DB))
-  return pid === undefined ? cause : errors.busy(dir, cause.cause || cause, { pid, shared })
+  if (pid === undefined) return cause
+  return errors.busy(dir, cause.cause || cause, { pid, shared, why })
 }
 
 module.exports = { openStoreDir, busy, OPEN_AGAIN }

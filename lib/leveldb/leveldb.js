@@ -6,6 +6,7 @@ const fs = require('node:fs/promises')
 const path = require('node:path')
 const leveldown = require('leveldown')
 const { guardedOpen, settleForRepair } = require('./log-guard')
+const { recoverCut } = require('./power-cut')
 const { makeShadow, blockCompactions, isShadowed } = require('./read-only')
 const { Iterator } = require('./iterator')
 const { classify, classifyOpenError } = require('./classify')
@@ -122,18 +123,30 @@ class LevelDb {
         throw Object.assign(new Error(`${location}: no LevelDB database here (${err.code})`), { reason: 'missing', cause: err })
       }
     }
-    const db = leveldown(dir)
-    // LevelDB forgets a log it could not open (out of descriptors): log-guard.js. In a
-    // shadow, the guard's hard links are links to the symbolic links, and what it
-    // restores is renamed there, never at `location`; a failed open's shadow is
-    // removed, and the next open replays every log from a new one.
-    await guardedOpen(dir, {
-      open: () => new Promise((resolve, reject) => {
-        db.open({ ...DEFAULTS, ...tuning, createIfMissing, errorIfExists }, (err) => (err ? reject(classifyOpenError(err)) : resolve()))
-      }),
-      close: () => new Promise((resolve) => db.close(() => resolve())),
-      classify: (status) => classifyOpenError(new Error(status))
-    })
+    const open = async () => {
+      const db = leveldown(dir)
+      // LevelDB forgets a log it could not open (out of descriptors): log-guard.js. In
+      // a shadow, the guard's hard links are links to the symbolic links, and what it
+      // restores is renamed there, never at `location`; a failed open's shadow is
+      // removed, and the next open replays every log from a new one.
+      await guardedOpen(dir, {
+        open: () => new Promise((resolve, reject) => {
+          db.open({ ...DEFAULTS, ...tuning, createIfMissing, errorIfExists }, (err) => (err ? reject(classifyOpenError(err)) : resolve()))
+        }),
+        close: () => new Promise((resolve) => db.close(() => resolve())),
+        classify: (status) => classifyOpenError(new Error(status))
+      })
+      return db
+    }
+    let db
+    try {
+      db = await open()
+    } catch (err) {
+      // What a power cut left of LevelDB's own steps (power-cut.js); never in a shadow,
+      // whose files are the store's own.
+      if (shadow || err.reason !== 'damaged' || !(await recoverCut(dir).catch(() => false))) throw err
+      db = await open()
+    }
     return new LevelDb(db, location, shard, shadow, tuning.writeBufferSize || WRITE_BUFFER)
   }
 

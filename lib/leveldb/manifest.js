@@ -6,13 +6,32 @@
 // The manifest is a LevelDB log of VersionEdits; the last log numbers set win.
 // { logNumber, prevLogNumber, nextFile }, or undefined where LevelDB would not read it.
 function parseManifest (buffer) {
-  const state = { logNumber: undefined, prevLogNumber: 0, nextFile: undefined }
+  const list = manifestEdits(buffer)
+  return list && replay(list).state
+}
+
+// The manifest's edits in order, each { start (its first byte), logNumber,
+// prevLogNumber, nextFile (each where it sets it), added, deleted (table file numbers) },
+// or undefined where LevelDB would not read it.
+function manifestEdits (buffer) {
   try {
-    for (const record of records(buffer)) applyEdit(record, state)
+    return [...records(buffer)].map(({ start, payload }) => decodeEdit(payload, start))
   } catch {
     return undefined
   }
-  return state.logNumber === undefined || state.nextFile === undefined ? undefined : state
+}
+
+// What `edits` amount to: { state (as parseManifest, or undefined), live (the table file
+// numbers they leave) }.
+function replay (edits) {
+  const state = { logNumber: undefined, prevLogNumber: 0, nextFile: undefined }
+  const live = new Set()
+  for (const edit of edits) {
+    for (const field of Object.keys(state)) if (edit[field] !== undefined) state[field] = edit[field]
+    for (const n of edit.deleted) live.delete(n)
+    for (const n of edit.added) live.add(n)
+  }
+  return { state: state.logNumber === undefined || state.nextFile === undefined ? undefined : state, live }
 }
 
 // LevelDB's log format: 32 KiB blocks of records, each a 7-byte header (crc32c, length
@@ -22,6 +41,7 @@ const [FULL, FIRST, MIDDLE, LAST] = [1, 2, 3, 4]
 
 function * records (buffer) {
   let parts
+  let start
   for (let block = 0; block < buffer.length; block += BLOCK) {
     const end = Math.min(block + BLOCK, buffer.length)
     for (let pos = block; end - pos >= 7;) { // a shorter block tail is padding
@@ -31,36 +51,46 @@ function * records (buffer) {
       // LevelDB stops too (or damage, which fails its open anyway).
       if (type === 0 || pos + 7 + length > end) break
       const payload = buffer.subarray(pos + 7, pos + 7 + length)
-      pos += 7 + length
       if (type === FULL) {
         parts = undefined
-        yield payload
+        yield { start: pos, payload }
       } else if (type === FIRST) {
         parts = [payload]
+        start = pos
       } else if (type === MIDDLE && parts) {
         parts.push(payload)
       } else if (type === LAST && parts) {
-        yield Buffer.concat([...parts, payload])
+        yield { start, payload: Buffer.concat([...parts, payload]) }
         parts = undefined
       }
+      pos += 7 + length
     }
   }
 }
 
 // A VersionEdit (db/version_edit.cc): tagged fields. Those not needed here are skipped,
 // by their layout: v a varint, b a length-prefixed string.
-const SKIPPED = { 1: 'b', 4: 'v', 5: 'vb', 6: 'vv', 7: 'vvvbb' } // comparator, last sequence, compact pointer, deleted file, new file
+const SKIPPED = { 1: 'b', 4: 'v', 5: 'vb' } // comparator, last sequence, compact pointer
 
-function applyEdit (buffer, state) {
+function decodeEdit (buffer, start) {
+  const edit = { start, added: [], deleted: [] }
   const input = { buffer, pos: 0 }
   while (input.pos < buffer.length) {
     const tag = varint(input)
-    if (tag === 2) state.logNumber = varint(input)
-    else if (tag === 3) state.nextFile = varint(input)
-    else if (tag === 9) state.prevLogNumber = varint(input)
+    if (tag === 2) edit.logNumber = varint(input)
+    else if (tag === 3) edit.nextFile = varint(input)
+    else if (tag === 9) edit.prevLogNumber = varint(input)
+    else if (tag === 6) edit.deleted.push(fields(input, 'vv')[1]) // level, number
+    else if (tag === 7) edit.added.push(fields(input, 'vvvbb')[1]) // level, number, size, smallest, largest
     else if (!SKIPPED[tag]) throw new Error(`unknown VersionEdit tag ${tag}`)
-    else for (const field of SKIPPED[tag]) (field === 'v' ? varint : bytes)(input)
+    else fields(input, SKIPPED[tag])
   }
+  return edit
+}
+
+// Reads fields laid out as `layout`; the varints' values, in order (strings as undefined).
+function fields (input, layout) {
+  return [...layout].map((field) => (field === 'v' ? varint(input) : bytes(input)))
 }
 
 // Varint32 or varint64, by arithmetic: exact up to 2^53, which file numbers never reach.
@@ -81,4 +111,4 @@ function bytes (input) {
   input.pos += length
 }
 
-module.exports = { parseManifest }
+module.exports = { parseManifest, manifestEdits, replay }

@@ -12,6 +12,8 @@ const DAMAGE = '!d!'
 const DEAD = '!x!'
 const META = '!m!'
 const PENDING = '!p!'
+// Every record of a shard, from the first system record to past every chunk key.
+const WHOLE = { from: '!', to: '\xff' }
 
 const metaKey = (key) => META + key
 const pendingKey = (version) => PENDING + version
@@ -106,6 +108,7 @@ module.exports = {
   DEAD,
   META,
   PENDING,
+  WHOLE,
   metaKey,
   pendingKey,
   damageKey,

@@ -266,9 +266,11 @@ class Shard {
     const dead = await this.#deadVersions()
     const pieces = []
     const skipped = new Set()
-    for (const piece of planReclaim(dead, this.chunkKeys)) {
-      // Data still in the memtable is in no table: such a range is compacted.
-      piece.tables = await this.db.approximateSize(piece.from, piece.to)
+    const shardBytes = await this.db.approximateSize(records.WHOLE.from, records.WHOLE.to) + this.db.memoryUsage()
+    for (const piece of planReclaim(dead, this.chunkKeys, shardBytes)) {
+      // Data still in the memtable is in no table: a range of a larger shard holding
+      // only such data is compacted.
+      piece.tables ??= await this.db.approximateSize(piece.from, piece.to)
       if (piece.bytes >= RECLAIM_SHARE * piece.tables) pieces.push(piece)
       else piece.ids.forEach((id) => skipped.add(id))
     }
@@ -357,7 +359,7 @@ class Shard {
 
   // Exact accounting, and LevelDB's approximate size on disk.
   async figures () {
-    const diskBytes = await this.db.approximateSize('!', '\xff').catch(() => 0)
+    const diskBytes = await this.db.approximateSize(records.WHOLE.from, records.WHOLE.to).catch(() => 0)
     return { used: this.used, files: this.files, diskBytes }
   }
 
@@ -367,7 +369,7 @@ class Shard {
   async compact () {
     await this.discardAbandoned()
     const dead = await this.#deadVersions()
-    await this.#compactRange('!', '\xff')
+    await this.#compactRange(records.WHOLE.from, records.WHOLE.to)
     // Also the probe: a delete of a key that never exists.
     await this.#forget([...dead.map(({ id }) => ({ type: 'del', key: id })), { type: 'del', key: records.ACCOUNT + '~probe' }])
   }

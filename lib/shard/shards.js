@@ -151,16 +151,16 @@ class Shards {
 
   // The shard's metadata records, a page at a time, holding the shard only while a
   // page is read. `first`: the first page, fetched ahead by the caller (metaPage()).
-  async * metaPages (index, first = this.metaPage(index)) {
-    for (let page = await first; ; page = await this.metaPage(index, page[page.length - 1].key)) {
+  async * metaPages (index, first, { admitted = false } = {}) {
+    for (let page = await (first || this.metaPage(index, undefined, { admitted })); ; page = await this.metaPage(index, page[page.length - 1].key, { admitted })) {
       if (page.length) yield page
       if (page.length < META_PAGE) return
     }
   }
 
   // One page of metadata records after the key `after` (from the first without it).
-  metaPage (index, after) {
-    return this.inShard(index, (shard) => shard.metaPage(after, META_PAGE), { useReserve: true })
+  metaPage (index, after, { admitted = false } = {}) {
+    return this.inShard(index, (shard) => shard.metaPage(after, META_PAGE), { useReserve: true, admitted })
   }
 
   // Exact figures: live for an open shard, cached at close for the others. Only a

@@ -22,11 +22,15 @@ const path = require('node:path')
 // empty, none; another shape is 400 EINVAL. KEY is the key or name as the caller gave
 // it, URI-encoded. A failure is its status and a JSON body { error: { code, message,
 // ...props } }; a failure once a body is under way ends it with the trailer kfs-error
-// holding the same JSON. A request refused because the holder serves as many as it
-// takes at once (server.js) is 503 with the code EBUSY, and its connection closed.
+// holding the same JSON. A holder that is closing refuses every request with 503
+// ECLOSED and the header kfs-not-done: 1, before it did anything of it (and before its
+// 100 Continue, for a client that asked for one). A request refused because the holder
+// serves as many as it takes at once (server.js) is 503 EBUSY with the same header, and
+// its connection closed.
 const SOCKET = 'kfs.sock'
 const VERSION = '/v1'
 const ERROR_TRAILER = 'kfs-error'
+const NOT_DONE_HEADER = 'kfs-not-done'
 
 // The methods /v1/call/ serves: the store's own checks (EROFS, EINVAL) apply to each.
 const CALLS = new Set(['info', 'exists', 'stat', 'usage', 'diskUsage', 'reclaim', 'compact', 'repair'])
@@ -70,4 +74,4 @@ function statusOf (err) {
   return STATUS[err.code] || 500
 }
 
-module.exports = { SOCKET, VERSION, ERROR_TRAILER, CALLS, MAX_SOCKET_PATH, socketPath, encodeError, decodeError, statusOf }
+module.exports = { SOCKET, VERSION, ERROR_TRAILER, NOT_DONE_HEADER, CALLS, MAX_SOCKET_PATH, socketPath, encodeError, decodeError, statusOf }

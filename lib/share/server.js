@@ -5,12 +5,13 @@ const path = require('node:path')
 const crypto = require('node:crypto')
 const http = require('node:http')
 const { pipeline } = require('node:stream/promises')
-const { SOCKET, VERSION, ERROR_TRAILER, CALLS, MAX_SOCKET_PATH, socketPath, encodeError, statusOf } = require('./protocol')
+const { SOCKET, VERSION, ERROR_TRAILER, NOT_DONE_HEADER, CALLS, MAX_SOCKET_PATH, socketPath, encodeError, statusOf } = require('./protocol')
 const errors = require('../api/errors')
-const { SYNC } = require('../api/args')
+const { SYNC, SERVED } = require('../api/args')
 const { FORMAT_FILE } = require('../dir/format')
 const { defaultConnections } = require('../dir/descriptors')
 const { READING } = require('../data/streams')
+const { Connections } = require('./connections')
 // A JSON request body larger than this is refused.
 const MAX_JSON = 1024 * 1024
 // A client that takes no more of an answer, or sends nothing more of a request's body,
@@ -29,9 +30,6 @@ const KEEP_ALIVE_MS = 5000
 // Connections the kernel queues until they are accepted; Linux takes at most
 // net.core.somaxconn (4096 since Linux 5.4).
 const BACKLOG = 4096
-// A connection that holds nothing is cut for another only once it has had this long to
-// send its request (which is then read first).
-const SETTLE_MS = 100
 // The routes whose request body is JSON: until it is in, their request holds nothing.
 const JSON_ROUTES = new Set(['verify', 'call'])
 
@@ -45,30 +43,27 @@ const JSON_ROUTES = new Set(['verify', 'call'])
 // of. `maxConnections` (by default a share of the descriptor limit:
 // descriptors.defaultConnections) bounds them three ways:
 // - at most that many requests are served at once: one more is answered 503 EBUSY
-//   (#refusal) and its connection closed;
+//   with kfs-not-done (#refusal: its client may try again), and its connection closed;
 // - a connection holds nothing while it has no request under way, or one whose JSON
 //   body is still coming; while there are more than maxConnections connections, those
 //   that have held nothing the longest are cut (they lose nothing), once they have had
-//   SETTLE_MS to send a request;
+//   a moment to send a request (connections.js);
 // - past twice maxConnections, a new connection is closed as soon as it is accepted.
 class Holder {
   #store
   #file
   #server
-  #sockets = new Set()
+  #connections
+  #closing = false
   #idleMs
   #headersMs
-  #maxConnections
-  #clients = new Map() // connections that hold nothing -> since when, the longest first
-  #serving = new Map() // connections -> their requests under way
-  #sweeping // the timer of the next #sweep()
 
   constructor (store, dir, { idleMs = IDLE_MS, headersMs = HEADERS_MS, maxConnections = defaultConnections() } = {}) {
     this.#store = store
     this.#file = socketPath(dir)
     this.#idleMs = idleMs
     this.#headersMs = headersMs
-    this.#maxConnections = maxConnections
+    this.#connections = new Connections({ max: maxConnections })
   }
 
   // Resolves to whether the store is now shared: not where a socket path would be longer
@@ -79,7 +74,8 @@ class Holder {
   async listen (tmpDir) {
     const staging = path.join(tmpDir, `sock-${crypto.randomBytes(4).toString('hex')}`)
     const bound = path.join(staging, SOCKET)
-    if (Buffer.byteLength(this.#file) > MAX_SOCKET_PATH || Buffer.byteLength(bound) > MAX_SOCKET_PATH) return false
+    if (Buffer.byteLength(this.#file) > MAX_SOCKET_PATH) return false
+    let dir // the staging directory, open: bound through /proc where its path is too long
     // No bound on a whole request: a write or a verify takes what time it takes (the
     // idle cuts bound a client that stalls).
     const server = http.createServer({
@@ -87,14 +83,16 @@ class Holder {
       headersTimeout: this.#headersMs,
       connectionsCheckingInterval: Math.min(CHECK_MS, this.#headersMs),
       keepAliveTimeout: KEEP_ALIVE_MS
-    }, (req, res) => { this.#handle(req, res).catch(() => res.destroy()) })
-    server.maxConnections = 2 * this.#maxConnections
-    server.on('connection', (socket) => this.#admit(socket))
+    }, (req, res) => this.#request(req, res))
+    server.maxConnections = 2 * this.#connections.max
+    server.on('checkContinue', (req, res) => this.#request(req, res))
+    server.on('connection', (socket) => this.#connections.add(socket))
     try {
       await fs.mkdir(staging, { mode: 0o700 })
+      if (Buffer.byteLength(bound) > MAX_SOCKET_PATH) dir = await fs.open(staging, 'r')
       await new Promise((resolve, reject) => {
         server.once('error', reject)
-        server.listen({ path: bound, backlog: BACKLOG }, () => {
+        server.listen({ path: dir ? `/proc/self/fd/${dir.fd}/${SOCKET}` : bound, backlog: BACKLOG }, () => {
           server.off('error', reject)
           resolve()
         })
@@ -109,6 +107,7 @@ class Holder {
       server.close()
       return false
     } finally {
+      if (dir) await dir.close().catch(() => {})
       await fs.rm(staging, { recursive: true, force: true }).catch(() => {})
     }
     this.#server = server
@@ -122,67 +121,39 @@ class Holder {
     return format.mode & 0o020 && format.gid === made.gid ? 0o660 : 0o600
   }
 
-  // Stops serving: requests in flight end with their connections.
+  // Stops serving, and resolves once the requests it accepted ended (connections.js
+  // cuts off those whose clients stall them). Meanwhile it refuses every new request
+  // (503 ECLOSED, kfs-not-done), which tells its client that nothing was done and that
+  // the store will be free soon. Then the socket is removed, so that no client
+  // connects any more, and the connections made before are answered the same way.
   async close () {
     const server = this.#server
     if (!server) return
     this.#server = undefined
-    const closed = new Promise((resolve) => server.close(resolve))
-    for (const socket of this.#sockets) socket.destroy()
-    await closed
+    this.#closing = true
+    await this.#connections.drained()
     await fs.rm(this.#file, { force: true }).catch(() => {}) // what matters is that it no longer serves
+    await this.#connections.drained({ settle: true })
+    const closed = new Promise((resolve) => server.close(resolve))
+    this.#connections.destroy()
+    await closed
   }
 
-  #admit (socket) {
-    socket.unref() // another process's connection never keeps this one alive
-    this.#sockets.add(socket)
-    socket.once('close', () => {
-      this.#sockets.delete(socket)
-      this.#clients.delete(socket)
-      this.#serving.delete(socket)
-    })
-    this.#clients.set(socket, Date.now())
-    this.#sweepSoon()
+  #request (req, res) {
+    this.#connections.request(req, res)
+    this.#handle(req, res).catch(() => res.destroy())
   }
 
-  #sweepSoon () {
-    if (this.#sweeping || this.#clients.size + this.#serving.size <= this.#maxConnections) return
-    this.#sweeping = setTimeout(() => {
-      this.#sweeping = undefined
-      this.#sweep()
-    }, SETTLE_MS).unref()
+  // Throws the refusal of a request while closing: nothing of it was done.
+  #admit () {
+    if (this.#closing || this.#store.status === 'closing') throw Object.assign(errors.closed(), { [NOT_DONE_HEADER]: true })
   }
 
-  // Cuts the connections that held nothing the longest, while there are too many.
-  #sweep () {
-    const settled = Date.now() - SETTLE_MS
-    for (const [socket, since] of this.#clients) {
-      if (this.#clients.size + this.#serving.size <= this.#maxConnections) return
-      if (since > settled) return this.#sweepSoon()
-      this.#clients.delete(socket)
-      socket.destroy()
-    }
-  }
-
-  // The request now holds what it asked for, until its answer ended; or it is refused,
-  // if as many are served already.
+  // Throws the refusal of a request the holder does not take: nothing of it was done.
   #serve (req, res) {
-    const socket = req.socket
-    if (!this.#serving.has(socket) && this.#serving.size >= this.#maxConnections) {
-      res.shouldKeepAlive = false
-      throw this.#refusal()
-    }
-    this.#clients.delete(socket)
-    this.#serving.set(socket, (this.#serving.get(socket) || 0) + 1)
-    res.once('close', () => {
-      const left = this.#serving.get(socket) - 1
-      if (left > 0) return this.#serving.set(socket, left)
-      this.#serving.delete(socket)
-      if (!socket.destroyed) {
-        this.#clients.set(socket, Date.now())
-        this.#sweepSoon()
-      }
-    })
+    if (this.#connections.serve(req, res)) return
+    res.shouldKeepAlive = false
+    throw Object.assign(this.#refusal(), { [NOT_DONE_HEADER]: true })
   }
 
   async #handle (req, res) {
@@ -191,10 +162,21 @@ class Holder {
     const query = new URLSearchParams(search)
     const [, version, route, ...rest] = pathname.split('/')
     try {
+      // Refused before anything is done, its body unread, by a holder that is closing
+      // or serves as many requests as it takes: its client goes elsewhere, or tries
+      // again. A JSON body is read before (it holds nothing meanwhile), and the close
+      // checked again after it. Writes call the store in this turn, which admits them.
+      this.#admit()
       if (`/${version}` !== VERSION) throw errors.invalidValue('path', `${pathname} is not a path of this protocol (${VERSION}/...)`)
       const store = this.#store
-      const body = JSON_ROUTES.has(route) && req.method === 'POST' ? await this.#json(req) : undefined
-      this.#serve(req, res)
+      const json = JSON_ROUTES.has(route) && req.method === 'POST'
+      if (!json) this.#serve(req, res)
+      if (req.headers.expect === '100-continue') res.writeContinue()
+      const body = json ? await this.#json(req) : undefined
+      if (json) {
+        this.#admit()
+        this.#serve(req, res)
+      }
       if (route === 'files' && rest.length) {
         const key = decoded(rest.join('/'))
         if (req.method === 'GET' || req.method === 'HEAD') return await this.#sendFile(key, req, res)
@@ -207,7 +189,7 @@ class Holder {
         const shard = query.get('shard')
         const only = shard === null ? undefined : shard === '' || !/^\d+$/.test(shard) ? shard : Number(shard)
         // No idle cut: a listing holds no shard while its client reads slowly.
-        return await lines(res, undefined, async (line) => { for await (const file of store.list(only)) await line(file) })
+        return await lines(res, undefined, async (line) => { for await (const file of store.list(only, { [SERVED]: true })) await line(file) })
       } else if (route === 'verify' && req.method === 'POST') {
         const { progress, ...options } = shaped(body, 'an object', {})
         return await lines(res, this.#idleMs, async (line, write) => {
@@ -237,7 +219,7 @@ class Holder {
   // connection is closed after it.
   #refusal () {
     return Object.assign(new Error(`the process holding the store (${process.pid}) is serving as many requests as it takes at once ` +
-      `(${this.#maxConnections}, from its descriptor limit): try again later`), { code: 'EBUSY' })
+      `(${this.#connections.max}, from its descriptor limit): try again later`), { code: 'EBUSY' })
   }
 
   // A request's JSON body (undefined if empty), which the client must keep sending
@@ -255,7 +237,7 @@ class Holder {
   async #sendFile (key, req, res) {
     const range = parseRange(req.headers.range)
     if (res.destroyed) return // the client went away: no read to open (and close)
-    const stream = this.#store.createReadStream(key, range)
+    const stream = this.#store.createReadStream(key, { ...range, [SERVED]: true })
     res.once('close', () => stream.destroy())
     const chunks = stream[Symbol.asyncIterator]()
     let next
@@ -300,7 +282,7 @@ class Holder {
 
   async #receive (key, query, req, res) {
     this.#idle(req)
-    const options = { ...synced(query) }
+    const options = { ...synced(query), [SERVED]: true }
     if (query.has('sha256')) options.sha256 = query.get('sha256')
     if (query.has('size')) options.size = Number(query.get('size'))
     const stream = this.#store.createWriteStream(key, options)
@@ -367,7 +349,9 @@ function answer (res, result) {
 function fail (res, err) {
   if (res.headersSent) return res.destroy()
   const body = JSON.stringify({ error: encodeError(err) })
-  res.writeHead(statusOf(err), { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) })
+  const headers = { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) }
+  if (err[NOT_DONE_HEADER]) headers[NOT_DONE_HEADER] = '1'
+  res.writeHead(statusOf(err), headers)
   res.end(body)
 }
 

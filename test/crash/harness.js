@@ -150,7 +150,7 @@ async function check (workload, recorded, { parallel = 2, perModel = {} } = {}) 
         found = { opened: false, error: `the check ended with ${run.signal || run.code}: ${run.err.trim().split('\n').slice(-3).join(' ')}` }
       }
       fs.rmSync(out, { recursive: true, force: true })
-      results.push({ model: state.model, cut: state.cut, broken: judge(expected, found), problems: found.problems || [] })
+      results.push({ model: state.model, cut: state.cut, broken: judge(expected, found), problems: found.problems || [], repaired: afterRepair(expected, found.repaired) })
     }
   }
   await Promise.all(Array.from({ length: parallel }, worker))
@@ -164,16 +164,44 @@ function spread (list, count) {
   return Array.from({ length: count }, (_, i) => list[Math.round(i * (list.length - 1) / (count - 1))])
 }
 
-// By model: { states, broken, problems (states where verify named damage), examples }.
+// What a state gave back after repairing the shards verify() named: { broken (as
+// judge), lost (what repair dropped or could not account for) }, or undefined.
+function afterRepair (expected, repaired) {
+  if (!repaired) return undefined
+  const lost = repaired.dropped.map((d) => `${d.key}: ${d.problem}`)
+  if (repaired.unaccounted) lost.push(`${repaired.unaccounted} files unaccounted`)
+  const problems = repaired.problems.map((p) => `still ${p.kind} ${p.shard}: ${p.problem}`)
+  return { broken: [...judge(expected, { opened: true, reads: repaired.reads }), ...problems], lost }
+}
+
+// By model: { states, broken, problems (states where verify named damage), examples
+// (of broken states), damage (what verify said, by state), recovered (states with
+// damage that verify named and after whose repair every promise held), dropped (of
+// those, states where repair dropped files or could not account for some),
+// unrecovered (examples of states with damage not so recovered), unnamed (broken
+// states whose reads failed otherwise than with EINTEGRITY naming the damage) }.
 function summarize (results) {
-  const by = Object.fromEntries(MODELS.map((model) => [model, { states: 0, broken: 0, problems: 0, examples: [] }]))
+  const by = Object.fromEntries(MODELS.map((model) => [model, { states: 0, broken: 0, problems: 0, examples: [], damage: [], recovered: 0, dropped: 0, unrecovered: [], unnamed: 0 }]))
   for (const r of results) {
     const s = by[r.model]
     s.states++
-    if (r.problems.length) s.problems++
-    if (!r.broken.length) continue
-    s.broken++
-    if (s.examples.length < 3) s.examples.push(`cut ${r.cut}: ${r.broken.join('; ')}`)
+    if (r.problems.length) {
+      s.problems++
+      s.damage.push(`cut ${r.cut}: ${r.problems.map((p) => `${p.kind} ${p.shard}: ${p.problem}`).join('; ')}`)
+    }
+    if (r.broken.length) {
+      s.broken++
+      if (s.examples.length < 3) s.examples.push(`cut ${r.cut}: ${r.broken.join('; ')}`)
+      if (!r.problems.length || r.broken.some((b) => !/: read EINTEGRITY,/.test(b))) s.unnamed++
+    }
+    if (!r.broken.length && !r.problems.length) continue
+    const after = r.repaired || { broken: ['verify() named no damage'], lost: [] }
+    if (after.broken.length) {
+      if (s.unrecovered.length < 3) s.unrecovered.push(`cut ${r.cut}: after repair ${after.broken.join('; ')}`)
+      continue
+    }
+    s.recovered++
+    if (after.lost.length) s.dropped++
   }
   return by
 }

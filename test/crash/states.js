@@ -1,7 +1,7 @@
 'use strict'
 
 // Crash states: what a power cut at a given point of a recorded run (recordfs.py) can
-// leave on disk, under three models of what a filesystem makes durable:
+// leave on disk, under four models of what a filesystem makes durable:
 // - prefix: every call up to the cut, in order (a filesystem that never reorders);
 // - journal: a file's data as of its last fsync; the names as of the last fsync of
 //   anything, or as of the cut (a journal commit may come at any time), like ext4 in
@@ -9,13 +9,18 @@
 // - posix: a file's data as of its last fsync; a directory's entries as of its last
 //   fsync, and none of a directory never synced (POSIX's weakest reading: fsync of a
 //   file does not make its name durable).
+// - subset: posix, plus any subset of the calls since the last fsync of anything (the
+//   kernel may write back whatever it holds, in any order). What it takes of them: all;
+//   the writes alone; the names alone; all but one name call, for each (a name made
+//   durable while an earlier one was not). A file's writes persist in order: a file
+//   with writes from before that fsync not synced keeps only its synced data.
 // A file whose data was never synced is empty; one never named durably is not there.
 
 const fs = require('node:fs')
 const path = require('node:path')
 
 const ROOT = 1
-const MODELS = ['prefix', 'journal', 'posix']
+const MODELS = ['prefix', 'journal', 'posix', 'subset']
 
 function readLog (logDir) {
   const lines = fs.readFileSync(path.join(logDir, 'ops.jsonl'), 'utf8').split('\n').filter(Boolean)
@@ -116,17 +121,74 @@ function * crashStates (log, cuts = cutPoints(log)) {
   }
   const state = (model, cut, entries) => ({ model, cut, entries, key: JSON.stringify(entries.map((e) => [e.path, e.id, e.n])) })
 
+  // The calls since the last fsync of anything: where they start, and their name calls
+  // as changes to directories by id (a call acts on the directory it named then).
+  let windowStart = 0
+  let windowNames = []
+  const nameChange = (op) => {
+    const entry = (p) => {
+      const [parent, name] = split(p)
+      return [resolve(parent), name]
+    }
+    if (op.o === 'create' || op.o === 'link') return { set: [[...entry(op.p), op.i]], del: [] }
+    if (op.o === 'rename') return { set: [[...entry(op.b), resolve(op.a)]], del: [entry(op.a)] }
+    if (op.o === 'unlink' || op.o === 'rmdir') return { set: [], del: [entry(op.p)] }
+    return undefined
+  }
+  const subsets = function * (k, posix) {
+    // A file's window writes persist only if none of its writes before the window is
+    // lost: its data then stays a prefix of what it was written.
+    const withWrites = (id) => (contentCount(log, id, windowStart) === contentCount(log, id, syncedAt(id)) ? k : syncedAt(id))
+    const apply = (changes) => {
+      const out = copy(posixDirs)
+      for (const { set, del } of changes) {
+        for (const [parent, name] of del) if (out.has(parent)) out.get(parent).delete(name)
+        for (const [parent, name, id] of set) {
+          if (!out.has(parent)) out.set(parent, new Map())
+          out.get(parent).set(name, id)
+          if (types.get(id) === 'd' && !out.has(id)) out.set(id, new Map())
+        }
+      }
+      return out
+    }
+    const seen = new Set([posix.key])
+    const candidates = [
+      walk(apply(windowNames), withWrites),
+      walk(posixDirs, withWrites),
+      walk(apply(windowNames), syncedAt),
+      ...windowNames.map((_, skip) => walk(apply(windowNames.filter((__, j) => j !== skip)), withWrites))
+    ]
+    for (const entries of candidates) {
+      const s = state('subset', k, entries)
+      if (seen.has(s.key)) continue
+      seen.add(s.key)
+      yield s
+    }
+  }
+
   let next = 0
   const emit = function * (k) {
     yield state('prefix', k, walk(dirs, () => k))
     yield state('journal', k, walk(journalDirs, syncedAt))
     yield state('journal', k, walk(dirs, syncedAt))
-    yield state('posix', k, walk(posixDirs, syncedAt))
+    const posix = state('posix', k, walk(posixDirs, syncedAt))
+    yield posix
+    yield * subsets(k, posix)
   }
   for (let i = 0; i <= log.ops.length; i++) {
     while (next < cuts.length && cuts[next] === i) yield * emit(cuts[next++])
     const op = log.ops[i]
     if (!op) break
+    const change = nameChange(op)
+    const last = windowNames[windowNames.length - 1]
+    if (change && op.o === 'rename' && last && last.hides === op.b) {
+      // libfuse hid the file this rename replaces: one rename on a disk, one change.
+      last.set.push(...change.set)
+      last.del.push(...change.del)
+      last.hides = undefined
+    } else if (change) {
+      windowNames.push({ ...change, hides: op.hidden ? op.p : undefined })
+    }
     if (op.o === 'create') {
       const [parent, name] = split(op.p)
       dirs.get(resolve(parent)).set(name, op.i)
@@ -151,6 +213,10 @@ function * crashStates (log, cuts = cutPoints(log)) {
       const id = resolve(op.p)
       posixDirs.set(id, new Map(dirs.get(id)))
       journalDirs = copy(dirs)
+    }
+    if (op.o === 'fsync' || op.o === 'fsyncdir') {
+      windowStart = i + 1
+      windowNames = []
     }
   }
 }

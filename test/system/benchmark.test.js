@@ -4,24 +4,22 @@ const { expect } = require('chai')
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
-const { execFile } = require('node:child_process')
-const { promisify } = require('node:util')
 const { parseArgs, HEADER } = require('../../perf/benchmark')
 const { parseCsv, summarize, report } = require('../../perf/report')
-const { useTmp, scaled } = require('../helpers')
+const { machineOf } = require('../../perf/script')
+const { scaled } = require('../helpers')
+const { usePerf } = require('./perf-harness')
 
-const run = promisify(execFile)
-const BENCHMARK = path.join(__dirname, '..', '..', 'perf', 'benchmark.js')
-const REPORT = path.join(__dirname, '..', '..', 'perf', 'report.js')
 
 describe('npm run benchmark', function () {
   this.timeout(scaled(120000))
-  const t = useTmp()
+  const { tmp: t, run } = usePerf()
 
-  it('--quick writes a CSV of every operation, engine, size and trial, then cleans up', async () => {
-    const csv = path.join(t.dir, 'results.csv')
+  it('--quick writes a CSV of every operation, engine, size and trial, a report and charts marked as a smoke run, then cleans up', async () => {
+    const quick = path.join(t.dir, 'quick')
+    const csv = path.join(quick, 'benchmark.csv')
     const dbs = path.join(t.dir, 'dbs')
-    await run(process.execPath, [BENCHMARK, '--quick', '--out', csv, '--dir', dbs])
+    await run('benchmark.js', ['--quick', '--out', quick, '--dir', dbs])
     const text = fs.readFileSync(csv, 'utf8')
     expect(text.split('\n')[0]).to.equal(HEADER)
     const rows = parseCsv(text)
@@ -42,9 +40,19 @@ describe('npm run benchmark', function () {
     expect(rows.filter((r) => r.trial === 1)[0].engine).to.equal('kfs')
     expect(rows.filter((r) => r.trial === 2)[0].engine).to.equal('vanilla')
     expect(fs.readdirSync(dbs)).to.deep.equal([])
+    // The run names its machine, and says on every chart that it measures nothing.
+    const machine = machineOf(dbs)
+    expect(fs.readFileSync(path.join(quick, 'report.md'), 'utf8')).to.contain(`; ${machine}. **--quick: tiny sizes, measures nothing.**`)
+    const drawn = fs.readdirSync(path.join(quick, 'charts'))
+    expect(drawn).to.have.length.above(3)
+    for (const chart of drawn) {
+      const svg = fs.readFileSync(path.join(quick, 'charts', chart), 'utf8')
+      expect(svg, chart).to.contain('--quick: tiny sizes, measures nothing').and.contain(machine).and.not.contain('--machine')
+    }
 
+    // Drawn again from the CSV alone: no mark, and the machine unknown unless given.
     const out = path.join(t.dir, 'report')
-    await run(process.execPath, [REPORT, csv, out])
+    await run('report.js', [csv, out])
     const md = fs.readFileSync(path.join(out, 'report.md'), 'utf8')
     for (const heading of ['## write', '## read', '## unlink']) expect(md).to.contain(heading)
     expect(md).to.match(/\| 4 MiB \| (kfs|vanilla) \| 2 \| [\d.]+, [\d.]+ \|/)
@@ -52,13 +60,14 @@ describe('npm run benchmark', function () {
     const charts = fs.readdirSync(path.join(out, 'charts'))
     expect(charts).to.include.members(['time-write.svg', 'ratio-read.svg', 'trials-unlink-4MiB.svg'])
     expect(charts.filter((c) => /^(mean|sd)-/.test(c))).to.deep.equal([])
-    for (const chart of charts) expect(fs.readFileSync(path.join(out, 'charts', chart), 'utf8')).to.match(/^<svg [\s\S]*<\/svg>\n$/)
+    for (const chart of charts) expect(fs.readFileSync(path.join(out, 'charts', chart), 'utf8')).to.match(/^<svg [\s\S]*<\/svg>\n$/).and.not.contain('--quick')
+    expect(md).to.contain('machine not recorded in the CSV (perf/report.js --machine names it)')
   })
 
   it('--grow keeps the files: no unlinks, and --keep leaves the databases', async () => {
     const csv = path.join(t.dir, 'grow.csv')
     const dbs = path.join(t.dir, 'dbs')
-    const { stderr } = await run(process.execPath, [BENCHMARK, '2', csv, '--sizes', '1', '--grow', '--keep', '--dir', dbs, '--engines', 'vanilla'])
+    const { stderr } = await run('benchmark.js', ['2', csv, '--sizes', '1', '--grow', '--keep', '--dir', dbs, '--engines', 'vanilla'])
     const rows = parseCsv(fs.readFileSync(csv, 'utf8'))
     expect(rows.map((r) => r.operation)).to.deep.equal(['write', 'read', 'write', 'read'])
     expect(rows[2].db_disk_bytes).to.be.above(rows[0].db_disk_bytes)
@@ -81,7 +90,7 @@ describe('npm run benchmark', function () {
   })
 
   it('refuses to start when the disk cannot hold the run', async () => {
-    const err = await run(process.execPath, [BENCHMARK, '--trials', '100000', '--grow', '--out', path.join(t.dir, 'x.csv'), '--dir', t.dir]).then(() => undefined, (e) => e)
+    const err = await run('benchmark.js', ['--trials', '100000', '--grow', '--out', path.join(t.dir, 'x.csv'), '--dir', t.dir]).then(() => undefined, (e) => e)
     expect(err, 'expected a refusal').to.be.an('error')
     expect(err.stderr).to.match(/free; this run needs about/)
   })
@@ -94,7 +103,7 @@ describe('npm run benchmark', function () {
     expect(parseCsv(banner + csv).map((r) => r.engine)).to.deep.equal(['kfs', 'vanilla'])
     const file = path.join(t.dir, 'results.csv')
     fs.writeFileSync(file, banner + csv)
-    await run(process.execPath, [REPORT, file, path.join(t.dir, 'report')])
+    await run('report.js', [file, path.join(t.dir, 'report')])
     expect(fs.readFileSync(path.join(t.dir, 'report', 'report.md'), 'utf8')).to.match(/\| 1 MiB \| kfs \| 1 \|/)
 
     // Only npm's lines are skipped: anything else before the header is an error, as before.
@@ -102,7 +111,7 @@ describe('npm run benchmark', function () {
       expect(() => parseCsv(text), JSON.stringify(text)).to.throw(/not a benchmark CSV/)
     }
     fs.writeFileSync(file, 'hello\n' + csv)
-    const err = await run(process.execPath, [REPORT, file, path.join(t.dir, 'report')]).then(() => undefined, (e) => e)
+    const err = await run('report.js', [file, path.join(t.dir, 'report')]).then(() => undefined, (e) => e)
     expect(err, 'expected a failure').to.be.an('error')
     expect(err.code).to.equal(1)
     expect(err.stderr).to.contain('not a benchmark CSV: the header is "hello"')
@@ -133,7 +142,7 @@ describe('npm run benchmark', function () {
     const file = path.join(t.dir, 'five.csv')
     fs.writeFileSync(file, csvOf(6))
     const out = path.join(t.dir, 'five')
-    const { file: md } = report(file, out, '2 × test CPU, 1 GiB RAM, ext4')
+    const { file: md } = report(file, out, { machine: '2 × test CPU, 1 GiB RAM, ext4' })
     const text = fs.readFileSync(md, 'utf8')
     expect(text).to.contain('| size | engine | n | mean | sd | median | p95 |').and.contain('| size | kfs / vanilla | t | p | verdict |')
     expect(text).to.match(/^\| 1 MiB \| 0\.\d+ \| -[\d.]+ \| [<\d. ]+ \| kfs faster, significant \|$/m)

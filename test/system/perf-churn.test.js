@@ -3,18 +3,17 @@
 const { expect } = require('chai')
 const fs = require('node:fs')
 const path = require('node:path')
-const { execFile } = require('node:child_process')
-const { promisify } = require('node:util')
-const { useTmp, scaled } = require('../helpers')
+const { scaled } = require('../helpers')
+const { usePerf } = require('./perf-harness')
 const { HEADER, ENGINES } = require('../../perf/churn')
 
 // Uploads and expiry together, once at tiny sizes: both engines measured, in the CSV and
 // the report, with the ratio the issue asks for.
 describe('perf/churn.js', function () {
   this.timeout(scaled(60000))
-  const tmp = useTmp()
-  const script = path.join(__dirname, '..', '..', 'perf', 'churn.js')
-  const run = (argv) => promisify(execFile)(process.execPath, [script, ...argv])
+  const perf = usePerf()
+  const tmp = perf.tmp
+  const run = (argv) => perf.run('churn.js', argv)
 
   it('--quick writes a CSV row per engine, a report with the ratio line, and leaves no store behind', async () => {
     const stores = path.join(tmp.dir, 'stores')

@@ -4,20 +4,18 @@ const { expect } = require('chai')
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
-const { execFile } = require('node:child_process')
-const { promisify } = require('node:util')
 const { cli, UsageError, topComment } = require('../../perf/script')
 const { scaled } = require('../helpers')
+const { usePerf, PERF } = require('./perf-harness')
 
-const PERF = path.join(__dirname, '..', '..', 'perf')
 const pkg = require('../../package.json')
 // Every script package.json runs, and every other perf script a person runs by hand.
 const fromPackage = Object.values(pkg.scripts).map((command) => /^node (perf\/[\w-]+\.js)$/.exec(command)).filter(Boolean).map((m) => path.basename(m[1]))
-const SCRIPTS = [...new Set([...fromPackage, 'read-path.js', 'share.js', 'holder-flood.js', 'new-shards.js', 'write-path.js', 'small-own.js'])]
-const run = (script, argv) => promisify(execFile)(process.execPath, [path.join(PERF, script), ...argv])
+const SCRIPTS = [...new Set([...fromPackage, 'read-path.js', 'share.js', 'holder-flood.js', 'parallel-commands.js', 'new-shards.js', 'write-path.js', 'small-own.js'])]
 
 describe('perf scripts: one command line', function () {
   this.timeout(scaled(60000))
+  const { run } = usePerf()
 
   it('package.json runs the benchmarks it should', () => {
     expect(fromPackage).to.include.members(['benchmark.js', 'report.js', 'fio.js', 'ls.js', 'pieces.js', 'churn.js', 'micro.js', 'throughput.js', 'node.js', 'costs.js', 'slow-readers.js', 'synced-writes.js'])

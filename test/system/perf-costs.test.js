@@ -3,18 +3,17 @@
 const { expect } = require('chai')
 const fs = require('node:fs')
 const path = require('node:path')
-const { execFile } = require('node:child_process')
-const { promisify } = require('node:util')
-const { useTmp, scaled } = require('../helpers')
+const { scaled } = require('../helpers')
+const { usePerf } = require('./perf-harness')
 
 // perf/costs.js, once at tiny sizes: every figure is printed beside its target.
 describe('perf/costs.js', function () {
   this.timeout(scaled(120000))
-  const tmp = useTmp()
-  const script = path.join(__dirname, '..', '..', 'perf', 'costs.js')
+  const { tmp, run } = usePerf()
+  const script = 'costs.js'
 
   it('--quick prints every figure with its target and verdict, and leaves no data behind', async () => {
-    const { stdout } = await promisify(execFile)(process.execPath, [script, '--quick', '--dir', tmp.dir, '--out', path.join(tmp.dir, 'out')])
+    const { stdout } = await run(script, ['--quick', '--dir', tmp.dir, '--out', path.join(tmp.dir, 'out')])
     expect(stdout).to.contain('--quick: tiny sizes, measures nothing')
     const lines = stdout.split('\n')
     const figure = (id) => lines.find((line) => line.startsWith(`figure ${id}: `))
@@ -38,7 +37,7 @@ describe('perf/costs.js', function () {
 
   it('refuses bad arguments with a message and exit code 2', async () => {
     for (const [argv, message] of [[['--rounds', '0'], '--rounds takes a positive integer'], [['--kfs4', tmp.dir], 'no kfs v4 there'], [['--bogus'], 'unknown argument --bogus']]) {
-      const err = await promisify(execFile)(process.execPath, [script, ...argv]).then(() => undefined, (e) => e)
+      const err = await run(script, [...argv]).then(() => undefined, (e) => e)
       expect(err, argv.join(' ')).to.be.an('error')
       expect(err.code).to.equal(2)
       expect(err.stderr).to.contain(message)

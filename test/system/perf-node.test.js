@@ -2,18 +2,17 @@
 
 const { expect } = require('chai')
 const path = require('node:path')
-const { execFile } = require('node:child_process')
-const { promisify } = require('node:util')
-const { useTmp, scaled } = require('../helpers')
+const { scaled } = require('../helpers')
+const { usePerf } = require('./perf-harness')
 
 // The storage-node workload script, once at tiny sizes: every case runs and reports.
 describe('perf/node.js', function () {
   this.timeout(scaled(240000))
-  const tmp = useTmp()
+  const { tmp, run } = usePerf()
 
   it('--quick runs every case, each engine in its own process, and prints every table', async () => {
-    const script = path.join(__dirname, '..', '..', 'perf', 'node.js')
-    const { stdout } = await promisify(execFile)(process.execPath, [script, '--quick', '--out', path.join(tmp.dir, 'out')])
+    const script = 'node.js'
+    const { stdout } = await run(script, ['--quick', '--out', path.join(tmp.dir, 'out')])
     expect(stdout).to.match(/\| kfs \| [\d,]+ \| [\d,]+ \| 1\.00 \| [\d,]+ \| 1\.00 \|/)
     expect(stdout).to.match(/\| one raw LevelDB \(put\) \| [\d,]+ \|/)
     expect(stdout).to.match(/list\(\) \/ keys-only iterator: [\d.]+/)

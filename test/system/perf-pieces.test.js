@@ -3,9 +3,8 @@
 const { expect } = require('chai')
 const fs = require('node:fs')
 const path = require('node:path')
-const { execFile } = require('node:child_process')
-const { promisify } = require('node:util')
-const { useTmp, scaled } = require('../helpers')
+const { scaled } = require('../helpers')
+const { usePerf } = require('./perf-harness')
 const { HEADER, ENGINES, PHASES } = require('../../perf/pieces')
 const { machineOf } = require('../../perf/script')
 
@@ -13,9 +12,9 @@ const { machineOf } = require('../../perf/script')
 // CSV, the report and the chart.
 describe('perf/pieces.js', function () {
   this.timeout(scaled(60000))
-  const tmp = useTmp()
-  const script = path.join(__dirname, '..', '..', 'perf', 'pieces.js')
-  const run = (argv) => promisify(execFile)(process.execPath, [script, ...argv])
+  const perf = usePerf()
+  const tmp = perf.tmp
+  const run = (argv) => perf.run('pieces.js', argv)
 
   it('--quick writes a CSV row per engine and phase, a report and a chart, and leaves no store behind', async () => {
     const stores = path.join(tmp.dir, 'stores')

@@ -1,20 +1,19 @@
 'use strict'
 
 const path = require('node:path')
-const { execFile } = require('node:child_process')
-const { promisify } = require('node:util')
 const { expect } = require('chai')
-const { useTmp, scaled } = require('../helpers')
+const { scaled } = require('../helpers')
+const { usePerf } = require('./perf-harness')
 
 // The memory of slow readers, once at a tiny size: every engine reads every byte and
 // reports its growth, and the target line is printed.
 describe('perf/slow-readers.js', function () {
   this.timeout(scaled(60000))
-  const tmp = useTmp()
-  const script = path.join(__dirname, '..', '..', 'perf', 'slow-readers.js')
+  const { tmp, run } = usePerf()
+  const script = 'slow-readers.js'
 
   it('--quick: kfs, raw LevelDB iterators and fs each read every file, with their memory growth and the target', async () => {
-    const { stdout } = await promisify(execFile)(process.execPath, [script, '--quick', '--rounds', '2', '--out', path.join(tmp.dir, 'out')])
+    const { stdout } = await run(script, ['--quick', '--rounds', '2', '--out', path.join(tmp.dir, 'out')])
     const rows = stdout.split('\n').filter((line) => /^\| \d+ \|/.test(line))
     expect(rows.map((row) => row.split(' | ')[1])).to.deep.equal(['kfs', 'raw', 'fs', 'kfs', 'raw', 'fs'])
     for (const row of rows) expect(row).to.match(/^\| \d \| \w+ \| [\d.]+ \| -?[\d,]+ \| -?[\d,]+ \| -?[\d,]+ \| -?[\d,]+ \|$/)
@@ -23,7 +22,7 @@ describe('perf/slow-readers.js', function () {
   })
 
   it('refuses a bad argument with exit code 2', async () => {
-    const err = await promisify(execFile)(process.execPath, [script, '--readers', '0']).then(() => undefined, (e) => e)
+    const err = await run(script, ['--readers', '0']).then(() => undefined, (e) => e)
     expect(err, 'expected a usage error').to.be.an('error')
     expect(err.code).to.equal(2)
   })

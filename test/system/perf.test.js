@@ -3,9 +3,8 @@
 const { expect } = require('chai')
 const fs = require('node:fs')
 const path = require('node:path')
-const { execFile } = require('node:child_process')
-const { promisify } = require('node:util')
-const { useTmp, scaled } = require('../helpers')
+const { scaled } = require('../helpers')
+const { usePerf } = require('./perf-harness')
 const { lineChart, barChart, linearAxis, logAxis } = require('../../perf/svg')
 const { median } = require('../../perf/stats')
 const { machineOf } = require('../../perf/script')
@@ -115,11 +114,11 @@ describe('perf/svg.js', () => {
 // Runs the throughput benchmark once at a tiny size so it cannot silently rot.
 describe('perf/throughput.js', function () {
   this.timeout(scaled(120000))
-  const tmp = useTmp()
+  const { tmp, run } = usePerf()
 
   it('runs at a tiny size and reports every operation (streams, random ranges and put too), the targets and memory', async () => {
-    const script = path.join(__dirname, '..', '..', 'perf', 'throughput.js')
-    const { stdout } = await promisify(execFile)(process.execPath, [script, '--sizes', '1,2', '--reps', '1', '--out', path.join(tmp.dir, 'out')])
+    const script = 'throughput.js'
+    const { stdout } = await run(script, ['--sizes', '1,2', '--reps', '1', '--out', path.join(tmp.dir, 'out')])
     for (const op of ['write', 'read', 'unlink']) expect(stdout).to.match(new RegExp(`\\| 1 MiB \\| sync \\| ${op} \\|`))
     expect(stdout).to.match(/\| 2 MiB \| async \| read stream \(fs: 1 MiB highWaterMark\) \| \d+ \(\d+ ms\) \| \d+ \(\d+ ms\) \| [\d.]+ \|/)
     expect(stdout).to.match(/\| 2 MiB \| sync \| read stream, checked \/ not \| \| \d+ \/ \d+ \| check costs -?\d+% \|/)
@@ -132,9 +131,8 @@ describe('perf/throughput.js', function () {
   })
 
   it('rejects unknown arguments', async () => {
-    const script = path.join(__dirname, '..', '..', 'perf', 'throughput.js')
-    const run = promisify(execFile)(process.execPath, [script, '--bogus'])
-    const err = await run.then(() => undefined, (e) => e)
+    const script = 'throughput.js'
+    const err = await run(script, ['--bogus']).then(() => undefined, (e) => e)
     expect(err, 'expected a failure').to.be.an('error')
     expect(err.stderr).to.contain('unknown argument --bogus')
   })
@@ -143,17 +141,17 @@ describe('perf/throughput.js', function () {
 // The cost of a new shard, once at tiny sizes.
 describe('perf/new-shards.js', function () {
   this.timeout(scaled(60000))
-  const tmp = useTmp()
+  const { tmp, run } = usePerf()
 
   it('makes shards with LevelDB and from the template, stores a new store\'s first files next to raw LevelDBs\', and prints a row per round', async () => {
-    const script = path.join(__dirname, '..', '..', 'perf', 'new-shards.js')
-    const { stdout } = await promisify(execFile)(process.execPath, [script, '--shards', '3', '--files', '10', '--rounds', '2', '--out', path.join(tmp.dir, 'out')])
+    const script = 'new-shards.js'
+    const { stdout } = await run(script, ['--shards', '3', '--files', '10', '--rounds', '2', '--out', path.join(tmp.dir, 'out')])
     const rows = stdout.split('\n').filter((line) => /^\| \d+ \|/.test(line))
     expect(rows).to.have.length(2)
     for (const row of rows) expect(row).to.match(/^\| \d \| [\d.]+ \| [\d.]+ \| [\d.]+ \| [\d.]+ \| [\d.]+ \| [\d.]+ \|$/)
     expect(stdout).to.match(/first files: kfs [\d.]+ s \([\d.]+-[\d.]+\), raw made on first use [\d.]+ s \([\d.]+-[\d.]+\), raw made at once [\d.]+ s/)
     expect(stdout).to.contain('target: a new store\'s first 1,000 small files in under 1 s')
-    const err = await promisify(execFile)(process.execPath, [script, '--bogus', '1']).then(() => undefined, (e) => e)
+    const err = await run(script, ['--bogus', '1']).then(() => undefined, (e) => e)
     expect(err, 'expected a usage error').to.be.an('error')
     expect(err.code).to.equal(2)
   })
@@ -163,8 +161,7 @@ describe('perf/new-shards.js', function () {
 // runs, and the CSV has the documented shape with figures that add up.
 describe('perf/fio.js and perf/ls.js', function () {
   this.timeout(scaled(240000))
-  const tmp = useTmp()
-  const run = (script, argv) => promisify(execFile)(process.execPath, [path.join(__dirname, '..', '..', 'perf', script), ...argv])
+  const { tmp, run } = usePerf()
   const csv = (file) => {
     const [header, ...lines] = fs.readFileSync(file, 'utf8').trim().split('\n')
     const columns = header.split(',')
