@@ -5,6 +5,7 @@ const path = require('node:path')
 const crypto = require('node:crypto')
 const { expect } = require('chai')
 const kfs = require('..')
+const { LevelDb } = require('../lib/leveldb/leveldb')
 const { Memtables, MIN_FLUSH, FLUSH_AT, FLOOR, MAX_FLUSHING } = require('../lib/shard/memtables')
 const { memoryParts, MEMORY, MIN_MEMORY } = require('../lib/api/memory')
 const { useTmp, throws, rejects, scaled } = require('./helpers')
@@ -202,18 +203,50 @@ describe('memory budget', () => {
       expect([a.flushes, b.flushes]).to.deep.equal([0, 1])
     })
 
-    it('a shard closing leaves the count, and a write waiting on its flush goes on', async () => {
+    // A close to end when the test says: { closed, end }.
+    function closeHeld () {
+      let end
+      const closed = new Promise((resolve) => { end = resolve })
+      return { closed, end }
+    }
+
+    it('a shard closing stays counted until its close ends, and is not flushed for the budget meanwhile', async () => {
+      const memtables = new Memtables({ limit: 4 * MiB })
+      const [a, b] = [fakeShard('a', 3 * MiB), fakeShard('b', 2 * MiB)]
+      memtables.add(a)
+      const close = closeHeld()
+      memtables.closing(a, close.closed)
+      memtables.add(b) // 5 MiB: past the budget, 2 once a is closed
+      expect([a.flushes, b.flushes]).to.deep.equal([0, 0])
+      let passed = false
+      const waiting = memtables.wait().then(() => { passed = true })
+      await settle()
+      expect(passed).to.equal(false)
+      expect(memtables.total).to.equal(5 * MiB)
+      close.end()
+      await waiting
+      expect(memtables.total).to.equal(2 * MiB)
+      expect(memtables.wait()).to.equal(undefined)
+    })
+
+    it('a shard closing while flushed for the budget stays counted until both end', async () => {
       const memtables = new Memtables({ limit: 4 * MiB })
       const [a, b] = [fakeShard('a', 3 * MiB), fakeShard('b', 2 * MiB)]
       memtables.add(a)
       memtables.add(b)
       expect(a.flushes).to.equal(1)
+      const close = closeHeld()
+      memtables.closing(a, close.closed)
       const waiting = memtables.wait()
-      memtables.remove(a)
-      await waiting
-      expect(memtables.total).to.equal(2 * MiB)
-      a.release()
+      a.release() // its flush ended, its close not yet
       await settle()
+      expect(memtables.total).to.equal(5 * MiB)
+      memtables.begin(a)
+      memtables.wrote(a) // a batch in flight when the close began: a is not read again
+      expect(memtables.total).to.equal(5 * MiB)
+      expect(a.flushes).to.equal(1)
+      close.end()
+      await waiting
       expect(memtables.total).to.equal(2 * MiB)
     })
   })
@@ -290,6 +323,43 @@ describe('memory budget', () => {
         expect((await store.usage()).files).to.equal(1)
       })
     }
+
+    // LevelDB frees a shard's memtable once its close ended: counted out sooner, the
+    // budget would admit new writes into memory it still holds.
+    it('counts a closing shard\'s memtable until its LevelDB is closed', async () => {
+      const store = t.open({ shardCount: 1 })
+      const add = Memtables.prototype.add
+      let memtables
+      Memtables.prototype.add = function (shard) {
+        memtables = this
+        return add.call(this, shard)
+      }
+      const close = LevelDb.prototype.close
+      let closing = 0
+      let end
+      const ended = new Promise((resolve) => { end = resolve })
+      try {
+        await store.writeFile('file', crypto.randomBytes(MiB))
+        Memtables.prototype.add = add
+        LevelDb.prototype.close = async function () {
+          closing++
+          await ended
+          return close.call(this)
+        }
+        const held = memtables.total
+        expect(held).to.be.above(MiB)
+        const closed = store.close()
+        while (closing === 0) await settle()
+        expect(memtables.total).to.equal(held)
+        end()
+        await closed
+        expect(memtables.total).to.equal(0)
+      } finally {
+        Memtables.prototype.add = add
+        LevelDb.prototype.close = close
+        end()
+      }
+    })
 
     it('flushes none while what was written fits its budget', async () => {
       const store = t.open()

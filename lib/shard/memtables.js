@@ -28,7 +28,8 @@ class Memtables {
   #others
   #held = new Map() // shard -> LevelDB's estimate of its memory, as last read
   #total = 0
-  #flushing = new Map() // shard -> its flush in flight (settles, never rejects)
+  #flushing = new Map() // shard -> its flush or close in flight (settles, never rejects)
+  #closing = new Set() // shards whose close is in flight: counted until it ends
   #failed = new Set() // shards a flush did not empty: not flushed again before a write
   #writing = new Map() // shard -> its batches in flight
   #written = new Map() // shard -> batches to it that succeeded
@@ -52,14 +53,23 @@ class Memtables {
     this.#relieve()
   }
 
-  // A shard closing: closing frees its memory.
-  remove (shard) {
-    if (!this.#held.has(shard)) return
+  // A shard closing: `closed` settles once its close ended, which writes its memtable
+  // out and closes its LevelDB. LevelDB frees the shard's memory only then, so until
+  // then it stays counted as last read, and the close stands for a flush in flight: the
+  // shard is not flushed for the budget, and a write past the budget waits for the
+  // close to end.
+  closing (shard, closed) {
+    if (!this.#held.has(shard) || this.#closing.has(shard)) return
+    this.#closing.add(shard)
+    const flush = this.#flushing.get(shard)
+    this.#flushing.set(shard, Promise.allSettled([flush, closed]).then(() => this.#remove(shard)))
+  }
+
+  #remove (shard) {
     this.#total -= this.#held.get(shard)
-    this.#held.delete(shard)
-    this.#failed.delete(shard)
-    this.#written.delete(shard)
+    for (const map of [this.#held, this.#flushing, this.#closing, this.#failed, this.#written]) map.delete(shard)
     this.#notify()
+    this.#relieve()
   }
 
   // undefined when a batch may go to a memtable now; else a promise that resolves once
@@ -85,7 +95,7 @@ class Memtables {
   // After a batch to `shard` (`ok`: written): its memory as LevelDB now says, and
   // flushes started if the budget asks for them, the shard still counted as written.
   wrote (shard, ok = true) {
-    if (this.#held.has(shard)) {
+    if (this.#held.has(shard) && !this.#closing.has(shard)) {
       if (ok) {
         this.#failed.delete(shard)
         this.#written.set(shard, (this.#written.get(shard) || 0) + 1)
@@ -160,7 +170,7 @@ class Memtables {
 
   // LevelDB's CompactRange reports no error: a shard whose LevelDB keeps a failed
   // write (a full disk) returns from it at once, its memtable still full. A flush that
-  // failed (the shard closing), or freed nothing while no batch to the shard succeeded,
+  // failed, or freed nothing while no batch to the shard succeeded,
   // marks the shard: it is not flushed again before a batch to it succeeds, which
   // LevelDB refuses until it is reopened.
   #flush (shard) {
@@ -168,11 +178,10 @@ class Memtables {
     const before = this.#held.get(shard)
     const written = this.#written.get(shard)
     const done = shard.db.flush().then(() => true, () => false).then((flushed) => {
+      if (this.#closing.has(shard)) return // counted until its close ends (closing())
       this.#flushing.delete(shard)
-      if (this.#held.has(shard)) {
-        const freedNothing = this.#read(shard) >= before && this.#written.get(shard) === written
-        if (!flushed || freedNothing || shard.db.failed) this.#failed.add(shard)
-      }
+      const freedNothing = this.#read(shard) >= before && this.#written.get(shard) === written
+      if (!flushed || freedNothing || shard.db.failed) this.#failed.add(shard)
       this.#notify()
       this.#relieve()
     })

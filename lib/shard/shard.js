@@ -387,21 +387,27 @@ class Shard {
     return this.#life.status
   }
 
+  // Every caller's promise settles once the database is closed. The store's memtables
+  // count the shard's memory until then: LevelDB frees it only once closed.
+  close () {
+    return this.#life.close(() => {
+      const closed = this.#flushAndClose()
+      this.#memtables.closing(this, closed)
+      return closed
+    })
+  }
+
   // Flushes the memtable first, so reopening replays no log: a closed shard then
   // reopens quickly, and on a full disk with a few kilobytes. A shard only read from
-  // has nothing to flush (and flushing would still write a manifest). Every caller's
-  // promise settles once the database is closed.
-  close () {
-    return this.#life.close(async () => {
-      this.#memtables.remove(this)
-      if (this.db.written && !this.db.failed) await this.db.flush().catch(() => {})
-      await this.db.close()
-    })
+  // has nothing to flush (and flushing would still write a manifest).
+  async #flushAndClose () {
+    if (this.db.written && !this.db.failed) await this.db.flush().catch(() => {})
+    await this.db.close()
   }
 }
 
 // A shard opened alone, outside a store: nothing bounds its memtables but LevelDB.
-const UNBOUNDED = { add () {}, remove () {}, wait () {}, begin () {}, wrote () {} }
+const UNBOUNDED = { add () {}, closing () {}, wait () {}, begin () {}, wrote () {} }
 
 function openFailed (index, location, err) {
   const name = `shard ${shardName(index)}`
