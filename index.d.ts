@@ -62,8 +62,10 @@ declare namespace kfs {
     key?: string
     /** The same errors, of a file asked for by name: that name (`key` is its key). */
     fileName?: string
-    /** ENOENT (no store, `create: false` or `readOnly`), ENOTDIR, ENOTSUP, EBUSY, EROFS: the path concerned. */
+    /** ENOENT (no store, `create: false` or `readOnly`), ENOTDIR, ENOTSUP, EBUSY, EROFS, EACCES (another user's store, a store that could not be created): the path concerned. */
     path?: string
+    /** EACCES: the ID of the user that owns the store, or the file or shard of it, that this process may not write or read. */
+    owner?: number
     /** The shard concerned: ENOSPC, ECORRUPT, EBUSY, ENOENT of `repair`, OS errors. */
     shard?: number
     /** ECORRUPT from `list()` or `compact()`: every damaged shard met. */

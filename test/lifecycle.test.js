@@ -419,7 +419,14 @@ describe('lifecycle', () => {
     it('refuses a path that is a file with ENOTDIR, leaving it alone', async () => {
       const file = path.join(t.dir, 'file')
       fs.writeFileSync(file, 'mine')
-      await rejects(kfs(file).open(), 'ENOTDIR')
+      expect((await rejects(kfs(file).open(), 'ENOTDIR')).message).to.equal(`the store path ${file} exists and is not a directory`)
+      expect(fs.readFileSync(file, 'utf8')).to.equal('mine')
+      // A file where a directory above the store is expected: said in kfs's words, not
+      // as the stat that met it.
+      for (const options of [{}, { create: false }, { readOnly: true }]) {
+        const err = await rejects(kfs(path.join(file, 'store'), options).open(), 'ENOTDIR')
+        expect(err.message).to.equal(`the store path ${path.join(file, 'store')} cannot be a directory: a part of that path is a file, not a directory`)
+      }
       expect(fs.readFileSync(file, 'utf8')).to.equal('mine')
     })
 

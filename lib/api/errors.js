@@ -120,7 +120,25 @@ const NOT_WRITABLE = Object.freeze(['EROFS', 'EACCES', 'EPERM'])
 
 // `err` (one of NOT_WRITABLE) from opening a store read-write, saying how to read it.
 function notWritable (what, err, props) {
-  return system(what, { code: err.code, message: `${err.message}; a store that cannot be written opens for reads with the option readOnly: true` }, { ...props, cause: err })
+  return system(what, { code: err.code, message: `${err.message}; a store that cannot be written opens for reads with the option readOnly: true`, cause: err }, props)
+}
+
+// The store at `dir` could not be created: kfs could not create the directory `made`
+// (the store's, or one above it), for the reason `why` gives; `cause`: the OS's error,
+// whose code it keeps.
+function notCreated (dir, made, why, cause) {
+  return make(Error, cause.code || 'EIO', `the store at ${dir} could not be created: kfs could not create the directory ${made}: ${why}`, { path: dir, cause })
+}
+
+// A store whose `what` (its directory, or a file in it) belongs to the user `owner`,
+// which this process may not write, or not even read (`readable` false): EACCES,
+// whichever step of the open met it first (EACCES or EPERM from the OS: `cause`).
+function otherUser (dir, what, owner, readable, cause, props) {
+  const reads = readable ? ', or open it for reads with the option readOnly: true' : ''
+  const message = what === dir
+    ? `the store at ${dir} belongs to user ${owner}, and this process (user ${process.geteuid()}) cannot ${readable ? 'write' : 'read'} it: open it as that user${reads}`
+    : `${what}, in the store at ${dir}, belongs to user ${owner}, and this process (user ${process.geteuid()}) cannot ${readable ? 'write' : 'read'} it: give it back to the store's owner (chown)${reads}`
+  return make(Error, 'EACCES', message, { ...props, path: dir, owner, cause })
 }
 
 function closed () {
@@ -135,8 +153,10 @@ function newerFormat (file, found, supported) {
   return make(Error, 'ENOTSUP', `the store was made by a newer kfs: ${file} says format ${found}, this kfs reads format ${supported} and older; upgrade kfs`, { path: file, found, supported })
 }
 
-function notDirectory (dir) {
-  return make(Error, 'ENOTDIR', `the store path ${dir} exists and is not a directory`, { path: dir })
+// `within`: a directory above it is a file (`cause`, the OS's ENOTDIR).
+function notDirectory (dir, { within = false, cause } = {}) {
+  const why = within ? 'cannot be a directory: a part of that path is a file, not a directory' : 'exists and is not a directory'
+  return make(Error, 'ENOTDIR', `the store path ${dir} ${why}`, { path: dir, cause })
 }
 
 function notStore (dir, entry) {
@@ -194,6 +214,8 @@ module.exports = {
   system,
   shardsFailed,
   closed,
+  notCreated,
+  otherUser,
   readOnly,
   notWritable,
   NOT_WRITABLE,

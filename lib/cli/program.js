@@ -16,13 +16,23 @@ const defaultDb = (env) => env.KFS_DB || path.join(os.homedir(), '.kfs', 'defaul
 // 'permission denied'...), or undefined if it can, or if there is no store there (or
 // something else is wrong, which the store's open reports). Its directory, state
 // directory and the state's LOCK, which LevelDB opens read-write, are what a read-write
-// open needs first. Root passes the permission bits, not a read-only mount.
+// open needs first. Root passes the permission bits, not a read-only mount. A store
+// another user owns says whose it is.
 async function notWritable (dir) {
   for (const p of [dir, path.join(dir, 'state'), path.join(dir, 'state', 'LOCK')]) {
     const failed = await fs.access(p, fs.constants.W_OK).then(() => undefined, (err) => err)
-    if (failed) return kfs.errors.NOT_WRITABLE.includes(failed.code) ? systemReason(failed) : undefined
+    if (!failed) continue
+    if (!kfs.errors.NOT_WRITABLE.includes(failed.code)) return undefined
+    const owner = failed.code !== 'EROFS' ? await otherOwner(p) : undefined
+    return systemReason(failed) + (owner !== undefined ? `: ${p === dir ? 'it' : p} belongs to user ${owner}` : '')
   }
   return undefined
+}
+
+// The ID of the user `file` belongs to, if not this process's.
+async function otherOwner (file) {
+  const stat = await fs.stat(file).catch(() => undefined)
+  return stat && typeof process.geteuid === 'function' && stat.uid !== process.geteuid() ? stat.uid : undefined
 }
 
 const WRITES = new Set(['put', 'unlink', 'compact', 'repair'])

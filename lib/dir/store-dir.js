@@ -8,6 +8,7 @@ const { syncDir } = require('../base/sync-dir')
 const { openFailure } = require('../leveldb/classify')
 const { lockHeld, lockHolder, REPLAY_UNKNOWN } = require('../leveldb/log-guard')
 const { DiskReserve } = require('./disk-reserve')
+const { ownersRefusal, mkdirWhy } = require('./owner')
 const { FORMAT_VERSION, FORMAT_FILE, readFormat, writeFormat, checkOptions } = require('./format')
 const errors = require('../api/errors')
 
@@ -17,12 +18,21 @@ const STATE_DB = 'state'
 const TMP_DIR = 'tmp'
 const SHARD_DIR = /^(\d{3})\.s$/
 
+// Opens (or, with `create`, creates) the store directory (openDir): a store that
+// another user owns fails with EACCES saying so (owner.js).
+function openStoreDir (dir, given, resolved) {
+  return openDir(dir, given, resolved).catch(async (err) => {
+    const state = path.join(dir, STATE_DB)
+    throw await ownersRefusal(err, [dir, state], [path.join(state, 'LOCK')], { readOnly: resolved.readOnly })
+  })
+}
+
 // Opens (or, with `create`, creates) the store directory. Everything that can refuse
 // the open (a foreign directory, a format.json that is damaged, newer, or contradicts
 // the options) is decided before anything is written. The `state` LevelDB is then held
 // open for the store's lifetime: its LOCK makes the store single-process (EBUSY).
 // `readOnly`: see openReadOnly.
-async function openStoreDir (dir, given, resolved) {
+async function openDir (dir, given, resolved) {
   const create = resolved.create && !resolved.readOnly
   const entries = await listDir(dir, create)
   if (entries.includes(FORMAT_FILE)) {
@@ -174,9 +184,13 @@ function stateFailure (dir, err) {
 // made above it synced into their parents: a store whose own name a power cut could
 // take is lost whole. A `dir` that existed may have been made by a process that died
 // before syncing it, or by the user, in a parent this process may not read: its sync
-// is tried, not required.
+// is tried, not required. A directory that cannot be made fails with the OS's code,
+// saying which one and why.
 async function makeDirs (dir) {
-  const first = await fs.mkdir(dir, { recursive: true })
+  const first = await fs.mkdir(dir, { recursive: true }).catch((err) => {
+    const made = err.path || dir
+    throw errors.notCreated(dir, made, mkdirWhy(made, err), err)
+  })
   if (first === undefined) return syncDir(path.dirname(path.resolve(dir))).catch(() => {})
   for (let made = path.resolve(dir); path.dirname(made) !== made; made = path.dirname(made)) {
     await syncDir(path.dirname(made))
@@ -189,6 +203,7 @@ async function listDir (dir, create) {
   try {
     stat = await fs.stat(dir)
   } catch (err) {
+    if (err.code === 'ENOTDIR') throw errors.notDirectory(dir, { within: true, cause: err })
     if (err.code !== 'ENOENT') throw err
     if (!create) throw errors.noStore(dir, 'it does not exist')
     return []

@@ -9,6 +9,7 @@ const { Spares } = require('./spares')
 const { defaultOpenShards } = require('../dir/descriptors')
 const { shardName, shardDirName } = require('../base/shard-names')
 const { Memtables } = require('./memtables')
+const { ownersRefusal } = require('../dir/owner')
 const { WRITE_BUFFER } = require('../leveldb/leveldb')
 const errors = require('../api/errors')
 
@@ -56,7 +57,8 @@ class Shards {
       waitTimeout: options.shardWaitTimeout,
       open: (index, context) => this.#open(index, context).catch(async (err) => {
         if (errors.isDiskFull(err)) await this.#spares.clear() // their space is needed now
-        throw err
+        const location = this.locationOf(index)
+        throw await ownersRefusal(err, [this.location, location], [path.join(location, 'LOCK')], { readOnly: this.readOnly, props: { shard: index } })
       }),
       close: (shard) => this.#close(shard)
     })
