@@ -12,7 +12,7 @@ const { scaled } = require('./helpers')
 // start first and the short ones fill in around them, rather than a long one starting
 // last and running alone. A file not named here comes after these, in name order.
 const LONGEST = [
-  'system/crash-states', 'system/disk-full', 'system/perf', 'system/perf-node', 'system/crash',
+  'system/crash-states', 'system/crash-states-2', 'system/disk-full', 'system/perf', 'system/perf-node', 'system/crash',
   'system/read-only-mounts', 'system/perf-pieces',
   'reclaim', 'cli', 'cli-commands', 'lifecycle', 'share', 'share-handover', 'cli-errors', 'open-shards', 'read-only', 'cli-faults',
   'system/perf-churn', 'system/perf-costs', 'concurrency', 'store'
