@@ -8,7 +8,7 @@ const os = require('node:os')
 const path = require('node:path')
 const { execFileSync, spawnSync } = require('node:child_process')
 const kfs = require('../..')
-const { rejects, bytes, sha256, collect, scaled, sleep, unmount } = require('../helpers')
+const { rejects, bytes, sha256, collect, scaled, sleep, unmount, keyInShard } = require('../helpers')
 
 const MiB = 1024 * 1024
 const KFS = path.join(__dirname, '..', '..', 'bin', 'kfs.js')
@@ -103,8 +103,11 @@ describe('a full disk', function () {
       expect((await store.usage()).files).to.equal(stored.size)
       expect((await store.stat('a0')).size).to.equal(MiB)
       expect((await store.verify()).problems).to.deep.equal([])
-      // A shard never created: ENOSPC, not ECORRUPT.
-      await rejects(store.writeFile('never-created-shard-' + 'x'.repeat(30), 'x'), 'ENOSPC')
+      // A shard never created: ENOSPC, not ECORRUPT. (A byte into a shard that exists
+      // may still fit.)
+      const made = new Set((await store.usage()).shards.map((s) => s.index))
+      const never = [...Array(256).keys()].find((i) => !made.has(i))
+      await rejects(store.writeFile(keyInShard(store.referenceId, never, 'never'), 'x'), 'ENOSPC')
       // Unlink half, compact, and the next write succeeds.
       const keys = [...stored.keys()]
       for (const key of keys.slice(0, keys.length / 2)) {
@@ -323,7 +326,7 @@ describe('a full disk', function () {
       const stored = new Map()
       let err
       for (let i = 0; ; i++) {
-        const key = require('../helpers').keyInShard(store.referenceId || (await store.open(), store.referenceId), 0, `f${i}`)
+        const key = keyInShard(store.referenceId || (await store.open(), store.referenceId), 0, `f${i}`)
         const data = bytes(MiB, key)
         try {
           await store.writeFile(key, data)
@@ -336,7 +339,7 @@ describe('a full disk', function () {
       expect(err.code).to.equal('ENOSPC')
       expect(fs.existsSync(path.join(dir, '001.s'))).to.equal(false)
       fillToTheLastBlock(path.join(fsys.mnt, 'filler'))
-      const other = require('../helpers').keyInShard(store.referenceId, 1, 'new shard')
+      const other = keyInShard(store.referenceId, 1, 'new shard')
       const created = await rejects(store.writeFile(other, 'x'), 'ENOSPC')
       expect(created.message).to.not.contain('corrupt')
       expect(fs.readdirSync(path.join(dir, 'tmp'))).to.deep.equal([]) // no half-made shard
@@ -352,7 +355,6 @@ describe('a full disk', function () {
     const store = kfs(dir, { shardCount: 2, maxOpenShards: 2, idleTimeout: 0 })
     try {
       await store.open()
-      const { keyInShard } = require('../helpers')
       const k0 = keyInShard(store.referenceId, 0, 'zero')
       await store.writeFile(k0, bytes(MiB, 'zero'))
       fillToTheLastBlock(path.join(fsys.mnt, 'filler'))
@@ -371,7 +373,6 @@ describe('a full disk', function () {
     const dir = path.join(fsys.mnt, 'store5')
     const N = 64
     const store = kfs(dir, { shardCount: N, maxOpenShards: 1, idleTimeout: 0, diskReserve: 0 })
-    const { keyInShard } = require('../helpers')
     try {
       await store.open()
       const keys = []
