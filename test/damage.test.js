@@ -7,6 +7,7 @@ const path = require('node:path')
 const { spawn } = require('node:child_process')
 const { LevelDb } = require('../lib/leveldb/leveldb')
 const { ChunkWriter } = require('../lib/data/chunk-writer')
+const { encodeHead, decodeHead } = require('../lib/shard/head-record')
 const { useTmp, rejects, bytes, sha256, collect, keyInShard, REF, killingDigestThread, scaled } = require('./helpers')
 
 const C = 1024
@@ -291,11 +292,11 @@ describe('damage is named', () => {
     it('readFile of a file larger than the largest Buffer is EFBIG, not a RangeError without a code', async () => {
       const store = t.open({ referenceId: REF })
       const key = keyInShard(REF, 1, 'huge')
-      await store.writeFile(key, 'small')
+      await store.writeFile(key, Buffer.alloc(128 * 1024 + 1)) // two chunks: a head without data
       await store.close()
       await rawDb(path.join(store.location, '001.s'), async (db) => {
-        const meta = JSON.parse(await db.get('!m!' + key))
-        await db.put('!m!' + key, JSON.stringify({ ...meta, size: 2 ** 33, chunks: 2 ** 33 / (128 * 1024) }))
+        const { meta } = decodeHead(key, await db.get(key))
+        await db.put(key, encodeHead(key, { ...meta, size: 2 ** 33, chunks: 2 ** 33 / (128 * 1024) }))
       })
       const err = await rejects(t.open().readFile(key), 'EFBIG')
       expect(err).to.be.instanceOf(RangeError)

@@ -9,7 +9,7 @@ const zlib = require('node:zlib')
 const { spawnSync } = require('node:child_process')
 const { LevelDb } = require('../lib/leveldb/leveldb')
 const { coerceKey } = require('../lib/api/keys')
-const { useTmp, rejects, bytes, sha256, collect, toFormat1, killingDigestThread } = require('./helpers')
+const { useTmp, rejects, bytes, sha256, collect, toFormat1, toFormat2, killingDigestThread } = require('./helpers')
 
 const FIXTURE = path.join(__dirname, 'fixtures', 'format-1')
 const BIN = path.join(__dirname, '..', 'bin', 'kfs.js')
@@ -92,11 +92,11 @@ describe('on-disk format', () => {
     const C = 64 * 1024
     const store = t.open({ chunkSize: C })
     const large = bytes(24 * C + 7) // past 1 MiB: chunks written before the commit
-    const small = bytes(700) // one record, in the commit batch
+    const medium = bytes(3 * C + 5) // in the commit batch
     await store.writeFile('large', large)
-    const smallKey = await store.put(small)
+    await store.writeFile('medium', medium)
     await store.close()
-    for (const [key, data] of [[coerceKey('large').key, large], [smallKey, small]]) {
+    for (const [key, data] of [[coerceKey('large').key, large], [coerceKey('medium').key, medium]]) {
       const records = await rawChunks(store.location, key)
       expect(records.length).to.equal(Math.ceil(data.length / C))
       records.forEach((record, i) => {
@@ -108,15 +108,49 @@ describe('on-disk format', () => {
     }
   })
 
-  it('new stores are format 2 and every file written has chunk digests', async () => {
+  it('new stores are format 3: every file written has chunk digests and a head record, whose data it holds if it is one chunk written whole', async () => {
     const store = t.open()
     await store.writeFile('f', bytes(300 * 1024))
+    await store.writeFile('s', bytes(700))
+    await store.writeFile('e', '')
     await store.close()
-    expect(readFormat(store.location).format).to.equal(2)
-    expect(await rawMeta(store.location, coerceKey('f').key)).to.include({ chunkDigest: 'crc32' })
+    expect(readFormat(store.location).format).to.equal(3)
+    expect(await rawMeta(store.location, coerceKey('f').key)).to.include({ chunkDigest: 'crc32', format: 3 }).and.not.have.property('inline')
+    expect(await rawMeta(store.location, coerceKey('s').key)).to.include({ chunkDigest: 'crc32', format: 3, inline: true })
+    expect(await rawMeta(store.location, coerceKey('e').key)).to.include({ chunkDigest: 'crc32', format: 3, inline: true })
+    expect(await rawChunks(store.location, coerceKey('s').key)).to.deep.equal([])
   })
 
-  it('a store made by format 1 opens, reads and verifies, and is upgraded to format 2 for new writes', async () => {
+  it('a store made by format 2 opens, reads and verifies, and is upgraded to format 3 for new writes', async () => {
+    const store = t.open({ chunkSize: 1024 })
+    await store.writeFile('multi', MULTI)
+    await store.writeFile('small', 'a small file')
+    await store.close()
+    await toFormat2(store.location)
+    const before = readFormat(store.location)
+    expect(before.format).to.equal(2)
+    const again = t.open()
+    expect((await again.readFile('multi')).equals(MULTI)).to.equal(true)
+    expect((await again.readFile('small')).toString()).to.equal('a small file')
+    expect(await again.verify()).to.deep.include({ files: 2, problems: [] })
+    expect(readFormat(store.location)).to.include({ format: 3, referenceId: before.referenceId }).and.have.property('upgraded')
+    await again.writeFile('small', 'written again')
+    await again.close()
+    expect(await rawMeta(store.location, coerceKey('small').key)).to.include({ format: 3, inline: true })
+    expect(await rawMeta(store.location, coerceKey('multi').key)).to.not.have.property('format')
+  })
+
+  it('a store of a format above this kfs\'s is refused with ENOTSUP naming it, as format 2 refuses format 3', async () => {
+    const store = t.open()
+    await store.writeFile('f', 'x')
+    await store.close()
+    const file = path.join(store.location, 'format.json')
+    fs.writeFileSync(file, JSON.stringify({ ...readFormat(store.location), format: 4 }))
+    const err = await rejects(t.open().open(), 'ENOTSUP')
+    expect(err.message).to.contain('4')
+  })
+
+  it('a store made by format 1 opens, reads and verifies, and is upgraded to format 3 for new writes', async () => {
     const dir = fixtureCopy()
     const before = readFormat(dir)
     expect(before.format).to.equal(1)
@@ -130,7 +164,7 @@ describe('on-disk format', () => {
     expect(await collect(store.list())).to.have.length(4)
     expect(await store.verify()).to.deep.include({ files: 4, problems: [] })
     const after = readFormat(dir)
-    expect(after).to.include({ format: 2, referenceId: before.referenceId, chunkSize: 1024, created: before.created })
+    expect(after).to.include({ format: 3, referenceId: before.referenceId, chunkSize: 1024, created: before.created })
     expect(after.upgraded).to.be.a('string')
 
     // New writes use the new records, old files stay as they were and readable.

@@ -7,6 +7,9 @@ const crypto = require('node:crypto')
 const { spawnSync } = require('node:child_process')
 const { expect } = require('chai')
 const kfs = require('..')
+const { decodeHead, HEAD_FIELDS } = require('../lib/shard/head-record')
+const { seal } = require('../lib/shard/chunk-record')
+const { ChunkKeys } = require('../lib/shard/records')
 
 // KFS_TEST_SLOWDOWN, a factor (default 1), scales every time bound of the tests: mocha's
 // timeout (the configs in test/ and .mocharc.js), each this.timeout(), the waits of
@@ -185,13 +188,16 @@ async function assertNoStrayChunks (base) {
       for (const key of chunks) {
         const [file, version, index] = key.split(' ')
         const meta = versions.get(file)
-        expect(meta && meta.version === version && Number(index) < meta.chunks, `stray chunk ${key} in ${dir}`).to.equal(true)
+        // A head record (no version in its key) is of a file with a head.
+        if (version === undefined) expect(meta && meta.format === 3, `stray head ${key} in ${dir}`).to.equal(true)
+        else expect(meta && meta.version === version && Number(index) < meta.chunks && !meta.inline, `stray chunk ${key} in ${dir}`).to.equal(true)
       }
     }
   }
 }
 
-// Overwrites chunk `index` of every file in every shard with other bytes of equal length.
+// Overwrites chunk `index` of every file in every shard with other bytes of equal length
+// (for a file whose head holds its data, chunk 0 is the data in its head).
 async function damageChunk (base, index) {
   for (const store of fs.readdirSync(base).map((d) => path.join(base, d))) {
     for (const dir of fs.readdirSync(store).filter((d) => /^\d{3}\.s$/.test(d))) {
@@ -199,7 +205,10 @@ async function damageChunk (base, index) {
       const it = db.iterator({ gt: '0', lt: 'g' })
       const ops = []
       for (let e = await it.next(); e; e = await it.next()) {
-        if (Number(e.key.split(' ')[2]) === index) ops.push({ type: 'put', key: e.key, value: Buffer.alloc(e.value.length, 0x55) })
+        const [, version, at] = e.key.split(' ')
+        if (version === undefined && index === 0 && e.value.length > HEAD_FIELDS && e.value[5] & 1) {
+          ops.push({ type: 'put', key: e.key, value: Buffer.concat([e.value.subarray(0, HEAD_FIELDS), Buffer.alloc(e.value.length - HEAD_FIELDS, 0x55)]) })
+        } else if (Number(at) === index) ops.push({ type: 'put', key: e.key, value: Buffer.alloc(e.value.length, 0x55) })
       }
       await it.end()
       await db.batch(ops)
@@ -208,26 +217,61 @@ async function damageChunk (base, index) {
   }
 }
 
+// Rewrites a closed store as format 2 wrote it: no head records (a file's data in its
+// head goes into its chunk record 0), metadata without `format` and `inline`,
+// format.json at 2.
+async function toFormat2 (storeDir) {
+  const { shardCap, chunkSize } = JSON.parse(fs.readFileSync(path.join(storeDir, 'format.json'), 'utf8'))
+  const chunkKeys = new ChunkKeys(shardCap, chunkSize)
+  await rewriteShards(storeDir, (e, ops) => {
+    if (e.key.startsWith('!m!')) {
+      const meta = JSON.parse(e.value)
+      delete meta.format
+      delete meta.inline
+      ops.push({ type: 'put', key: e.key, value: JSON.stringify(meta) })
+    } else if (!e.key.includes(' ')) {
+      const { meta, data } = decodeHead(e.key, e.value)
+      ops.push({ type: 'del', key: e.key })
+      if (data && meta.chunks === 1) {
+        const chunkKey = chunkKeys.key(e.key, meta.version, 0)
+        ops.push({ type: 'put', key: chunkKey, value: seal(chunkKey, Buffer.concat([Buffer.alloc(4), data])) })
+      }
+    }
+  })
+  setFormat(storeDir, 2)
+}
+
 // Rewrites a closed store as format 1 wrote it: bare chunk records, metadata without
 // `chunkDigest`, format.json at 1. Format 1 files read, verify and hash as they did.
 async function toFormat1 (storeDir) {
+  await toFormat2(storeDir)
+  await rewriteShards(storeDir, (e, ops) => {
+    if (e.key.startsWith('!m!')) {
+      const meta = JSON.parse(e.value)
+      delete meta.chunkDigest
+      ops.push({ type: 'put', key: e.key, value: JSON.stringify(meta) })
+    } else if (!e.key.startsWith('!')) ops.push({ type: 'put', key: e.key, value: e.value.subarray(4) })
+  })
+  setFormat(storeDir, 1)
+}
+
+// rewrite(entry, ops) for every metadata record and every record of a file, in each of
+// the closed store's shards; the ops it adds are written.
+async function rewriteShards (storeDir, rewrite) {
   for (const dir of fs.readdirSync(storeDir).filter((d) => /^\d{3}\.s$/.test(d))) {
     const db = await LevelDb.open(path.join(storeDir, dir))
     const it = db.iterator({ gt: '!m!', lt: 'g' })
     const ops = []
-    for (let e = await it.next(); e; e = await it.next()) {
-      if (e.key.startsWith('!m!')) {
-        const meta = JSON.parse(e.value)
-        delete meta.chunkDigest
-        ops.push({ type: 'put', key: e.key, value: JSON.stringify(meta) })
-      } else if (!e.key.startsWith('!')) ops.push({ type: 'put', key: e.key, value: e.value.subarray(4) })
-    }
+    for (let e = await it.next(); e; e = await it.next()) rewrite(e, ops)
     await it.end()
     await db.batch(ops)
     await db.close()
   }
+}
+
+function setFormat (storeDir, format) {
   const file = path.join(storeDir, 'format.json')
-  fs.writeFileSync(file, JSON.stringify({ ...JSON.parse(fs.readFileSync(file, 'utf8')), format: 1 }))
+  fs.writeFileSync(file, JSON.stringify({ ...JSON.parse(fs.readFileSync(file, 'utf8')), format }))
 }
 
 // Runs fn() with the digest thread terminated at the `nth` call (from 0) of Digester's
@@ -256,4 +300,4 @@ function tmpLeftovers (location) {
 
 const REF = '00112233445566778899aabbccddeeff00112233'
 
-module.exports = { SLOWDOWN, scaled, sleep, within, unmount, isMountPoint, tmpLeftovers, useTmp, rejects, throws, bytes, sha256, openShardLocks, keysForShards, keyInShard, collect, assertNoStrayChunks, damageChunk, toFormat1, killingDigestThread, REF }
+module.exports = { SLOWDOWN, scaled, sleep, within, unmount, isMountPoint, tmpLeftovers, useTmp, rejects, throws, bytes, sha256, openShardLocks, keysForShards, keyInShard, collect, assertNoStrayChunks, damageChunk, toFormat1, toFormat2, killingDigestThread, REF }

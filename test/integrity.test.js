@@ -4,23 +4,36 @@ const { expect } = require('chai')
 const fs = require('node:fs')
 const path = require('node:path')
 const { LevelDb } = require('../lib/leveldb/leveldb')
-const { useTmp, rejects, bytes, collect, killingDigestThread } = require('./helpers')
+const zlib = require('node:zlib')
+const { useTmp, rejects, bytes, collect, killingDigestThread, toFormat2, assertNoStrayChunks } = require('./helpers')
+const { encodeHead, decodeHead } = require('../lib/shard/head-record')
 
 const C = 1024
 
-// Applies fn(db, chunkKeys) to the one shard of a closed store holding a single file.
+// Applies fn(db, chunkKeys, headKey) to the one shard of a closed store holding a single
+// file.
 async function tamper (storeDir, fn) {
   const shard = fs.readdirSync(storeDir).find((d) => /^\d{3}\.s$/.test(d))
   const db = await LevelDb.open(path.join(storeDir, shard))
   try {
     const it = db.iterator({ gt: '0', lt: 'g', values: false })
     const keys = []
-    for (let e = await it.next(); e; e = await it.next()) keys.push(e.key)
+    let head
+    for (let e = await it.next(); e; e = await it.next()) {
+      if (e.key.includes(' ')) keys.push(e.key)
+      else head = e.key
+    }
     await it.end()
-    await fn(db, keys)
+    await fn(db, keys, head)
   } finally {
     await db.close()
   }
+}
+
+// Rewrites the head record `key` with change(meta) (its data kept), sealed anew.
+async function rewriteHead (db, key, change) {
+  const { meta, data } = decodeHead(key, await db.get(key))
+  await db.put(key, encodeHead(key, change(meta), data))
 }
 
 describe('integrity', () => {
@@ -141,15 +154,58 @@ describe('integrity', () => {
     expect(err.message).to.contain('chunk 6 holds 10 bytes, 100 expected')
   })
 
-  it('unreadable metadata is ECORRUPT', async () => {
+  it('unreadable metadata is ECORRUPT; the file still reads, from its head record', async () => {
     const dir = await storeWithFile()
-    await tamper(dir, (db) => db.put('!m!' + require('../lib/api/keys').coerceKey('f').key, '{not json'))
+    const key = require('../lib/api/keys').coerceKey('f').key
+    await tamper(dir, (db) => db.put('!m!' + key, '{not json'))
     const store = t.open()
-    await rejects(store.readFile('f'), 'ECORRUPT')
     await rejects(store.stat('f'), 'ECORRUPT')
+    expect((await store.readFile('f')).equals(data)).to.equal(true)
+    expect((await store.verify()).problems.map((p) => `${p.kind} ${p.key}`)).to.include(`metadata ${key}`)
   })
 
-  describe('a file of one chunk, which readFile reads with one get after its metadata', () => {
+  it('a format 2 file (no head record) reads, streams and verifies; written again, it has a head and one chunk record fewer', async () => {
+    const store = t.open({ chunkSize: C })
+    await store.writeFile('f', data)
+    await store.writeFile('s', data.subarray(0, 700))
+    await store.close()
+    await toFormat2(store.location)
+    const again = t.open({ chunkSize: C })
+    expect((await again.readFile('f')).equals(data)).to.equal(true)
+    expect((await again.readFile('s')).equals(data.subarray(0, 700))).to.equal(true)
+    expect(Buffer.concat(await collect(again.createReadStream('f', { start: C + 5, end: 3 * C }))).equals(data.subarray(C + 5, 3 * C + 1))).to.equal(true)
+    expect((await again.verify()).problems).to.deep.equal([])
+    await again.writeFile('s', 'new')
+    expect(String(await again.readFile('s'))).to.equal('new')
+    await again.close()
+    await assertNoStrayChunks(path.dirname(store.location))
+  })
+
+  it('the head record of an older version left behind by an overwrite is damage that verify names', async () => {
+    const store = t.open({ chunkSize: C })
+    await store.writeFile('s', 'one')
+    await store.close()
+    let old
+    await tamper(store.location, async (db, keys, head) => { old = await db.get(head) })
+    const again = t.open({ chunkSize: C })
+    await again.writeFile('s', 'two')
+    await again.close()
+    await tamper(store.location, (db, keys, head) => db.put(head, old))
+    const [problem] = (await t.open().verify()).problems
+    expect(problem).to.include({ kind: 'file' })
+    expect(problem.problem).to.match(/its head record is of version [0-9a-f]{16}, its metadata record of [0-9a-f]{16}/)
+  })
+
+  it('a head record and a metadata record that disagree are damage that verify names', async () => {
+    const dir = await storeWithFile()
+    await tamper(dir, (db, keys, head) => rewriteHead(db, head, (meta) => ({ ...meta, mtime: meta.mtime + 1 })))
+    const store = t.open()
+    const [problem] = (await store.verify()).problems
+    expect(problem).to.include({ kind: 'file' })
+    expect(problem.problem).to.contain('its head record and its metadata record disagree on mtime')
+  })
+
+  describe('a file of one chunk, which a read reads with one get: its head record holds its data', () => {
     const small = bytes(700, 'small')
 
     async function storeWithSmallFile () {
@@ -160,35 +216,50 @@ describe('integrity', () => {
       return store.location
     }
 
-    it('a flipped bit fails with EINTEGRITY naming chunk 0, as a range read does', async () => {
+    it('is one record, under the file key: its head, sealed with the CRC32 of its key and the rest (doc/format.md)', async () => {
       const dir = await storeWithSmallFile()
-      await tamper(dir, async (db, keys) => {
-        const value = Buffer.from(await db.get(keys[0]))
+      const { HEAD_FIELDS } = require('../lib/shard/head-record')
+      await tamper(dir, async (db, keys, head) => {
+        expect(keys, 'no chunk record').to.deep.equal([])
+        expect(head).to.equal(require('../lib/api/keys').coerceKey('s').key)
+        const value = await db.get(head)
+        expect(value.length).to.equal(HEAD_FIELDS + small.length)
+        expect(value.readUInt32BE(0)).to.equal(zlib.crc32(value.subarray(4), zlib.crc32(head)))
+        expect(value[4]).to.equal(3)
+        expect(value.subarray(HEAD_FIELDS).equals(small)).to.equal(true)
+      })
+    })
+
+    it('a flipped bit fails every read with EINTEGRITY naming chunk 0', async () => {
+      const dir = await storeWithSmallFile()
+      await tamper(dir, async (db, keys, head) => {
+        const value = Buffer.from(await db.get(head))
         value[300] ^= 1
-        await db.put(keys[0], value)
+        await db.put(head, value)
       })
       const store = t.open()
       expect(await rejects(store.readFile('s'), 'EINTEGRITY')).to.include({ chunk: 0 })
       expect(await rejects(collect(store.createReadStream('s', { start: 10, end: 20 })), 'EINTEGRITY')).to.include({ chunk: 0 })
+      expect((await store.verify()).problems[0].problem).to.contain('its head record does not match its CRC32')
     })
 
-    it('a missing or truncated chunk fails with EINTEGRITY', async () => {
+    it('a missing or truncated head record fails with EINTEGRITY', async () => {
       const dir = await storeWithSmallFile()
-      await tamper(dir, async (db, keys) => db.put(keys[0], (await db.get(keys[0])).subarray(0, 104)))
+      await tamper(dir, async (db, keys, head) => db.put(head, (await db.get(head)).subarray(0, 104)))
       let store = t.open()
-      expect((await rejects(store.readFile('s'), 'EINTEGRITY')).message).to.contain('chunk 0 holds 100 bytes, 700 expected')
+      expect((await rejects(store.readFile('s'), 'EINTEGRITY')).message).to.contain('its head record does not match its CRC32')
       await store.close()
-      await tamper(dir, (db, keys) => db.batch([{ type: 'del', key: keys[0] }]))
+      await tamper(dir, (db, keys, head) => db.batch([{ type: 'del', key: head }]))
       store = t.open()
-      expect((await rejects(store.readFile('s'), 'EINTEGRITY')).message).to.contain('chunk 0 is missing')
+      expect((await rejects(store.readFile('s'), 'EINTEGRITY')).message).to.contain('its head record is missing')
+      expect((await rejects(collect(store.createReadStream('s')), 'EINTEGRITY')).message).to.contain('its head record is missing')
     })
 
-    it('metadata saying no chunks for 700 bytes fails with EINTEGRITY, not an empty file', async () => {
+    it('a head saying no chunks for 700 bytes fails with EINTEGRITY, not an empty file', async () => {
       const dir = await storeWithSmallFile()
-      const metaKey = '!m!' + require('../lib/api/keys').coerceKey('s').key
-      await tamper(dir, async (db) => db.put(metaKey, JSON.stringify({ ...JSON.parse(await db.get(metaKey)), chunks: 0 })))
+      await tamper(dir, (db, keys, head) => rewriteHead(db, head, (meta) => ({ ...meta, chunks: 0 })))
       const store = t.open()
-      await rejects(store.readFile('s'), 'EINTEGRITY')
+      expect((await rejects(store.readFile('s'), 'EINTEGRITY')).message).to.contain('its head record holds fields that contradict each other')
     })
 
     it('an empty file reads as an empty Buffer', async () => {
@@ -211,20 +282,44 @@ describe('integrity', () => {
       restore.push(() => { object[name] = original })
     }
 
-    it('a file of one chunk replaced between its metadata and its chunk is read again, whole', async () => {
+    it('a read whose head get found nothing while the file was being written reads it, not damage', async () => {
+      const store = t.open({ chunkSize: C })
+      const v = bytes(600, 'one')
+      await store.writeFile('s', v)
+      await store.unlink('s') // its shard exists
+      const key = require('../lib/api/keys').coerceKey('s').key
+      let written = false
+      patch(LevelDb.prototype, 'get', (get) => async function (k) {
+        const value = await get.call(this, k)
+        if (!written && k === key) { // the file is committed between its head get and its metadata get
+          written = true
+          await store.writeFile('s', v)
+        }
+        return value
+      })
+      // Its metadata is then of a version with a head: the head is read again.
+      expect((await store.readFile('s')).equals(v)).to.equal(true)
+      expect(written).to.equal(true)
+    })
+
+    it('a file of one chunk replaced or removed while it is read is read whole, or ENOENT', async () => {
       const store = t.open({ chunkSize: C })
       const [v1, v2] = [bytes(600, 'one'), bytes(900, 'two')]
       await store.writeFile('s', v1)
-      let replaced = false
-      patch(LevelDb.prototype, 'get', (get) => async function (key) {
-        if (!replaced && !key.startsWith('!')) { // the first chunk get: overwrite the file before it
-          replaced = true
-          await store.writeFile('s', v2)
+      const key = require('../lib/api/keys').coerceKey('s').key
+      let change
+      patch(LevelDb.prototype, 'get', (get) => async function (k) {
+        if (change && k === key) {
+          const run = change
+          change = undefined
+          await run()
         }
-        return get.call(this, key)
+        return get.call(this, k)
       })
+      change = () => store.writeFile('s', v2)
       expect((await store.readFile('s')).equals(v2)).to.equal(true)
-      expect(replaced).to.equal(true)
+      change = () => store.unlink('s')
+      await rejects(store.readFile('s'), 'ENOENT')
     })
 
     it('a larger file is read on one lease of its shard: the metadata and the chunks', async () => {
@@ -239,6 +334,21 @@ describe('integrity', () => {
       })
       expect((await store.readFile('f')).equals(data)).to.equal(true)
       expect(leases).to.equal(1)
+    })
+
+    it('a larger file removed after readFile read its head is ENOENT, not a missing chunk', async () => {
+      const store = t.open({ chunkSize: C })
+      await store.writeFile('f', bytes(5 * C + 1, 'one'))
+      let removed = false
+      patch(Files.prototype, 'openReader', (openReader) => async function (...args) {
+        if (!removed) {
+          removed = true
+          await store.unlink('f')
+        }
+        return openReader.apply(this, args)
+      })
+      await rejects(store.readFile('f'), 'ENOENT')
+      expect(removed).to.equal(true)
     })
 
     it('a larger file replaced after readFile read its metadata is read again, whole', async () => {

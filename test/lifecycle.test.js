@@ -360,7 +360,7 @@ describe('lifecycle', () => {
       const store = t.open()
       await store.open()
       const format = JSON.parse(fs.readFileSync(path.join(store.location, 'format.json'), 'utf8'))
-      expect(format).to.include({ format: 2, chunkSize: 128 * 1024, shardCount: 256, shardCap: 32 * 1024 ** 3 })
+      expect(format).to.include({ format: 3, chunkSize: 128 * 1024, shardCount: 256, shardCap: 32 * 1024 ** 3 })
       expect(format.referenceId).to.equal(store.referenceId)
     })
 

@@ -63,12 +63,17 @@ class ChunkReader {
     const aheadBytes = share.bytes
     const { chunkKeys } = shard
     // A verifying read (sha256 'always') reads everything from the database again.
-    return onVersion(shard, key, { meta, fresh: sha256 === 'always' }, async (meta) => {
+    const get = (k) => share.get(shard.db, k, signal)
+    // A head is checked as it is read, even where the caller checks the chunks itself
+    // (`unchecked`: readFile), which it cannot do for data in a head.
+    return onVersion(shard, key, { meta, fresh: sha256 === 'always', get }, async ({ meta, data }) => {
       const start = range.start || 0
       if (start > meta.size) throw errors.invalidValue('start', `(${start}) is beyond the end of file ${key} (${meta.size} bytes)`, { key })
       const end = Math.min(range.end === undefined ? Infinity : range.end, meta.size - 1)
       const base = { lease, share, meta, chunkSize, start, end, sha256, unchecked }
       if (end < start) return new ChunkReader({ ...base, first: 0, last: -1 })
+      // The head held the data, checked: the file's one chunk.
+      if (data) return new ChunkReader({ ...base, first: 0, last: 0, entries: [{ data }] })
       const first = Math.floor(start / chunkSize)
       const last = Math.floor(end / chunkSize)
       // A range that fits in the reader's read-ahead is fetched with one get per chunk,
@@ -80,7 +85,7 @@ class ChunkReader {
         // Each chunk is checked as it arrives, while LevelDB still reads the others.
         const check = meta.chunkDigest && !unchecked
         const keys = Array.from({ length: last - first + 1 }, (_, i) => chunkKeys.key(key, meta.version, first + i))
-        const entries = await Promise.all(keys.map((k) => share.get(shard.db, k, signal).then((value) => ({ key: k, value, intact: check && value ? intact(k, value) : undefined }))))
+        const entries = await Promise.all(keys.map((k) => get(k).then((value) => ({ key: k, value, intact: check && value ? intact(k, value) : undefined }))))
         const missing = entries.findIndex((e) => e.value === undefined)
         if (missing === -1) return new ChunkReader({ ...base, first, last, entries })
         return missingChunk(shard, meta, first + missing)
@@ -100,24 +105,27 @@ class ChunkReader {
     })
   }
 
-  // The whole of `key` in the leased shard when it is a file of format 2 of at most one
-  // chunk: { meta, data }, data its chunk's payload (a Buffer of its own, not copied),
-  // checked as read() checks it. Otherwise { meta } alone, read no further: open() takes
-  // it as the version to try first. One get after the metadata, through the store's
-  // ReadAhead (which bounds the gets in flight); no reader and no read-ahead share, as
-  // the one record is all this read holds. The metadata is read from the database, not
-  // from metaHints: keeping a hint for each file read cost more than the gets it saved
+  // The whole of `key` in the leased shard when it is a file of at most one chunk:
+  // { meta, data }, data a Buffer of its own or a view of one, not copied, checked as
+  // read() checks it. Otherwise { meta } alone, read no further: open() takes it as the
+  // version to try first. A file whose head holds its data (format 3) is one get; one of
+  // format 2 is a get of its metadata, then one of its chunk. The gets go through the
+  // store's ReadAhead (which bounds the gets in flight); no reader and no read-ahead
+  // share, as the one record is all this read holds. Nothing is kept of a file read
+  // (metaHints): a hint for each file read cost more than the gets it saved
   // (doc/performance.md, "Storj's piece workload").
   static readSmall ({ lease, readAhead, key, chunkSize, unchecked = false }) {
     const { shard } = lease
-    return onVersion(shard, key, { fresh: true }, async (meta) => {
+    const get = (k) => readAhead.get(shard.db, k)
+    return onVersion(shard, key, { fresh: true, get, unchecked }, async ({ meta, data }) => {
+      if (data) return { meta, data }
       // Metadata whose chunk count disagrees with its size is left to the reader, which
       // names the damage; a chunk of OFFLOAD_DIGEST_BYTES or more is checked on the
       // digest thread by readFile.
       if (meta.chunks > 1 || !meta.chunkDigest || meta.chunks !== Math.ceil(meta.size / chunkSize) || meta.size >= OFFLOAD_DIGEST_BYTES) return { meta }
       if (meta.chunks === 0) return { meta, data: Buffer.alloc(0) }
       const chunkKey = shard.chunkKeys.key(key, meta.version, 0)
-      const value = await readAhead.get(shard.db, chunkKey)
+      const value = await get(chunkKey)
       if (value === undefined) return missingChunk(shard, meta, 0)
       return { meta, data: chunkData(meta, chunkSize, 0, chunkKey, value, unchecked ? true : undefined) }
     })
@@ -134,9 +142,12 @@ class ChunkReader {
     const entry = await this.#nextEntry()
     const { meta, chunkSize } = this
     const index = this.index++
-    const expectedKey = this.shard.chunkKeys.key(meta.key, meta.version, index)
-    if (!entry || entry.key !== expectedKey) throw errors.integrity(meta.key, `chunk ${index} is missing`, { chunk: index })
-    const data = chunkData(meta, chunkSize, index, entry.key, entry.value, this.unchecked || entry.intact)
+    let data = entry && entry.data // the head's, checked
+    if (!data) {
+      const expectedKey = this.shard.chunkKeys.key(meta.key, meta.version, index)
+      if (!entry || entry.key !== expectedKey) throw errors.integrity(meta.key, `chunk ${index} is missing`, { chunk: index })
+      data = chunkData(meta, chunkSize, index, entry.key, entry.value, this.unchecked || entry.intact)
+    }
     if (this.hash) {
       this.hash.update(data)
       if (index === this.last) this.#verify()
@@ -170,13 +181,15 @@ class ChunkReader {
 // its chunks were read.
 const REPLACED = Symbol('replaced')
 
-// fn(meta) on the current version of `key` in `shard`, and again on the version current
-// then while it returns REPLACED, at most MAX_ATTEMPTS times. The first version tried:
-// read from the database if `fresh`, else `meta` when given (read before, maybe
-// replaced since), else from metaHints.
-async function onVersion (shard, key, { meta, fresh = false }, fn) {
+// fn({ meta, data }) on the current version of `key` in `shard` (Shard#readVersion),
+// and again on the version current then while it returns REPLACED, at most
+// MAX_ATTEMPTS times. The first version tried: read from the database if `fresh`, else
+// `meta` when given (read before, maybe replaced since), else from metaHints. `get`
+// and `unchecked`: readVersion's.
+async function onVersion (shard, key, { meta, fresh = false, get, unchecked }, fn) {
+  const read = () => shard.readVersion(key, { get, unchecked })
   for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
-    const current = attempt > 0 || fresh ? await shard.getMeta(key) : meta || (await hintedMeta(shard, key))
+    const current = attempt > 0 || fresh ? await read() : meta ? { meta } : await hinted(shard, key, read)
     if (!current) throw errors.notFound(key)
     const result = await fn(current)
     if (result !== REPLACED) return result
@@ -187,8 +200,8 @@ async function onVersion (shard, key, { meta, fresh = false }, fn) {
 // Chunk `index` of meta's version was not found: REPLACED if a commit replaced that
 // version since, EINTEGRITY if it is still the current one.
 async function missingChunk (shard, meta, index) {
-  const now = await shard.getMeta(meta.key)
-  if (now && now.version === meta.version) throw errors.integrity(meta.key, `chunk ${index} is missing`, { chunk: index })
+  const now = await shard.readVersion(meta.key)
+  if (now && now.meta.version === meta.version) throw errors.integrity(meta.key, `chunk ${index} is missing`, { chunk: index })
   return REPLACED
 }
 
@@ -206,19 +219,22 @@ function chunkData (meta, chunkSize, index, key, value, intactAlready) {
   return payload(value)
 }
 
-// shard.getMeta(key), from metaHints while the database had no write since it was read.
-async function hintedMeta (shard, key) {
+// read() (Shard#readVersion), or its metadata from metaHints while the database had no
+// write since it was read. A version whose head holds its data is not hinted: the hint
+// would keep the data, and saves no get.
+async function hinted (shard, key, read) {
   const { db } = shard
   const mark = db.writeMark()
   const hints = metaHints.get(db)
   const hint = hints && hints.get(key)
-  if (hint && mark !== undefined && hint.mark === mark) return hint.meta
-  const meta = await shard.getMeta(key)
-  if (meta && mark !== undefined && db.writeMark() === mark) {
-    if (!hints || hints.size >= MAX_HINTS) metaHints.set(db, new Map([[key, { mark, meta: Object.freeze(meta) }]]))
-    else hints.set(key, { mark, meta: Object.freeze(meta) })
+  if (hint && mark !== undefined && hint.mark === mark) return { meta: hint.meta }
+  const version = await read()
+  if (version && !version.data && mark !== undefined && db.writeMark() === mark) {
+    const meta = Object.freeze(version.meta)
+    if (!hints || hints.size >= MAX_HINTS) metaHints.set(db, new Map([[key, { mark, meta }]]))
+    else hints.set(key, { mark, meta })
   }
-  return meta
+  return version
 }
 
 function damagedChunk (key, index) {

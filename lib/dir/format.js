@@ -8,11 +8,11 @@ const { SHARD_COUNT } = require('../base/shard-names')
 const errors = require('../api/errors')
 
 // format.json: the options a store was created with, which it keeps for its lifetime.
-// Format 2 added a digest to every chunk record (doc/format.md). A format 1 store is
-// upgraded when it opens: its files keep their bare chunks (their metadata says so),
-// new writes use the new records, and format.json then keeps older kfs versions, which
-// would misread those, out with ENOTSUP.
-const FORMAT_VERSION = 2
+// Format 2 added a digest to every chunk record, format 3 a head record to every file
+// (doc/format.md). An older store is upgraded when it opens: its files keep their
+// records (their metadata says which), new writes use the new ones, and format.json
+// then keeps older kfs versions, which would misread those, out with ENOTSUP.
+const FORMAT_VERSION = 3
 const OLDEST_FORMAT = 1
 const FORMAT_FILE = 'format.json'
 

@@ -13,7 +13,7 @@ async function checkFile (shard, key, chunkSize) {
   try {
     reader = await ChunkReader.open({ lease: { shard, release () {} }, key, chunkSize, sha256: 'always' }) // the caller holds the shard
     while ((await reader.read()) !== undefined);
-    return undefined
+    return await disagreement(shard, reader.meta)
   } catch (err) {
     if (err.code === 'ENOENT') return undefined
     if (isDamage(err)) return err.message
@@ -21,6 +21,26 @@ async function checkFile (shard, key, chunkSize) {
   } finally {
     if (reader) await reader.close()
   }
+}
+
+// What the head record of a version read (`head`) and the metadata record of its file
+// disagree on, in words, if anything. Both are written in one batch: a disagreement is
+// damage. A file replaced or removed meanwhile is not: a head of another version than
+// the metadata's is damage only if both are still the same once read again.
+async function disagreement (shard, head) {
+  if (head.format === undefined) return undefined
+  const meta = await shard.getMeta(head.key)
+  if (!meta) return undefined
+  if (meta.version !== head.version) {
+    const now = await shard.readVersion(head.key)
+    const again = await shard.getMeta(head.key)
+    return now && again && now.meta.version === head.version && again.version === meta.version
+      ? `its head record is of version ${head.version}, its metadata record of ${meta.version}`
+      : undefined
+  }
+  const fields = ['size', 'chunks', 'sha256', 'mtime'].filter((field) => meta[field] !== head[field])
+  if (Boolean(meta.inline) !== Boolean(head.inline)) fields.push('inline')
+  return fields.length ? `its head record and its metadata record disagree on ${fields.join(', ')}` : undefined
 }
 
 function parseAccount (value) {

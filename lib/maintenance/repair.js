@@ -52,12 +52,12 @@ async function repair (ctx, index) {
 }
 
 // After LevelDB's repair: keeps the files whose every chunk is present and right,
-// removes the others, pending writes, damage notes and chunks of no kept version, and
-// rewrites the accounting. `shard` is a Shard over the repaired database. Idempotent:
+// removes the others, pending writes, damage notes, and chunks and head records of no
+// kept version, and rewrites the accounting. `shard` is a Shard over the repaired database. Idempotent:
 // a repair cut short by a crash is finished by running it again.
 async function rebuild (shard, chunkSize) {
   const { db } = shard
-  const kept = new Map() // key -> version
+  const kept = new Map() // key -> the metadata of its version
   const dropped = []
   let used = 0
   const metas = []
@@ -76,7 +76,7 @@ async function rebuild (shard, chunkSize) {
       await db.batch([{ type: 'del', key: records.metaKey(meta.key) }])
       dropped.push({ key: meta.key, problem })
     } else {
-      kept.set(meta.key, meta.version)
+      kept.set(meta.key, meta)
       used += meta.size
     }
   }
@@ -94,10 +94,13 @@ async function rebuild (shard, chunkSize) {
     if (entry.key.startsWith(records.META) || entry.key.startsWith(records.DEAD)) continue
     const system = entry.key.startsWith('!')
     const [key, version] = entry.key.split(' ')
-    const stray = system || kept.get(key) !== version
-    if (stray && !system && !pending.has(version) && !reported.has(key)) {
+    const meta = kept.get(key)
+    // A head record's key is the file key alone; a file's data in its head has no chunk.
+    const head = version === undefined
+    const stray = system || !meta || (head ? meta.format === undefined : meta.version !== version || meta.inline)
+    if (stray && !system && !meta && (head || !pending.has(version)) && !reported.has(key)) {
       reported.add(key)
-      dropped.push({ key, problem: 'its metadata was lost; some of its chunks were found' })
+      dropped.push({ key, problem: `its metadata was lost; ${head ? 'its head record was' : 'some of its chunks were'} found` })
     }
     if (stray) ops.push({ type: 'del', key: entry.key })
     if (ops.length >= 1000) {

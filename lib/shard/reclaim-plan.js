@@ -49,7 +49,8 @@ function planReclaim (dead, chunkKeys, shardBytes) {
       group.ids.push(id)
     } else {
       if (group) pieces.push(group)
-      group = { from: `${prefix} `, to: `${prefix} ~`, bytes, ids: [id] }
+      // From the file key: a version whose head held its data left it there.
+      group = { from: prefix.split(' ')[0], to: `${prefix} ~`, bytes, ids: [id] }
     }
   }
   if (group) pieces.push(group)

@@ -3,6 +3,7 @@
 const crypto = require('node:crypto')
 const { shardName } = require('../base/shard-names')
 const { CHUNK_DIGEST } = require('./chunk-record')
+const { HEAD_FORMAT } = require('./head-record')
 const errors = require('../api/errors')
 
 // The records inside one shard (doc/format.md). System records start with '!', which
@@ -59,14 +60,17 @@ class ChunkKeys {
 }
 
 // The metadata of a version of `key` about to be committed, its chunks digested as
-// kfs digests them now (chunk-record.js), dated now.
+// kfs digests them now (chunk-record.js), with a head record (head-record.js), dated
+// now.
 function newMeta ({ key, name, version, size, chunks, sha256 }) {
-  return { key, version, size, chunks, sha256, chunkDigest: CHUNK_DIGEST, mtime: Date.now(), name }
+  return { key, version, size, chunks, sha256, chunkDigest: CHUNK_DIGEST, mtime: Date.now(), name, format: HEAD_FORMAT }
 }
 
 function encodeMeta (meta) {
   const record = { version: meta.version, size: meta.size, chunks: meta.chunks, sha256: meta.sha256, mtime: meta.mtime }
   if (meta.chunkDigest !== undefined) record.chunkDigest = meta.chunkDigest
+  if (meta.format !== undefined) record.format = meta.format
+  if (meta.inline) record.inline = true
   if (meta.name !== undefined) record.name = meta.name
   return JSON.stringify(record)
 }
@@ -82,7 +86,9 @@ function decodeMeta (value, shard, key) {
   }
   const valid = meta && typeof meta.version === 'string' && Number.isSafeInteger(meta.size) && meta.size >= 0 &&
     Number.isSafeInteger(meta.chunks) && meta.chunks >= 0 && typeof meta.sha256 === 'string' &&
-    (meta.chunkDigest === undefined || meta.chunkDigest === CHUNK_DIGEST)
+    (meta.chunkDigest === undefined || meta.chunkDigest === CHUNK_DIGEST) &&
+    (meta.format === undefined || (meta.format === HEAD_FORMAT && meta.chunkDigest === CHUNK_DIGEST)) &&
+    (meta.inline === undefined || (meta.inline === true && meta.format === HEAD_FORMAT && meta.chunks <= 1))
   if (!valid) throw badMeta(shard, key)
   return { key, ...meta }
 }

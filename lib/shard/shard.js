@@ -5,6 +5,7 @@ const { openFailure } = require('../leveldb/classify')
 const { shardName } = require('../base/shard-names')
 const records = require('./records')
 const chunkRecord = require('./chunk-record')
+const { encodeHead, decodeHead } = require('./head-record')
 const scans = require('./scans')
 const { Reservation } = require('./reservation')
 const { Fingerprints } = require('./fingerprints')
@@ -17,6 +18,10 @@ const { Lifecycle } = require('../api/lifecycle')
 // up to 3 bytes per byte given back, and a range with fewer dead bytes waits for more
 // removals (or compact()).
 const RECLAIM_SHARE = 0.25
+// A reader retries when a commit replaced the version it was about to read; past this
+// many replacements in a row it gives up rather than spin.
+const MAX_ATTEMPTS = 100
+const NO_BYTES = Buffer.alloc(0)
 
 // One S-bucket: a LevelDB holding chunks, metadata and its own exact accounting.
 // Accounting (`used`, `files`) changes only inside the same atomic batch that commits
@@ -112,6 +117,28 @@ class Shard {
     return raw === undefined ? undefined : records.decodeMeta(raw, this.index, key)
   }
 
+  // The committed version of `key` as a reader needs it: { meta, data }, data the file's
+  // bytes when its head record holds them (head-record.js: one get, checked unless
+  // `unchecked`), or undefined if there is no such file. A file of format 2 (or 1) has
+  // no head: its metadata record is read instead. `get`: how to read a record (the
+  // store's ReadAhead, which bounds the gets in flight).
+  async readVersion (key, { get = (k) => this.db.get(k), unchecked = false } = {}) {
+    let seen // the version the metadata named when the head was last found missing
+    for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
+      const head = await get(key)
+      if (head !== undefined) return decodeHead(key, head, { unchecked })
+      const meta = await this.getMeta(key)
+      if (!meta) return undefined
+      if (meta.format === undefined) return { meta }
+      // A version with a head, whose head was not there: written, replaced or removed
+      // between the two gets; but missing twice with the same version between, it is
+      // lost.
+      if (seen === meta.version) throw errors.integrity(key, 'its head record is missing', { chunk: 0 })
+      seen = meta.version
+    }
+    throw errors.shardBusy(this.index, `kept replacing ${key} while it was being read`)
+  }
+
   // The metadata of the version a commit replaces, without reading it when the key's
   // fingerprint says the shard cannot hold it. Runs in the exclusive section, as every
   // change to the shard's keys does, so the fingerprints made here miss none.
@@ -175,7 +202,13 @@ class Shard {
       if (cancelled()) throw errors.cancelled(meta.key)
       const old = this.#prints.lacks(meta.key) ? undefined : await this.#replaced(meta.key)
       const ops = []
-      this.#putChunks(ops, meta.key, meta.version, 0, inline)
+      // The data of a file of at most one chunk written in its commit goes in its head.
+      meta.inline = inline.length === meta.chunks && meta.chunks <= 1
+      if (meta.inline) ops.push({ type: 'put', key: meta.key, value: encodeHead(meta.key, meta, inline.length ? chunkRecord.payload(inline[0]) : NO_BYTES) })
+      else {
+        this.#putChunks(ops, meta.key, meta.version, 0, inline)
+        ops.push({ type: 'put', key: meta.key, value: encodeHead(meta.key, meta) })
+      }
       ops.push({ type: 'put', key: records.metaKey(meta.key), value: records.encodeMeta(meta) })
       if (meta.chunks > inline.length) ops.push({ type: 'del', key: records.pendingKey(meta.version) })
       if (old) this.#deleteChunks(ops, meta.key, old)
@@ -196,6 +229,7 @@ class Shard {
       const old = await this.getMeta(key)
       if (!old) throw errors.notFound(key)
       const ops = [{ type: 'del', key: records.metaKey(key) }]
+      if (old.format !== undefined) ops.push({ type: 'del', key })
       this.#deleteChunks(ops, key, old)
       const notDurable = await this.#apply(ops, { used: this.used - old.size, files: this.files - 1 }, sync)
       this.#died(old)
@@ -226,7 +260,7 @@ class Shard {
   // sees too few writes for its own compactions to come soon. The note is kept until
   // the Reclaimer compacted its range.
   #deleteChunks (ops, key, meta) {
-    for (let i = 0; i < meta.chunks; i++) ops.push({ type: 'del', key: this.chunkKeys.key(key, meta.version, i) })
+    if (!meta.inline) for (let i = 0; i < meta.chunks; i++) ops.push({ type: 'del', key: this.chunkKeys.key(key, meta.version, i) })
     if (meta.size > 0) ops.push({ type: 'put', key: records.deadKey(key, meta.version), value: String(meta.size) })
   }
 
