@@ -19,9 +19,10 @@ const metaHints = new WeakMap() // LevelDb -> Map(key -> { mark, meta })
 // Reads bytes [start, end] (inclusive, clamped to the file) of one committed version.
 // The iterator reads from a LevelDB snapshot, so a concurrent overwrite or unlink
 // cannot mix versions or cut the file short. Every chunk's index and length is
-// checked, and its digest (format 2) before any of its bytes are handed out. A file
-// written by format 1 has no chunk digests: a whole-file read of it checks the SHA-256
-// before handing out the last chunk, a range read is not checked.
+// checked, and its digest (format 2 and 3) before any of its bytes are handed out; data
+// in a head record (format 3) is checked with the head. A file written by format 1 has
+// no chunk digests: a whole-file read of it checks the SHA-256 before handing out the
+// last chunk, a range read is not checked.
 class ChunkReader {
   // sha256: 'always' also checks a whole read's SHA-256 when the chunks have digests
   // (verify()); false never (readFile checks it itself, on the Digester's thread).
@@ -206,7 +207,7 @@ async function missingChunk (shard, meta, index) {
 }
 
 // The data of chunk `index` of meta's version, from its record `value` stored under
-// `key`: its length checked, and its digest (format 2) unless `intactAlready` says it
+// `key`: its length checked, and its digest (format 2 and 3) unless `intactAlready` says it
 // was checked (true) or found damaged (false) as it arrived.
 function chunkData (meta, chunkSize, index, key, value, intactAlready) {
   const header = headerOf(meta)

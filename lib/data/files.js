@@ -90,7 +90,7 @@ class Files {
   }
 
   // ChunkReader.readSmall of `key` on a read lease: { data }, the whole file, when it is
-  // of format 2 and at most one chunk, the lease given back; otherwise { meta, lease },
+  // at most one chunk (with chunk digests), the lease given back; otherwise { meta, lease },
   // for the caller to hand both to openReader, so that the read goes on in the shard
   // it holds rather than queue for it again.
   async readSmall (key, { unchecked } = {}) {

@@ -2,7 +2,7 @@
 
 const zlib = require('node:zlib')
 
-// A chunk record (format 2, doc/format.md): the CRC32 of its key and data, 4 bytes
+// A chunk record (format 2 and 3, doc/format.md): the CRC32 of its key and data, 4 bytes
 // big-endian, then the data. Every read checks it before returning any byte of the
 // chunk; covering the key too catches a chunk stored under another chunk's key. CRC32
 // guards against damage, not tampering: the file's SHA-256 stays its content address.
