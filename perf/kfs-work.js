@@ -10,6 +10,7 @@ const path = require('node:path')
 const crypto = require('node:crypto')
 const records = require('../lib/shard/records')
 const chunkRecord = require('../lib/shard/chunk-record')
+const { encodeHead } = require('../lib/shard/head-record')
 const { shardFor } = require('../lib/shard/routing')
 const { DEFAULTS: STORE } = require('../lib/api/options')
 const { BATCH_BYTES, MAX_IN_FLIGHT } = require('../lib/data/chunk-writer')
@@ -26,7 +27,7 @@ function shardOptions () {
 }
 
 // The records kfs writes for `data` under `key`: its batches of chunk records, then the
-// commit batch. `account`: the shard's accounting before the file, updated. Chunks are
+// commit batch, with its head record (holding the data of a file of one chunk). `account`: the shard's accounting before the file, updated. Chunks are
 // held until their records reach BATCH_BYTES, then sent `perBatch` to a batch (1, as
 // lib/data/chunk-writer.js sends them when the store does not sync; 8 is how it sent
 // them before); a file whose whole chunks never reach it goes into the commit batch,
@@ -43,18 +44,23 @@ function fileRecords (key, data, account, { keys = chunkKeys(), perBatch = 1 } =
     const chunkKey = keys.key(key, version, i)
     puts.push({ type: 'put', key: chunkKey, value: chunkRecord.seal(chunkKey, record) })
   }
+  const held = Math.ceil(BATCH_BYTES / chunkRecord.recordLength(STORE.chunkSize))
+  const whole = Math.floor(data.length / STORE.chunkSize) < held // in the commit batch
+  // A file of one chunk written whole has its data in its head, and no chunk record.
+  meta.inline = whole && chunks <= 1
   const commit = [
+    { type: 'put', key, value: encodeHead(key, meta, meta.inline ? data : undefined) },
     { type: 'put', key: records.metaKey(key), value: records.encodeMeta(meta) },
     { type: 'put', key: records.ACCOUNT, value: JSON.stringify({ used: account.used + data.length, files: account.files + 1 }) }
   ]
   account.used += data.length
   account.files++
-  const held = Math.ceil(BATCH_BYTES / chunkRecord.recordLength(STORE.chunkSize))
-  if (Math.floor(data.length / STORE.chunkSize) < held) return { batches: [], commit: [...puts, ...commit] }
+  if (meta.inline) return { batches: [], commit }
+  if (whole) return { batches: [], commit: [...puts, ...commit] }
   const batches = []
   for (let i = 0; i < puts.length; i += perBatch) batches.push(puts.slice(i, i + perBatch))
   batches[0].unshift({ type: 'put', key: records.pendingKey(version), value: key })
-  commit.splice(1, 0, { type: 'del', key: records.pendingKey(version) })
+  commit.splice(2, 0, { type: 'del', key: records.pendingKey(version) })
   return { batches, commit }
 }
 

@@ -41,11 +41,11 @@
 //   put, get, del;
 // - raw-kfs: the raw binding doing kfs's work, the floor of kfs through LevelDB: 256 raw
 //   LevelDBs laid out and routed as kfs's shards, with their options, all made before
-//   the clock; upload writes the records kfs writes for the piece (chunk record,
-//   metadata, the shard's accounting), one batch; download gets the metadata record,
-//   parses it, gets the chunk record of its version and checks its CRC32 as kfs does;
-//   collect gets the metadata and writes kfs's unlink batch (metadata and chunk
-//   deleted, the dead note, the accounting). No reclaiming.
+//   the clock; upload writes the records kfs writes for the piece (its head record
+//   holding its data, metadata, the shard's accounting), one batch; download gets the
+//   head record and checks its CRC32 as kfs does (a piece of more than one chunk: then
+//   its chunk records); collect gets the metadata and writes kfs's unlink batch
+//   (metadata and head deleted, the dead note, the accounting). No reclaiming.
 
 const fs = require('node:fs')
 const os = require('node:os')
@@ -60,6 +60,7 @@ const { diskBytes, memory, descriptors } = require('./node')
 const { call, chunkKeys, openRaw, openStore, rawShards, writeRecords } = require('./kfs-work')
 const records = require('../lib/shard/records')
 const chunkRecord = require('../lib/shard/chunk-record')
+const { decodeHead } = require('../lib/shard/head-record')
 const { DEFAULTS: STORE } = require('../lib/api/options')
 const { MEMORY } = require('../lib/api/memory')
 
@@ -150,6 +151,10 @@ async function openRawKfs (dir) {
     const { shard, db } = raw.route(k)
     return { shard, db, meta: records.decodeMeta(await get(db, records.metaKey(k)), shard, k) }
   }
+  const headOf = async (k) => {
+    const { shard, db } = raw.route(k)
+    return { shard, db, ...decodeHead(k, await get(db, k)) }
+  }
   const chunk = async (db, k, version, i) => {
     const chunkKey = keys.key(k, version, i)
     const record = await get(db, chunkKey)
@@ -162,7 +167,8 @@ async function openRawKfs (dir) {
       return writeRecords(db, file)
     },
     async get (k) {
-      const { db, meta } = await metaOf(k)
+      const { db, meta, data } = await headOf(k)
+      if (data) return data
       const chunks = await Promise.all(Array.from({ length: meta.chunks }, (_, i) => chunk(db, k, meta.version, i)))
       return chunks.length === 1 ? chunks[0] : Buffer.concat(chunks)
     },
@@ -171,8 +177,8 @@ async function openRawKfs (dir) {
       const account = raw.accounts[shard]
       account.used -= meta.size
       account.files--
-      const ops = [{ type: 'del', key: records.metaKey(k) }]
-      for (let i = 0; i < meta.chunks; i++) ops.push({ type: 'del', key: keys.key(k, meta.version, i) })
+      const ops = [{ type: 'del', key: records.metaKey(k) }, { type: 'del', key: k }]
+      if (!meta.inline) for (let i = 0; i < meta.chunks; i++) ops.push({ type: 'del', key: keys.key(k, meta.version, i) })
       if (meta.size > 0) ops.push({ type: 'put', key: records.deadKey(k, meta.version), value: String(meta.size) })
       ops.push({ type: 'put', key: records.ACCOUNT, value: JSON.stringify(account) })
       await call((cb) => db.batch(ops, cb))
@@ -366,7 +372,7 @@ function report (args, rows, { loadStart, loadEnd, filesystem, commit }) {
     }
     add()
     if (phase === 'download') {
-      add(`The floor ("${NAMES['raw-kfs']}") is the least kfs can do through LevelDB (leveldown ${require('leveldown/package.json').version}): the raw binding doing kfs's work, on 256 LevelDBs laid out, configured and routed as kfs's shards. A download is a get of the metadata record, its JSON parsed, a get of the chunk record of its version, the chunk's CRC32 checked on the main thread as kfs checks it; upload and collect write kfs's batches (perf/pieces.js). "/ floor" is what kfs's own code costs over that; the floor's "/ one raw LevelDB", what kfs's records and shards cost.`)
+      add(`The floor ("${NAMES['raw-kfs']}") is the least kfs can do through LevelDB (leveldown ${require('leveldown/package.json').version}): the raw binding doing kfs's work, on 256 LevelDBs laid out, configured and routed as kfs's shards. A download is a get of the head record, its CRC32 checked on the main thread as kfs checks it (one get: the head holds a piece of one chunk); upload and collect write kfs's batches (perf/pieces.js). "/ floor" is what kfs's own code costs over that; the floor's "/ one raw LevelDB", what kfs's records and shards cost.`)
       add()
     }
   }

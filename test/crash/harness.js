@@ -7,7 +7,7 @@ const os = require('node:os')
 const path = require('node:path')
 const { spawn, spawnSync, execFileSync } = require('node:child_process')
 const { MODELS, readLog, crashStates, materialize, expectations, judge } = require('./states')
-const { scaled } = require('../helpers') // KFS_TEST_SLOWDOWN
+const { scaled, toFormat2 } = require('../helpers') // KFS_TEST_SLOWDOWN
 
 const PYTHON = '/usr/bin/python3' // Debian's, which has Debian's fusepy
 const RECORDFS = path.join(__dirname, 'recordfs.py')
@@ -79,7 +79,8 @@ function node (script, spec, timeout) {
 }
 
 // Records one workload: { engine, store (path under the mount's root), options, steps,
-// prepare (steps run before recording, durable at its start) }. Resolves to
+// prepare (steps run before recording, durable at its start), older (2: the prepared
+// store rewritten as format 2 wrote it) }. Resolves to
 // { log, outcomes, before, snapshot, root }; the caller removes root.
 async function record (workload) {
   const root = fs.mkdtempSync(path.join(os.tmpdir(), 'kfs-crash-'))
@@ -103,6 +104,8 @@ async function recordIn (root, workload) {
     if (run.code !== 0) throw new Error(`preparing ${workload.name} failed: ${run.err}`)
     before = JSON.parse(fs.readFileSync(path.join(logDir, 'before.json'), 'utf8'))
     fs.rmSync(path.join(back, '.mark'))
+    // What an older kfs would have left: the recorded run upgrades it.
+    if (workload.older === 2) await toFormat2(path.join(back, workload.store))
   }
   execFileSync('sync', ['-f', back]) // what was prepared is durable when recording starts
   execFileSync('cp', ['-a', back, snapshot])

@@ -85,6 +85,23 @@ const workloads = [
     ]
   },
   {
+    // A store of format 2, opened by format 3, which rewrites its format.json, then
+    // written with files of one chunk, whose data goes in their head records: files
+    // without heads overwritten and unlinked, files with heads overwritten by one of one
+    // chunk, by a larger one and back, and unlinked.
+    name: 'pieces, upgraded from format 2',
+    engine: 'kfs',
+    store: 'store',
+    options: synced,
+    prepare: [['write', 'o0', 62068], ['write', 'o1', 300 * KiB], ['write', 'o2', KiB]],
+    older: 2,
+    steps: [
+      ['together', ...Array.from({ length: 5 }, (_, i) => ['write', `q${i}`, 4 * KiB + i * 10000])],
+      ['write', 'o0', 8 * KiB], ['unlink', 'o2'], ['write', 'o1', 62068], ['write', 'q0', 200 * KiB],
+      ['together', ['write', 'q0', 62068], ['unlink', 'q1'], ['put', 62068], ['write', 'q2', 0]]
+    ]
+  },
+  {
     // One raw LevelDB doing synced puts and deletes: what LevelDB alone promises.
     name: 'raw LevelDB',
     engine: 'leveldb',
