@@ -230,6 +230,8 @@ declare namespace kfs {
     /** Bytes kept. */
     used: number
     dropped: DroppedFile[]
+    /** Files kept whose lost head or metadata record was made again from the other. */
+    remade: DroppedFile[]
     notes: RepairNote[]
     /** Files that left no trace at all. */
     unaccounted: number

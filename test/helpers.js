@@ -229,7 +229,7 @@ async function toFormat2 (storeDir) {
       delete meta.format
       delete meta.inline
       ops.push({ type: 'put', key: e.key, value: JSON.stringify(meta) })
-    } else if (!e.key.includes(' ')) {
+    } else if (!e.key.startsWith('!') && !e.key.includes(' ')) {
       const { meta, data } = decodeHead(e.key, e.value)
       ops.push({ type: 'del', key: e.key })
       if (data && meta.chunks === 1) {

@@ -196,6 +196,27 @@ describe('integrity', () => {
     expect(problem.problem).to.match(/its head record is of version [0-9a-f]{16}, its metadata record of [0-9a-f]{16}/)
   })
 
+  it('a head record left without its metadata record is named by verify, and unlink removes it', async () => {
+    const dir = await storeWithFile()
+    const key = require('../lib/api/keys').coerceKey('f').key
+    await tamper(dir, (db) => db.batch([{ type: 'del', key: '!m!' + key }]))
+    const store = t.open()
+    expect((await store.readFile('f')).equals(data)).to.equal(true) // a read trusts the head
+    await rejects(store.stat('f'), 'ENOENT')
+    const problems = (await store.verify()).problems
+    expect(problems.find((p) => p.key === key).problem).to.contain('its head record has no metadata record')
+    await store.unlink('f')
+    await rejects(store.readFile('f'), 'ENOENT')
+    expect((await store.verify()).problems.filter((p) => p.key === key)).to.deep.equal([])
+  })
+
+  it('a head record with an expiry time or a trash mark, which only a newer kfs writes, is ENOTSUP', async () => {
+    const dir = await storeWithFile()
+    await tamper(dir, (db, keys, head) => rewriteHead(db, head, (meta) => ({ ...meta, expires: Date.now() + 60000 })))
+    const err = await rejects(t.open().readFile('f'), 'ENOTSUP')
+    expect(err.message).to.contain('written by a newer kfs')
+  })
+
   it('a head record and a metadata record that disagree are damage that verify names', async () => {
     const dir = await storeWithFile()
     await tamper(dir, (db, keys, head) => rewriteHead(db, head, (meta) => ({ ...meta, mtime: meta.mtime + 1 })))

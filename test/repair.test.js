@@ -6,7 +6,7 @@ const fs = require('node:fs')
 const path = require('node:path')
 const { spawn } = require('node:child_process')
 const { LevelDb } = require('../lib/leveldb/leveldb')
-const { useTmp, rejects, bytes, collect, keyInShard, assertNoStrayChunks, REF, scaled, sleep } = require('./helpers')
+const { useTmp, rejects, bytes, collect, keyInShard, assertNoStrayChunks, toFormat2, REF, scaled, sleep } = require('./helpers')
 
 const C = 1024
 const ROOT = path.join(__dirname, '..')
@@ -103,5 +103,85 @@ describe('repair', () => {
     await store.close()
     await rejects(t.open().repair(6), 'ENOENT') // also before the store is open
     expect(fs.readdirSync(store.location).filter((e) => e.endsWith('.s'))).to.deep.equal(['001.s'])
+  })
+
+  describe('head records (format 3)', () => {
+    // Files in shard 3: a, 4 chunks; s, its data in its head; o, of format 2 (no head);
+    // then `damage(db, keys)` on the closed store's shard.
+    async function damaged (damage) {
+      const keys = { a: keyInShard(REF, 3, 'a'), s: keyInShard(REF, 3, 's'), o: keyInShard(REF, 3, 'o') }
+      const store = t.open({ referenceId: REF, chunkSize: C })
+      await store.writeFile(keys.o, bytes(2 * C + 5, 'o'))
+      await store.close()
+      await toFormat2(store.location)
+      const again = t.open({ chunkSize: C })
+      await again.writeFile(keys.a, bytes(3 * C + 7, 'a'))
+      await again.writeFile(keys.s, bytes(700, 's'))
+      await again.close()
+      const db = await LevelDb.open(path.join(store.location, '003.s'))
+      try {
+        await damage(db, keys)
+      } finally {
+        await db.close()
+      }
+      return { keys, store: t.open({ chunkSize: C }) }
+    }
+
+    it('keeps every sound file, of format 3 and 2, and leaves no stray record', async () => {
+      const { keys, store } = await damaged(async () => {})
+      const result = await store.repair(3)
+      expect(result).to.include({ files: 3 })
+      expect(result.dropped).to.deep.equal([])
+      expect(result.remade).to.deep.equal([])
+      for (const [name, key] of Object.entries(keys)) expect((await store.readFile(key)).equals(bytes({ a: 3 * C + 7, s: 700, o: 2 * C + 5 }[name], name)), name).to.equal(true)
+      expect((await store.verify()).problems).to.deep.equal([])
+      await store.close()
+      await assertNoStrayChunks(t.dir)
+    })
+
+    it('a file whose head record was lost, or is an older version\'s, is kept: its head made again from its metadata', async () => {
+      let old
+      const { keys, store } = await damaged(async (db, keys) => {
+        old = await db.get(keys.s)
+        await db.batch([{ type: 'del', key: keys.a }])
+      })
+      expect((await rejects(store.readFile(keys.a), 'EINTEGRITY')).message).to.contain('its head record is missing')
+      const result = await store.repair(3)
+      expect(result.dropped).to.deep.equal([])
+      expect(result.remade).to.deep.equal([{ key: keys.a, problem: `file ${keys.a} is damaged: its head record is missing: its head record was made again from its metadata record` }])
+      expect((await store.readFile(keys.a)).equals(bytes(3 * C + 7, 'a'))).to.equal(true)
+      expect((await store.verify()).problems).to.deep.equal([])
+      // An older head left over a version whose data is in chunks.
+      await store.writeFile(keys.s, bytes(5 * C, 's2'))
+      await store.close()
+      const db = await LevelDb.open(path.join(store.location, '003.s'))
+      await db.put(keys.s, old)
+      await db.close()
+      const again = t.open({ chunkSize: C })
+      expect((await again.verify()).problems[0].problem).to.match(/its head record is of version/)
+      expect((await again.repair(3)).remade.map((r) => r.key)).to.deep.equal([keys.s])
+      expect((await again.readFile(keys.s)).equals(bytes(5 * C, 's2'))).to.equal(true)
+      await again.close()
+      await assertNoStrayChunks(t.dir)
+    })
+
+    it('a file whose metadata record was lost is kept from its head record, without its name; one whose head is damaged too is dropped and reported', async () => {
+      const { keys, store } = await damaged(async (db, keys) => {
+        await db.batch([{ type: 'del', key: '!m!' + keys.s }, { type: 'del', key: '!m!' + keys.a }])
+        const head = Buffer.from(await db.get(keys.a))
+        head[40] ^= 1
+        await db.put(keys.a, head)
+      })
+      const result = await store.repair(3)
+      expect(result.remade).to.deep.equal([{ key: keys.s, problem: 'its metadata record was lost: it was made again from its head record (a name the file had is lost)' }])
+      expect(result.dropped).to.deep.equal([{ key: keys.a, problem: 'its metadata was lost; its head record was found' }])
+      expect(result).to.include({ files: 2, used: 700 + 2 * C + 5 })
+      expect((await store.readFile(keys.s)).equals(bytes(700, 's'))).to.equal(true)
+      expect((await store.stat(keys.s)).size).to.equal(700)
+      await rejects(store.readFile(keys.a), 'ENOENT')
+      expect((await store.verify()).problems).to.deep.equal([])
+      await store.close()
+      await assertNoStrayChunks(t.dir)
+    })
   })
 })

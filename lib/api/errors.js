@@ -149,6 +149,11 @@ function noStore (dir, why) {
   return make(Error, 'ENOENT', `there is no kfs store at ${dir}: ${why}`, { path: dir })
 }
 
+// A file's record holds what only a newer kfs reads: `what`, in words.
+function newerRecord (key, what) {
+  return make(Error, 'ENOTSUP', `file ${key} was written by a newer kfs: its head record ${what}, which this kfs does not read; upgrade kfs`, { key })
+}
+
 function newerFormat (file, found, supported) {
   return make(Error, 'ENOTSUP', `the store was made by a newer kfs: ${file} says format ${found}, this kfs reads format ${supported} and older; upgrade kfs`, { path: file, found, supported })
 }
@@ -204,6 +209,7 @@ module.exports = {
   tooBigToRead,
   noStore,
   newerFormat,
+  newerRecord,
   tooLarge,
   integrity,
   corrupt,

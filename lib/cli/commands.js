@@ -172,6 +172,7 @@ async function repair (store, io, shard) {
   const result = await store.repair(shard)
   if (io.json) return println(io.stdout, JSON.stringify(result)).then(() => 0)
   for (const d of result.dropped) await println(io.stdout, `dropped ${d.key}: ${d.problem}`)
+  for (const r of result.remade) await println(io.stdout, `kept ${r.key}: ${r.problem}`)
   for (const n of result.notes) await println(io.stdout, `cleared a damage note of ${n.at}: ${n.dropped.join('; ')}`)
   const lost = result.unaccounted ? `; ${files(result.unaccounted)} more lost without a trace` : ''
   await println(io.stdout, `shard ${shardName(shard)} repaired${result.recreated ? ' (recreated empty: its directory was gone)' : ''}: ` +

@@ -100,8 +100,8 @@ async function prepare (dir, given, resolved, { tmpDir, reserve, state }) {
 
 // A store opened read-only writes nothing in its directory: its state and shards open
 // through shadows (lib/leveldb/read-only.js), which refuse writes; tmp/ is left as it
-// is, there is no disk reserve (of size 0, it is never given up), and a format 1 store
-// stays format 1 (its files read as they are: their metadata says how).
+// is, there is no disk reserve (of size 0, it is never given up), and an older store
+// stays at its format (its files read as they are: their metadata says how).
 async function openReadOnly (dir, format) {
   const state = await openState(dir, undefined, true)
   const tmpDir = path.join(dir, TMP_DIR)

@@ -6,6 +6,9 @@ const { Shard } = require('../shard/shard')
 const { createShard } = require('../shard/create')
 const { shardName } = require('../base/shard-names')
 const records = require('../shard/records')
+const { encodeHead, decodeHead } = require('../shard/head-record')
+const { recordLength, payload, intact } = require('../shard/chunk-record')
+const { contentHash } = require('../api/keys')
 const { checkFile } = require('./file-check')
 const args = require('../api/args')
 const errors = require('../api/errors')
@@ -53,8 +56,11 @@ async function repair (ctx, index) {
 
 // After LevelDB's repair: keeps the files whose every chunk is present and right,
 // removes the others, pending writes, damage notes, and chunks and head records of no
-// kept version, and rewrites the accounting. `shard` is a Shard over the repaired database. Idempotent:
-// a repair cut short by a crash is finished by running it again.
+// kept version, and rewrites the accounting. A file whose head record (format 3) or
+// metadata record alone was lost or damaged is kept, the record made again from the
+// other, when the version it names is whole (`remade`). `shard` is a Shard over the
+// repaired database. Idempotent: a repair cut short by a crash is finished by running
+// it again.
 async function rebuild (shard, chunkSize) {
   const { db } = shard
   const kept = new Map() // key -> the metadata of its version
@@ -70,14 +76,22 @@ async function rebuild (shard, chunkSize) {
       dropped.push({ key, problem: 'its metadata record is unreadable' })
     }
   }
+  const remade = []
+  const keep = (meta) => {
+    kept.set(meta.key, meta)
+    used += meta.size
+  }
   for (const meta of metas) {
     const problem = await checkFile(shard, meta.key, chunkSize)
-    if (problem) {
+    if (!problem) keep(meta)
+    else if (await wholeByChunks(shard, meta, chunkSize)) {
+      // The head was lost or damaged, but the version the metadata names is whole.
+      await db.batch([{ type: 'put', key: meta.key, value: encodeHead(meta.key, meta) }])
+      remade.push({ key: meta.key, problem: `${problem}: its head record was made again from its metadata record` })
+      keep(meta)
+    } else {
       await db.batch([{ type: 'del', key: records.metaKey(meta.key) }])
       dropped.push({ key: meta.key, problem })
-    } else {
-      kept.set(meta.key, meta)
-      used += meta.size
     }
   }
   const notes = []
@@ -94,9 +108,18 @@ async function rebuild (shard, chunkSize) {
     if (entry.key.startsWith(records.META) || entry.key.startsWith(records.DEAD)) continue
     const system = entry.key.startsWith('!')
     const [key, version] = entry.key.split(' ')
-    const meta = kept.get(key)
     // A head record's key is the file key alone; a file's data in its head has no chunk.
     const head = version === undefined
+    // A head whose metadata record was lost makes it again, if its version is whole.
+    if (head && !system && !kept.has(key) && !reported.has(key)) {
+      const meta = await fromHead(shard, key, chunkSize)
+      if (meta) {
+        await db.batch([{ type: 'put', key: records.metaKey(key), value: records.encodeMeta(meta) }])
+        remade.push({ key, problem: 'its metadata record was lost: it was made again from its head record (a name the file had is lost)' })
+        keep(meta)
+      }
+    }
+    const meta = kept.get(key)
     const stray = system || !meta || (head ? meta.format === undefined : meta.version !== version || meta.inline)
     if (stray && !system && !meta && (head || !pending.has(version)) && !reported.has(key)) {
       reported.add(key)
@@ -110,7 +133,37 @@ async function rebuild (shard, chunkSize) {
   }
   ops.push({ type: 'put', key: records.ACCOUNT, value: JSON.stringify({ used, files: kept.size }) })
   await db.batch(ops, { sync: true })
-  return { files: kept.size, used, dropped, notes }
+  return { files: kept.size, used, dropped, remade, notes }
+}
+
+// Whether the version that `meta` (format 3) names is whole by its chunk records: each
+// there, of its length and matching its CRC32, and the content matching its SHA-256.
+// Its data in its head (inline) is not.
+async function wholeByChunks (shard, meta, chunkSize) {
+  if (meta.format === undefined || meta.inline || meta.chunks !== Math.ceil(meta.size / chunkSize)) return false
+  const hash = contentHash()
+  for (let i = 0; i < meta.chunks; i++) {
+    const key = shard.chunkKeys.key(meta.key, meta.version, i)
+    const value = await shard.db.get(key)
+    const length = i === meta.chunks - 1 ? meta.size - i * chunkSize : chunkSize
+    if (!value || value.length !== recordLength(length) || !intact(key, value)) return false
+    hash.update(payload(value))
+  }
+  return hash.digest('hex') === meta.sha256
+}
+
+// The metadata of the version the head record at `key` names, if the head is sound and
+// its version whole (in the head, or by its chunks); else undefined.
+async function fromHead (shard, key, chunkSize) {
+  let version
+  try {
+    version = decodeHead(key, await shard.db.get(key))
+  } catch {
+    return undefined
+  }
+  const { meta, data } = version
+  if (data ? contentHash().update(data).digest('hex') !== meta.sha256 : !(await wholeByChunks(shard, meta, chunkSize))) return undefined
+  return meta
 }
 
 module.exports = { repair }

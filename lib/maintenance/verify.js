@@ -55,6 +55,9 @@ async function verify (ctx, { shard, onProgress }) {
         })
         if (stopped) throw stopped.err
       }
+      for (const key of await shards.inShard(index, (s) => s.headsWithoutMeta(), MAY_SPEND_RESERVE)) {
+        problem(index, key, 'file', `its head record has no metadata record: a read finds the file, a listing, stat and the accounting do not. kfs repair ${index} makes its metadata again from it, or unlink removes it`)
+      }
       const accounting = await shards.inShard(index, checkAccounting, MAY_SPEND_RESERVE)
       if (accounting) problem(index, null, 'accounting', accounting)
     } catch (err) {

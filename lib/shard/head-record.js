@@ -61,6 +61,9 @@ function encodeHead (key, meta, data) {
 function decodeHead (key, record, { unchecked = false } = {}) {
   if (record.length < FIELDS || record[4] !== FORMAT || (record[5] & ~KNOWN_FLAGS) !== 0) throw badHead(key, 'is not a head record of format 3')
   if (!unchecked && !intact(key, record)) throw badHead(key, 'does not match its CRC32')
+  // Written by a kfs that reads these fields: served as live here, such a file could be
+  // one its writer has removed.
+  if ((record[5] & TRASHED) !== 0 || readUint64(record, 40) !== 0 || readUint64(record, 48) !== 0) throw errors.newerRecord(key, 'has an expiry time or a trash mark')
   const size = readUint64(record, 16)
   const chunks = record.readUInt32BE(24)
   const inline = (record[5] & INLINE) !== 0

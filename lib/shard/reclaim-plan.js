@@ -31,17 +31,22 @@ function planReclaim (dead, chunkKeys, shardBytes) {
   if (shardBytes <= RECLAIM_PIECE) return dead.length ? [{ ...WHOLE, tables: shardBytes, bytes: dead.reduce((sum, d) => sum + d.bytes, 0), ids: dead.map((d) => d.id) }] : []
   const pieces = []
   let group
+  let reached // the file key the last piece reaches into
+  // A version's first piece starts at its file key, where a head that held its data
+  // lies, unless a piece before already reaches into that key.
+  const start = (key, from) => (reached === key ? from : key)
   for (const { id, prefix, bytes } of dead) {
+    const [key, version] = prefix.split(' ')
     if (bytes > RECLAIM_PIECE) {
       if (group) pieces.push(group)
       group = undefined
-      const [key, version] = prefix.split(' ')
       const chunks = Math.ceil(bytes / chunkKeys.chunkSize)
       const step = Math.max(1, Math.floor(RECLAIM_PIECE / chunkKeys.chunkSize))
       for (let i = 0; i < chunks; i += step) {
         const last = Math.min(chunks, i + step) - 1
         const held = Math.min(bytes, (last + 1) * chunkKeys.chunkSize) - i * chunkKeys.chunkSize
-        pieces.push({ from: chunkKeys.key(key, version, i), to: chunkKeys.key(key, version, last), bytes: held, ids: [id] })
+        const from = chunkKeys.key(key, version, i)
+        pieces.push({ from: i === 0 ? start(key, from) : from, to: chunkKeys.key(key, version, last), bytes: held, ids: [id] })
       }
     } else if (group && group.bytes + bytes <= RECLAIM_PIECE) {
       group.to = `${prefix} ~`
@@ -49,9 +54,9 @@ function planReclaim (dead, chunkKeys, shardBytes) {
       group.ids.push(id)
     } else {
       if (group) pieces.push(group)
-      // From the file key: a version whose head held its data left it there.
-      group = { from: prefix.split(' ')[0], to: `${prefix} ~`, bytes, ids: [id] }
+      group = { from: start(key, `${prefix} `), to: `${prefix} ~`, bytes, ids: [id] }
     }
+    reached = key
   }
   if (group) pieces.push(group)
   return pieces

@@ -15,6 +15,8 @@ const META = '!m!'
 const PENDING = '!p!'
 // Every record of a shard, from the first system record to past every chunk key.
 const WHOLE = { from: '!', to: '\xff' }
+// Every head and chunk record: file keys are hex.
+const FILES = { gte: '0', lt: 'g' }
 
 const metaKey = (key) => META + key
 const pendingKey = (version) => PENDING + version
@@ -115,6 +117,7 @@ module.exports = {
   META,
   PENDING,
   WHOLE,
+  FILES,
   metaKey,
   pendingKey,
   damageKey,

@@ -29,6 +29,22 @@ async function metaPage (db, shard, after, limit) {
   return page
 }
 
+// The keys of head records (format 3) for which the metadata scan found no metadata
+// record, in key order: candidates, as the two scans are two snapshots (keys only).
+async function * headsWithoutMeta (db) {
+  const metas = scan(db, records.metaRange(), { values: false })
+  let meta = await metas.next()
+  try {
+    for await (const entry of scan(db, records.FILES, { values: false })) {
+      if (entry.key.includes(' ')) continue // a chunk
+      while (!meta.done && meta.value.key.slice(records.META.length) < entry.key) meta = await metas.next()
+      if (meta.done || meta.value.key.slice(records.META.length) !== entry.key) yield entry.key
+    }
+  } finally {
+    await metas.return()
+  }
+}
+
 // Versions being written, or abandoned: [{ key, version }].
 async function pendingVersions (db) {
   const pending = []
@@ -56,4 +72,4 @@ async function damageNotes (db) {
   return notes
 }
 
-module.exports = { storedKeys, metaPage, pendingVersions, deadVersions, damageNotes }
+module.exports = { storedKeys, metaPage, headsWithoutMeta, pendingVersions, deadVersions, damageNotes }

@@ -227,6 +227,8 @@ class Shard {
     return this.exclusive(async () => {
       await this.room()
       const old = await this.getMeta(key)
+      // A head left without its metadata (damage) is the file a read finds: removed.
+      if (!old && (await this.db.get(key)) !== undefined) return this.#write([{ type: 'del', key }], this.sync || sync)
       if (!old) throw errors.notFound(key)
       const ops = [{ type: 'del', key: records.metaKey(key) }]
       if (old.format !== undefined) ops.push({ type: 'del', key })
@@ -364,6 +366,21 @@ class Shard {
         if (!this.writing.has(version)) await this.discard(key, version)
       }
     })
+  }
+
+  // The keys of head records left without a metadata record (damage: a read finds the
+  // file, nothing else does). A candidate of the scans is one only if its head is the
+  // same version before and after its metadata was found missing: head and metadata
+  // change together, in one batch.
+  async headsWithoutMeta () {
+    const left = []
+    for await (const key of scans.headsWithoutMeta(this.db)) {
+      const before = await this.db.get(key)
+      if (before === undefined || (await this.getMeta(key))) continue
+      const after = await this.db.get(key)
+      if (after !== undefined && after.toString('hex', 8, 16) === before.toString('hex', 8, 16)) left.push(key)
+    }
+    return left
   }
 
   // Up to `limit` metadata records with keys after `after` (scans.js).
