@@ -9,7 +9,7 @@ const zlib = require('node:zlib')
 const { spawnSync } = require('node:child_process')
 const { LevelDb } = require('../lib/leveldb/leveldb')
 const { coerceKey } = require('../lib/api/keys')
-const { useTmp, rejects, bytes, sha256, collect, toFormat1, toFormat2, killingDigestThread } = require('./helpers')
+const { useTmp, rejects, bytes, sha256, collect, toFormat1, toFormat2, killingDigestThread, assertNoStrayChunks, keyInShard } = require('./helpers')
 
 const FIXTURE = path.join(__dirname, 'fixtures', 'format-1')
 const BIN = path.join(__dirname, '..', 'bin', 'kfs.js')
@@ -121,7 +121,7 @@ describe('on-disk format', () => {
     expect(await rawChunks(store.location, coerceKey('s').key)).to.deep.equal([])
   })
 
-  it('a store made by format 2 opens, reads and verifies, and is upgraded to format 3 for new writes', async () => {
+  it('a store made by format 2 opens, reads and verifies, and is upgraded to format 3', async () => {
     const store = t.open({ chunkSize: 1024 })
     await store.writeFile('multi', MULTI)
     await store.writeFile('small', 'a small file')
@@ -137,7 +137,76 @@ describe('on-disk format', () => {
     await again.writeFile('small', 'written again')
     await again.close()
     expect(await rawMeta(store.location, coerceKey('small').key)).to.include({ format: 3, inline: true })
-    expect(await rawMeta(store.location, coerceKey('multi').key)).to.not.have.property('format')
+    expect(await rawMeta(store.location, coerceKey('multi').key)).to.include({ format: 3 }) // given a head in the background
+  })
+
+  it('an upgraded store\'s files of format 2 get head records in the background, each shard then marked: reads of a missing key are one get', async () => {
+    const C = 1024
+    const store = t.open({ chunkSize: C, shardCount: 4 })
+    const files = { one: bytes(700, 'one'), multi: bytes(3 * C + 5, 'multi'), empty: Buffer.alloc(0), whole: bytes(C, 'whole') }
+    for (const [name, data] of Object.entries(files)) await store.writeFile(name, data)
+    await store.close()
+    await toFormat2(store.location)
+    const again = t.open({ chunkSize: C })
+    for (const [name, data] of Object.entries(files)) expect((await again.readFile(name)).equals(data), name).to.equal(true)
+    await again.close() // the shards' upgrades end with their close: done or to go on
+    const marked = async () => {
+      let all = true
+      for (const shard of fs.readdirSync(store.location).filter((d) => /^\d{3}\.s$/.test(d))) {
+        const db = await LevelDb.open(path.join(store.location, shard))
+        all = all && (await db.get('!h')) !== undefined
+        await db.close()
+      }
+      return all
+    }
+    // Every shard opened for the reads: each was upgraded while open.
+    expect(await marked(), 'every shard marked').to.equal(true)
+    expect(await rawMeta(store.location, coerceKey('one').key)).to.include({ format: 3, inline: true })
+    expect(await rawMeta(store.location, coerceKey('multi').key)).to.include({ format: 3 }).and.not.have.property('inline')
+    expect(await rawChunks(store.location, coerceKey('one').key)).to.deep.equal([])
+    expect(await rawChunks(store.location, coerceKey('multi').key)).to.have.length(4)
+    const third = t.open({ chunkSize: C })
+    for (const [name, data] of Object.entries(files)) expect((await third.readFile(name)).equals(data), name).to.equal(true)
+    expect(await third.verify()).to.deep.include({ files: 4, problems: [] })
+    // A key its shard lacks: the head's get alone.
+    const { shard } = await third.stat('one')
+    const missing = keyInShard(third.referenceId, shard, 'none')
+    const get = LevelDb.prototype.get
+    const keys = []
+    LevelDb.prototype.get = function (k) { keys.push(k); return get.call(this, k) }
+    try {
+      await rejects(third.readFile(missing), 'ENOENT')
+    } finally {
+      LevelDb.prototype.get = get
+    }
+    expect(keys).to.deep.equal([missing])
+    await third.close()
+    await assertNoStrayChunks(t.dir)
+  })
+
+  it('a read of a format 2 file whose chunk moves into its head meanwhile reads it whole', async () => {
+    const store = t.open({ chunkSize: 1024, shardCount: 1 })
+    const data = bytes(700, 's')
+    await store.writeFile('s', data)
+    await store.close()
+    await toFormat2(store.location)
+    const key = coerceKey('s').key
+    const chunkKey = `${key} ${(await rawMeta(store.location, key)).version} `
+    const get = LevelDb.prototype.get
+    let waited = false
+    LevelDb.prototype.get = async function (k) {
+      if (!waited && k.startsWith(chunkKey)) { // the read asks for the chunk: let the upgrade move it first
+        waited = true
+        while ((await get.call(this, key)) === undefined) await new Promise((resolve) => setTimeout(resolve, 5))
+      }
+      return get.call(this, k)
+    }
+    try {
+      expect((await t.open({ chunkSize: 1024 }).readFile('s')).equals(data)).to.equal(true)
+      expect(waited).to.equal(true)
+    } finally {
+      LevelDb.prototype.get = get
+    }
   })
 
   it('a store of a format above this kfs\'s is refused with ENOTSUP naming it, as format 2 refuses format 3', async () => {

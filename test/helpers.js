@@ -218,8 +218,8 @@ async function damageChunk (base, index) {
 }
 
 // Rewrites a closed store as format 2 wrote it: no head records (a file's data in its
-// head goes into its chunk record 0), metadata without `format` and `inline`,
-// format.json at 2.
+// head goes into its chunk record 0) and no shard marked as holding only files with
+// one, metadata without `format` and `inline`, format.json at 2.
 async function toFormat2 (storeDir) {
   const { shardCap, chunkSize } = JSON.parse(fs.readFileSync(path.join(storeDir, 'format.json'), 'utf8'))
   const chunkKeys = new ChunkKeys(shardCap, chunkSize)
@@ -237,7 +237,7 @@ async function toFormat2 (storeDir) {
         ops.push({ type: 'put', key: chunkKey, value: seal(chunkKey, Buffer.concat([Buffer.alloc(4), data])) })
       }
     }
-  })
+  }, ['!h'])
   setFormat(storeDir, 2)
 }
 
@@ -256,12 +256,12 @@ async function toFormat1 (storeDir) {
 }
 
 // rewrite(entry, ops) for every metadata record and every record of a file, in each of
-// the closed store's shards; the ops it adds are written.
-async function rewriteShards (storeDir, rewrite) {
+// the closed store's shards; the ops it adds are written, after deletes of `remove`.
+async function rewriteShards (storeDir, rewrite, remove = []) {
   for (const dir of fs.readdirSync(storeDir).filter((d) => /^\d{3}\.s$/.test(d))) {
     const db = await LevelDb.open(path.join(storeDir, dir))
     const it = db.iterator({ gt: '!m!', lt: 'g' })
-    const ops = []
+    const ops = remove.map((key) => ({ type: 'del', key }))
     for (let e = await it.next(); e; e = await it.next()) rewrite(e, ops)
     await it.end()
     await db.batch(ops)

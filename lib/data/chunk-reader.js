@@ -199,10 +199,12 @@ async function onVersion (shard, key, { meta, fresh = false, get, unchecked }, f
 }
 
 // Chunk `index` of meta's version was not found: REPLACED if a commit replaced that
-// version since, EINTEGRITY if it is still the current one.
+// version since (or its data moved into its head), EINTEGRITY if it is still the
+// current one.
 async function missingChunk (shard, meta, index) {
   const now = await shard.readVersion(meta.key)
-  if (now && now.meta.version === meta.version) throw errors.integrity(meta.key, `chunk ${index} is missing`, { chunk: index })
+  // The same version with its data now in its head: its chunk moved there (upgradeHeads).
+  if (now && now.meta.version === meta.version && !now.data) throw errors.integrity(meta.key, `chunk ${index} is missing`, { chunk: index })
   return REPLACED
 }
 

@@ -63,7 +63,10 @@ async function buildShard (tmpDir, name) {
     await fs.mkdir(staging)
     const db = await LevelDb.open(staging, { createIfMissing: true, errorIfExists: true })
     try {
-      await db.put(records.ACCOUNT, JSON.stringify({ used: 0, files: 0 }), { sync: true })
+      await db.batch([
+        { type: 'put', key: records.ACCOUNT, value: JSON.stringify({ used: 0, files: 0 }) },
+        { type: 'put', key: records.HEADS, value: '3' }
+      ], { sync: true })
       // Into a table: a shard's first open then replays no log. LevelDB skips a log
       // it cannot open (out of descriptors) and forgets it: the record would be lost.
       await db.flush()

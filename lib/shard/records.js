@@ -9,6 +9,9 @@ const errors = require('../api/errors')
 // The records inside one shard (doc/format.md). System records start with '!', which
 // sorts before every hex digit, so they never interleave with chunks.
 const ACCOUNT = '!a'
+// Present once every file of the shard has a head record (format 3): a read of a key
+// whose head is missing then needs no metadata read to know there is no such file.
+const HEADS = '!h'
 const DAMAGE = '!d!'
 const DEAD = '!x!'
 const META = '!m!'
@@ -112,6 +115,7 @@ function badMeta (shard, key, cause) {
 
 module.exports = {
   ACCOUNT,
+  HEADS,
   DAMAGE,
   DEAD,
   META,

@@ -5,7 +5,7 @@ const { openFailure } = require('../leveldb/classify')
 const { shardName } = require('../base/shard-names')
 const records = require('./records')
 const chunkRecord = require('./chunk-record')
-const { encodeHead, decodeHead } = require('./head-record')
+const { encodeHead, decodeHead, HEAD_FORMAT } = require('./head-record')
 const scans = require('./scans')
 const { Reservation } = require('./reservation')
 const { Fingerprints } = require('./fingerprints')
@@ -22,6 +22,10 @@ const RECLAIM_SHARE = 0.25
 // many replacements in a row it gives up rather than spin.
 const MAX_ATTEMPTS = 100
 const NO_BYTES = Buffer.alloc(0)
+// Files given a head record per batch by upgradeHeads(): at most 2 MiB of data moved,
+// written without waiting for room in the memory budget (room() may wait for this
+// shard's own close, which waits for the upgrade).
+const UPGRADE_PAGE = 16
 
 // One S-bucket: a LevelDB holding chunks, metadata and its own exact accounting.
 // Accounting (`used`, `files`) changes only inside the same atomic batch that commits
@@ -47,6 +51,7 @@ class Shard {
     this.deferred = 0 // of which the notes the last plan left for later (RECLAIM_SHARE)
     this.compacting = 0 // compactions of its key ranges in flight
     this.onDead = () => {} // called when `dead` grew
+    this.allHeads = false // every file has a head record (records.HEADS)
   }
 
   #waiting = new Set() // the ids of the notes the last plan left for later
@@ -77,6 +82,8 @@ class Shard {
       const raw = await db.get(records.ACCOUNT)
       if (raw === undefined) throw new Error('its accounting record is missing')
       const shard = new Shard({ index, location, db, cap, chunkKeys, sync, memtables, account: JSON.parse(raw) })
+      // A shard made by format 3 holds the mark from the start.
+      shard.allHeads = created || (await db.get(records.HEADS)) !== undefined
       if (created) shard.#prints.made()
       else shard.dead = await shard.#deadBytes()
       dropped = [...unnoted, ...(created ? [] : await db.droppedOnRecovery())]
@@ -127,6 +134,7 @@ class Shard {
     for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
       const head = await get(key)
       if (head !== undefined) return decodeHead(key, head, { unchecked })
+      if (this.allHeads) return undefined
       const meta = await this.getMeta(key)
       if (!meta) return undefined
       if (meta.format === undefined) return { meta }
@@ -368,6 +376,76 @@ class Shard {
     })
   }
 
+  // Gives every file of format 2 a head record, in the background of an open shard: a
+  // file of one chunk moves its data into its head (the chunk's space is reclaimed as a
+  // removed version's), a larger one gets a head without data; then the shard is marked
+  // (records.HEADS). Each page of files is one batch in the exclusive section, so no
+  // commit or unlink of those files comes between; readers see the file whole before
+  // and after (a reader that misses the moved chunk finds the head: missingChunk).
+  // Stops when the shard closes (which waits for it) or a write fails, to go on at its
+  // next open. A file of
+  // format 1 (no chunk digests), or one whose records are damaged, is left as it is, and
+  // the shard unmarked: reads of it go on through its metadata.
+  upgradeHeads () {
+    if (!this.#upgrading && !this.allHeads && !this.db.readOnly) this.#upgrading = this.#upgrade()
+    return this.#upgrading
+  }
+
+  #upgrading // upgradeHeads() under way, or done: it never rejects
+
+  async #upgrade () {
+    let after
+    let left = false // a file given no head
+    let ended = false // every file seen
+    try {
+      for (let more = true; more;) {
+        more = await this.exclusive(async () => {
+          if (this.status !== 'open') return false
+          const page = await this.metaPage(after, UPGRADE_PAGE)
+          const ops = []
+          const moved = []
+          for (const meta of page) {
+            const upgrade = meta.error || meta.format !== undefined ? undefined : await this.#headFor(meta)
+            if (upgrade) ops.push(...upgrade)
+            if (upgrade && meta.chunks === 1) moved.push(meta)
+            if (meta.error || (meta.format === undefined && !upgrade)) left = true
+          }
+          if (ops.length) await this.#write(ops, false)
+          for (const meta of moved) this.#died(meta)
+          if (page.length) after = page[page.length - 1].key
+          ended = page.length < UPGRADE_PAGE
+          return !ended
+        })
+      }
+      if (left || !ended) return
+      await this.db.put(records.HEADS, '3')
+      this.allHeads = true
+    } catch {
+      // Left for the next open.
+    }
+  }
+
+  // The batch that gives `meta`'s version (format 2) a head, or undefined where it
+  // cannot: a file of format 1, or one whose chunk is missing or damaged.
+  async #headFor (meta) {
+    if (!meta.chunkDigest || meta.chunks > 1 || meta.chunks !== Math.ceil(meta.size / this.chunkKeys.chunkSize)) {
+      return meta.chunkDigest && meta.chunks > 1 ? this.#upgraded(meta, false) : undefined
+    }
+    if (meta.chunks === 0) return this.#upgraded(meta, true, NO_BYTES)
+    const chunkKey = this.chunkKeys.key(meta.key, meta.version, 0)
+    const record = await this.db.get(chunkKey)
+    if (!record || record.length !== chunkRecord.recordLength(meta.size) || !chunkRecord.intact(chunkKey, record)) return undefined
+    return [...this.#upgraded(meta, true, chunkRecord.payload(record)), { type: 'del', key: chunkKey }, { type: 'put', key: records.deadKey(meta.key, meta.version), value: String(meta.size) }]
+  }
+
+  #upgraded (meta, inline, data) {
+    const now = { ...meta, format: HEAD_FORMAT, inline }
+    return [
+      { type: 'put', key: meta.key, value: encodeHead(meta.key, now, data) },
+      { type: 'put', key: records.metaKey(meta.key), value: records.encodeMeta(now) }
+    ]
+  }
+
   // The keys of head records left without a metadata record (damage: a read finds the
   // file, nothing else does). A candidate of the scans is one only if its head is the
   // same version before and after its metadata was found missing: head and metadata
@@ -452,6 +530,7 @@ class Shard {
   // reopens quickly, and on a full disk with a few kilobytes. A shard only read from
   // has nothing to flush (and flushing would still write a manifest).
   async #flushAndClose () {
+    await this.#upgrading // stops at its next page
     if (this.db.written && !this.db.failed) await this.db.flush().catch(() => {})
     await this.db.close()
   }

@@ -269,6 +269,7 @@ class Shards {
         })
       }
       await (marked || room(() => this.usage.opened(index, { used: shard.used, files: shard.files, diskBytes: 0 })))
+      if (!this.readOnly) shard.upgradeHeads() // in the background; it never rejects
     } catch (err) {
       await shard.close().catch(() => {})
       throw err
