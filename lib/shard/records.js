@@ -9,8 +9,8 @@ const errors = require('../api/errors')
 // The records inside one shard (doc/format.md). System records start with '!', which
 // sorts before every hex digit, so they never interleave with chunks.
 const ACCOUNT = '!a'
-// Present once every file of the shard has a head record (format 3): a read of a key
-// whose head is missing then needs no metadata read to know there is no such file.
+// Present once every file of the shard has a head record (format 3): the shard has
+// nothing left to upgrade (Shard#upgradeHeads).
 const HEADS = '!h'
 const DAMAGE = '!d!'
 const DEAD = '!x!'

@@ -51,7 +51,7 @@ class Shard {
     this.deferred = 0 // of which the notes the last plan left for later (RECLAIM_SHARE)
     this.compacting = 0 // compactions of its key ranges in flight
     this.onDead = () => {} // called when `dead` grew
-    this.allHeads = false // every file has a head record (records.HEADS)
+    this.allHeads = false // every file has a head record (records.HEADS): nothing to upgrade
   }
 
   #waiting = new Set() // the ids of the notes the last plan left for later
@@ -82,7 +82,7 @@ class Shard {
       const raw = await db.get(records.ACCOUNT)
       if (raw === undefined) throw new Error('its accounting record is missing')
       const shard = new Shard({ index, location, db, cap, chunkKeys, sync, memtables, account: JSON.parse(raw) })
-      // A shard made by format 3 holds the mark from the start.
+      // A shard made by format 3 holds the mark from the start: nothing to upgrade.
       shard.allHeads = created || (await db.get(records.HEADS)) !== undefined
       if (created) shard.#prints.made()
       else shard.dead = await shard.#deadBytes()
@@ -134,7 +134,6 @@ class Shard {
     for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
       const head = await get(key)
       if (head !== undefined) return decodeHead(key, head, { unchecked })
-      if (this.allHeads) return undefined
       const meta = await this.getMeta(key)
       if (!meta) return undefined
       if (meta.format === undefined) return { meta }
