@@ -182,6 +182,68 @@ describe('on-disk format', () => {
     await assertNoStrayChunks(t.dir)
   })
 
+  describe('the background upgrade of a shard', () => {
+    const C = 1024 * 1024
+    // One shard of a closed store rewritten as format 2, with `sizes` files, opened alone.
+    async function formatTwoShard (sizes) {
+      const store = t.open({ chunkSize: C, shardCount: 1 })
+      for (const [i, size] of sizes.entries()) await store.writeFile(`f${i}`, bytes(size, `f${i}`))
+      await store.close()
+      await toFormat2(store.location)
+      const { ChunkKeys } = require('../lib/shard/records')
+      const location = path.join(store.location, '000.s')
+      const open = () => Shard.open({ index: 0, location, cap: 2 ** 40, chunkKeys: new ChunkKeys(2 ** 40, C), sync: false })
+      return { store, open }
+    }
+    const { Shard } = require('../lib/shard/shard')
+
+    it('moves at most about 2 MiB of data a batch, and writes nothing while the disk has no room', async () => {
+      const { open } = await formatTwoShard(Array(6).fill(C))
+      let shard = await open()
+      await shard.upgradeHeads({ room: async () => false })
+      expect(shard.allHeads).to.equal(false)
+      expect((await shard.getMeta(coerceKey('f0').key)).format).to.equal(undefined)
+      await shard.close()
+      shard = await open()
+      const batches = []
+      const batch = shard.db.batch.bind(shard.db)
+      shard.db.batch = (ops, options) => {
+        batches.push(ops.reduce((n, op) => n + (op.value ? op.value.length : 0), 0))
+        return batch(ops, options)
+      }
+      await shard.upgradeHeads()
+      expect(shard.allHeads).to.equal(true)
+      expect(batches.length, String(batches)).to.be.at.least(3)
+      for (const b of batches) expect(b).to.be.at.most(3 * C + 4096)
+      await shard.close()
+    })
+
+    it('a version\'s moved chunk is noted apart: a removal of that version during a reclaim plan keeps its own note', async () => {
+      const { open } = await formatTwoShard([3000])
+      const shard = await open()
+      await shard.upgradeHeads()
+      const plan = await shard.reclaimPlan()
+      for (const piece of plan.pieces) await shard.compactPiece(piece)
+      await shard.unlink(coerceKey('f0').key)
+      await shard.forgetDead(plan)
+      expect(shard.dead).to.equal(3000) // the removed head's data, still to reclaim
+      await shard.close()
+    })
+  })
+
+  it('a store of format 1 opened read-write has its shards marked: nothing there can be upgraded, and no later open pages through it again', async () => {
+    const dir = fixtureCopy()
+    const store = t.open(undefined, 'format-1')
+    expect((await store.readFile('multi')).equals(MULTI)).to.equal(true)
+    expect(await collect(store.list())).to.have.length(4)
+    await store.close()
+    for (const shard of fs.readdirSync(dir).filter((d) => /^\d{3}\.s$/.test(d))) {
+      const db = await LevelDb.open(path.join(dir, shard))
+      expect(await db.get('!h'), shard).to.not.equal(undefined)
+      await db.close()
+    }
+  })
+
   it('a read of a format 2 file whose chunk moves into its head meanwhile reads it whole', async () => {
     const store = t.open({ chunkSize: 1024, shardCount: 1 })
     const data = bytes(700, 's')

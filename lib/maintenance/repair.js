@@ -58,7 +58,9 @@ async function repair (ctx, index) {
 // removes the others, pending writes, damage notes, and chunks and head records of no
 // kept version, and rewrites the accounting. A file whose head record (format 3) or
 // metadata record alone was lost or damaged is kept, the record made again from the
-// other, when the version it names is whole (`remade`). `shard` is a Shard over the
+// other, when the version it names is whole (`remade`). The shard's mark that every file
+// has a head (records.HEADS) goes with the other system records: its next open checks
+// again. `shard` is a Shard over the
 // repaired database. Idempotent: a repair cut short by a crash is finished by running
 // it again.
 async function rebuild (shard, chunkSize) {

@@ -25,6 +25,9 @@ const metaKey = (key) => META + key
 const pendingKey = (version) => PENDING + version
 const damageKey = (time, n = 0) => `${DAMAGE}${new Date(time).toISOString()}.${n}`
 const deadKey = (key, version) => `${DEAD}${key} ${version}`
+// The note of a version's chunk moved into its head (Shard#upgradeHeads): its own id, so
+// that a removal of the version, which notes it under deadKey, is never forgotten with it.
+const movedKey = (key, version) => `${DEAD}${key} ${version} moved`
 const prefixRange = (prefix) => ({ gt: prefix, lt: prefix + '\xff' })
 const metaRange = () => prefixRange(META)
 const pendingRange = () => prefixRange(PENDING)
@@ -126,6 +129,7 @@ module.exports = {
   pendingKey,
   damageKey,
   deadKey,
+  movedKey,
   metaRange,
   pendingRange,
   damageRange,

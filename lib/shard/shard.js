@@ -22,10 +22,12 @@ const RECLAIM_SHARE = 0.25
 // many replacements in a row it gives up rather than spin.
 const MAX_ATTEMPTS = 100
 const NO_BYTES = Buffer.alloc(0)
-// Files given a head record per batch by upgradeHeads(): at most 2 MiB of data moved,
-// written without waiting for room in the memory budget (room() may wait for this
-// shard's own close, which waits for the upgrade).
+// Files given a head record per batch by upgradeHeads(), and the data a batch moves
+// into heads, at most (one file more may pass it): the batch does not wait for room in
+// the memory budget (room() may wait for this shard's own close, which waits for the
+// upgrade).
 const UPGRADE_PAGE = 16
+const UPGRADE_BYTES = 2 * 1024 * 1024
 
 // One S-bucket: a LevelDB holding chunks, metadata and its own exact accounting.
 // Accounting (`used`, `files`) changes only inside the same atomic batch that commits
@@ -377,47 +379,56 @@ class Shard {
 
   // Gives every file of format 2 a head record, in the background of an open shard: a
   // file of one chunk moves its data into its head (the chunk's space is reclaimed as a
-  // removed version's), a larger one gets a head without data; then the shard is marked
-  // (records.HEADS). Each page of files is one batch in the exclusive section, so no
-  // commit or unlink of those files comes between; readers see the file whole before
-  // and after (a reader that misses the moved chunk finds the head: missingChunk).
-  // Stops when the shard closes (which waits for it) or a write fails, to go on at its
-  // next open. A file of
-  // format 1 (no chunk digests), or one whose records are damaged, is left as it is, and
-  // the shard unmarked: reads of it go on through its metadata.
-  upgradeHeads () {
-    if (!this.#upgrading && !this.allHeads && !this.db.readOnly) this.#upgrading = this.#upgrade()
+  // removed version's, under a note of its own: records.movedKey), a larger one gets a
+  // head without data; then the shard is marked (records.HEADS) and later opens have
+  // nothing to do. Each page of files (UPGRADE_PAGE files, UPGRADE_BYTES of data moved at
+  // most) is one batch in the exclusive section, synced in a synced shard, so no commit
+  // or unlink of those files comes between; readers see the file whole before and after
+  // (a reader that misses the moved chunk finds the head: missingChunk). `room(bytes)`
+  // resolves to whether the disk has room for a page's bytes besides the reserve (which
+  // the upgrade never spends). Stops when the shard closes (which waits for it), the
+  // disk has no room, or a write fails, to go on at its next open. A file of format 1
+  // (no chunk digests), or one whose records are damaged, is left as it is: reads of it
+  // go on through its metadata.
+  upgradeHeads ({ room = async () => true } = {}) {
+    if (!this.#upgrading && !this.allHeads && !this.db.readOnly) this.#upgrading = this.#upgrade(room)
     return this.#upgrading
   }
 
   #upgrading // upgradeHeads() under way, or done: it never rejects
 
-  async #upgrade () {
+  async #upgrade (room) {
     let after
-    let left = false // a file given no head
     let ended = false // every file seen
     try {
       for (let more = true; more;) {
+        if (!(await room(UPGRADE_BYTES + this.chunkKeys.chunkSize))) return
         more = await this.exclusive(async () => {
           if (this.status !== 'open') return false
           const page = await this.metaPage(after, UPGRADE_PAGE)
           const ops = []
           const moved = []
+          let bytes = 0
+          let seen = 0
           for (const meta of page) {
+            if (bytes >= UPGRADE_BYTES) break
+            seen++
+            after = meta.key
             const upgrade = meta.error || meta.format !== undefined ? undefined : await this.#headFor(meta)
-            if (upgrade) ops.push(...upgrade)
-            if (upgrade && meta.chunks === 1) moved.push(meta)
-            if (meta.error || (meta.format === undefined && !upgrade)) left = true
+            if (!upgrade) continue
+            ops.push(...upgrade)
+            if (meta.chunks === 1) {
+              moved.push(meta)
+              bytes += meta.size
+            }
           }
-          if (ops.length) await this.#write(ops, false)
+          if (ops.length) await this.#write(ops, this.sync)
           for (const meta of moved) this.#died(meta)
-          if (page.length) after = page[page.length - 1].key
-          ended = page.length < UPGRADE_PAGE
+          ended = seen === page.length && page.length < UPGRADE_PAGE
           return !ended
         })
       }
-      if (left || !ended) return
-      await this.db.put(records.HEADS, '3')
+      await this.db.put(records.HEADS, '3', { sync: this.sync })
       this.allHeads = true
     } catch {
       // Left for the next open.
@@ -425,16 +436,16 @@ class Shard {
   }
 
   // The batch that gives `meta`'s version (format 2) a head, or undefined where it
-  // cannot: a file of format 1, or one whose chunk is missing or damaged.
+  // cannot: a file of format 1, or one whose chunks disagree with its size, or whose
+  // chunk is missing or damaged.
   async #headFor (meta) {
-    if (!meta.chunkDigest || meta.chunks > 1 || meta.chunks !== Math.ceil(meta.size / this.chunkKeys.chunkSize)) {
-      return meta.chunkDigest && meta.chunks > 1 ? this.#upgraded(meta, false) : undefined
-    }
+    if (!meta.chunkDigest || meta.chunks !== Math.ceil(meta.size / this.chunkKeys.chunkSize)) return undefined
+    if (meta.chunks > 1) return this.#upgraded(meta, false)
     if (meta.chunks === 0) return this.#upgraded(meta, true, NO_BYTES)
     const chunkKey = this.chunkKeys.key(meta.key, meta.version, 0)
     const record = await this.db.get(chunkKey)
     if (!record || record.length !== chunkRecord.recordLength(meta.size) || !chunkRecord.intact(chunkKey, record)) return undefined
-    return [...this.#upgraded(meta, true, chunkRecord.payload(record)), { type: 'del', key: chunkKey }, { type: 'put', key: records.deadKey(meta.key, meta.version), value: String(meta.size) }]
+    return [...this.#upgraded(meta, true, chunkRecord.payload(record)), { type: 'del', key: chunkKey }, { type: 'put', key: records.movedKey(meta.key, meta.version), value: String(meta.size) }]
   }
 
   #upgraded (meta, inline, data) {

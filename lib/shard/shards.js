@@ -269,7 +269,8 @@ class Shards {
         })
       }
       await (marked || room(() => this.usage.opened(index, { used: shard.used, files: shard.files, diskBytes: 0 })))
-      if (!this.readOnly) shard.upgradeHeads() // in the background; it never rejects
+      // In the background; it never rejects, and never spends the disk reserve.
+      if (!this.readOnly) shard.upgradeHeads({ room: async (bytes) => !this.reserve.low && (await this.reserve.hasRoom(bytes + 2 * WRITE_BUFFER)) })
     } catch (err) {
       await shard.close().catch(() => {})
       throw err
