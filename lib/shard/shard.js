@@ -236,8 +236,14 @@ class Shard {
     return this.exclusive(async () => {
       await this.room()
       const old = await this.getMeta(key)
-      // A head left without its metadata (damage) is the file a read finds: removed.
-      if (!old && (await this.db.get(key)) !== undefined) return this.#write([{ type: 'del', key }], this.sync || sync)
+      // A head left without its metadata (damage) is the file a read finds: removed, its
+      // space noted for reclaiming as a removed version's.
+      const head = old ? undefined : await this.db.get(key)
+      if (head !== undefined) {
+        const gone = { size: head.length }
+        await this.#write([{ type: 'del', key }, { type: 'put', key: records.deadKey(key, head.toString('hex', 8, 16)), value: String(gone.size) }], this.sync || sync)
+        return this.#died(gone)
+      }
       if (!old) throw errors.notFound(key)
       const ops = [{ type: 'del', key: records.metaKey(key) }]
       if (old.format !== undefined) ops.push({ type: 'del', key })
