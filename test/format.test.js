@@ -218,6 +218,21 @@ describe('on-disk format', () => {
       await shard.close()
     })
 
+    it('a shard closed before its upgrade went through its files is not marked, and its next open goes on', async () => {
+      const { open } = await formatTwoShard(Array(20).fill(100))
+      let shard = await open()
+      const upgrading = shard.upgradeHeads()
+      await shard.close() // before the upgrade's first batch
+      await upgrading
+      shard = await open()
+      expect(shard.allHeads, 'marked').to.equal(false)
+      expect((await shard.getMeta(coerceKey('f19').key)).format).to.equal(undefined)
+      await shard.upgradeHeads()
+      expect(shard.allHeads).to.equal(true)
+      expect((await shard.getMeta(coerceKey('f19').key)).format).to.equal(3)
+      await shard.close()
+    })
+
     it('a version\'s moved chunk is noted apart: a removal of that version during a reclaim plan keeps its own note', async () => {
       const { open } = await formatTwoShard([3000])
       const shard = await open()

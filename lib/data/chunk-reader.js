@@ -4,6 +4,7 @@ const { contentHash } = require('../api/keys')
 const { readAheadShape, MAX_EACH } = require('./read-ahead')
 const { headerOf, payload, intact } = require('../shard/chunk-record')
 const { OFFLOAD_DIGEST_BYTES } = require('./digester')
+const { decodeHead } = require('../shard/head-record')
 const errors = require('../api/errors')
 const { UNCHECKED } = require('../api/args') // perf/ only: skips the chunk digests
 
@@ -182,27 +183,50 @@ class ChunkReader {
 // its chunks were read.
 const REPLACED = Symbol('replaced')
 
-// fn({ meta, data }) on the current version of `key` in `shard` (Shard#readVersion),
+// The committed version of `key` in `shard` as a reader needs it: { meta, data }, data
+// the file's bytes when its head record holds them (head-record.js: one get, checked
+// unless `unchecked`), or undefined if there is no such file. A file of format 2 (or 1)
+// has no head: its metadata record is read instead. `get`: how to read a record (the
+// store's ReadAhead, which bounds the gets in flight).
+async function readVersion (shard, key, { get = (k) => shard.db.get(k), unchecked = false } = {}) {
+  let seen // the version the metadata named when the head was last found missing
+  for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
+    const head = await get(key)
+    if (head !== undefined) return decodeHead(key, head, { unchecked })
+    const meta = await shard.getMeta(key)
+    if (!meta) return undefined
+    if (meta.format === undefined) return { meta }
+    // A version with a head, whose head was not there: written, replaced or removed
+    // between the two gets; but missing twice with the same version between, it is lost.
+    if (seen === meta.version) throw errors.integrity(key, 'its head record is missing', { chunk: 0 })
+    seen = meta.version
+  }
+  throw replacing(shard, key)
+}
+
+const replacing = (shard, key) => errors.shardBusy(shard.index, `kept replacing ${key} while it was being read`)
+
+// fn({ meta, data }) on the current version of `key` in `shard` (readVersion),
 // and again on the version current then while it returns REPLACED, at most
 // MAX_ATTEMPTS times. The first version tried: read from the database if `fresh`, else
 // `meta` when given (read before, maybe replaced since), else from metaHints. `get`
 // and `unchecked`: readVersion's.
 async function onVersion (shard, key, { meta, fresh = false, get, unchecked }, fn) {
-  const read = () => shard.readVersion(key, { get, unchecked })
+  const read = () => readVersion(shard, key, { get, unchecked })
   for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
     const current = attempt > 0 || fresh ? await read() : meta ? { meta } : await hinted(shard, key, read)
     if (!current) throw errors.notFound(key)
     const result = await fn(current)
     if (result !== REPLACED) return result
   }
-  throw errors.shardBusy(shard.index, `kept replacing ${key} while it was being read`)
+  throw replacing(shard, key)
 }
 
 // Chunk `index` of meta's version was not found: REPLACED if a commit replaced that
 // version since (or its data moved into its head), EINTEGRITY if it is still the
 // current one.
 async function missingChunk (shard, meta, index) {
-  const now = await shard.readVersion(meta.key)
+  const now = await readVersion(shard, meta.key)
   // The same version with its data now in its head: its chunk moved there (upgradeHeads).
   if (now && now.meta.version === meta.version && !now.data) throw errors.integrity(meta.key, `chunk ${index} is missing`, { chunk: index })
   return REPLACED
@@ -222,7 +246,7 @@ function chunkData (meta, chunkSize, index, key, value, intactAlready) {
   return payload(value)
 }
 
-// read() (Shard#readVersion), or its metadata from metaHints while the database had no
+// read() (readVersion), or its metadata from metaHints while the database had no
 // write since it was read. A version whose head holds its data is not hinted: the hint
 // would keep the data, and saves no get.
 async function hinted (shard, key, read) {
@@ -248,4 +272,4 @@ function checkDigest (meta, found) {
   if (found !== meta.sha256) throw errors.integrity(meta.key, 'its content does not match its SHA-256', { expected: meta.sha256, found })
 }
 
-module.exports = { ChunkReader, checkDigest, damagedChunk, UNCHECKED }
+module.exports = { ChunkReader, checkDigest, damagedChunk, UNCHECKED, readVersion }

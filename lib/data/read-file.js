@@ -56,7 +56,7 @@ async function readChecked (reader, digester, check) {
   }
   let offset = 0
   for (let index = 0, piece = await reader.read(); piece; index++, piece = await reader.read()) {
-    // The data of a head was checked with it (Shard#readVersion).
+    // The data of a head was checked with it (chunk-reader.js readVersion).
     if (meta.inline) {
       offset += piece.copy(out, offset)
       continue

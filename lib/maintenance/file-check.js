@@ -1,6 +1,7 @@
 'use strict'
 
-const { ChunkReader } = require('../data/chunk-reader')
+const { ChunkReader, readVersion } = require('../data/chunk-reader')
+const scans = require('../shard/scans')
 const records = require('../shard/records')
 
 // A damaged file, as opposed to a failure of the check itself.
@@ -32,7 +33,7 @@ async function disagreement (shard, head) {
   const meta = await shard.getMeta(head.key)
   if (!meta) return undefined
   if (meta.version !== head.version) {
-    const now = await shard.readVersion(head.key)
+    const now = await readVersion(shard, head.key)
     const again = await shard.getMeta(head.key)
     return now && again && now.meta.version === head.version && again.version === meta.version
       ? `its head record is of version ${head.version}, its metadata record of ${meta.version}`
@@ -41,6 +42,21 @@ async function disagreement (shard, head) {
   const fields = ['size', 'chunks', 'sha256', 'mtime'].filter((field) => meta[field] !== head[field])
   if (Boolean(meta.inline) !== Boolean(head.inline)) fields.push('inline')
   return fields.length ? `its head record and its metadata record disagree on ${fields.join(', ')}` : undefined
+}
+
+// The keys of head records left without a metadata record (damage: a read finds the
+// file, nothing else does). A candidate of the scans (two snapshots) is one only if its
+// head is the same version before and after its metadata was found missing: head and
+// metadata change together, in one batch.
+async function headsWithoutMeta (shard) {
+  const left = []
+  for await (const key of scans.headsWithoutMeta(shard.db)) {
+    const before = await shard.db.get(key)
+    if (before === undefined || (await shard.getMeta(key))) continue
+    const after = await shard.db.get(key)
+    if (after !== undefined && after.toString('hex', 8, 16) === before.toString('hex', 8, 16)) left.push(key)
+  }
+  return left
 }
 
 function parseAccount (value) {
@@ -77,4 +93,4 @@ async function checkAccounting (shard) {
   return undefined
 }
 
-module.exports = { checkFile, checkAccounting }
+module.exports = { checkFile, checkAccounting, headsWithoutMeta }

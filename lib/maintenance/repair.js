@@ -7,8 +7,8 @@ const { createShard } = require('../shard/create')
 const { shardName } = require('../base/shard-names')
 const records = require('../shard/records')
 const { encodeHead, decodeHead } = require('../shard/head-record')
-const { recordLength, payload, intact } = require('../shard/chunk-record')
-const { contentHash } = require('../api/keys')
+const { payload, holds } = require('../shard/chunk-record')
+const { contentHash, sha256Of } = require('../api/keys')
 const { checkFile } = require('./file-check')
 const args = require('../api/args')
 const errors = require('../api/errors')
@@ -148,7 +148,7 @@ async function wholeByChunks (shard, meta, chunkSize) {
     const key = shard.chunkKeys.key(meta.key, meta.version, i)
     const value = await shard.db.get(key)
     const length = i === meta.chunks - 1 ? meta.size - i * chunkSize : chunkSize
-    if (!value || value.length !== recordLength(length) || !intact(key, value)) return false
+    if (!holds(key, value, length)) return false
     hash.update(payload(value))
   }
   return hash.digest('hex') === meta.sha256
@@ -164,7 +164,7 @@ async function fromHead (shard, key, chunkSize) {
     return undefined
   }
   const { meta, data } = version
-  if (data ? contentHash().update(data).digest('hex') !== meta.sha256 : !(await wholeByChunks(shard, meta, chunkSize))) return undefined
+  if (data ? sha256Of(data) !== meta.sha256 : !(await wholeByChunks(shard, meta, chunkSize))) return undefined
   return meta
 }
 

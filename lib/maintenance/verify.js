@@ -1,7 +1,7 @@
 'use strict'
 
 const { mapLimit } = require('async')
-const { checkFile, checkAccounting } = require('./file-check')
+const { checkFile, checkAccounting, headsWithoutMeta } = require('./file-check')
 const args = require('../api/args')
 
 // `ctx` is { shards, chunkSize, shardCount } of an open store; every shard visit is a
@@ -55,7 +55,7 @@ async function verify (ctx, { shard, onProgress }) {
         })
         if (stopped) throw stopped.err
       }
-      for (const key of await shards.inShard(index, (s) => s.headsWithoutMeta(), MAY_SPEND_RESERVE)) {
+      for (const key of await shards.inShard(index, headsWithoutMeta, MAY_SPEND_RESERVE)) {
         problem(index, key, 'file', `its head record has no metadata record: a read finds the file, a listing, stat and the accounting do not. kfs repair ${index} makes its metadata again from it, or unlink removes it`)
       }
       const accounting = await shards.inShard(index, checkAccounting, MAY_SPEND_RESERVE)

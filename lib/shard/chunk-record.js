@@ -54,4 +54,8 @@ function intact (chunkKey, record) {
   return stored === digest(chunkKey, record)
 }
 
-module.exports = { CHUNK_DIGEST, HEADER, recordLength, headerOf, newRecord, copyIn, payload, recordOf, seal, intact }
+// Whether `record`, read from `chunkKey`, is there, holds `length` bytes of data, and
+// is what seal() made of them.
+const holds = (chunkKey, record, length) => record !== undefined && record.length === HEADER + length && intact(chunkKey, record)
+
+module.exports = { CHUNK_DIGEST, HEADER, recordLength, headerOf, newRecord, copyIn, payload, recordOf, seal, intact, holds }

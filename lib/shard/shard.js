@@ -5,7 +5,8 @@ const { openFailure } = require('../leveldb/classify')
 const { shardName } = require('../base/shard-names')
 const records = require('./records')
 const chunkRecord = require('./chunk-record')
-const { encodeHead, decodeHead, HEAD_FORMAT } = require('./head-record')
+const { encodeHead } = require('./head-record')
+const { upgradeHeads } = require('./head-upgrade')
 const scans = require('./scans')
 const { Reservation } = require('./reservation')
 const { Fingerprints } = require('./fingerprints')
@@ -18,16 +19,7 @@ const { Lifecycle } = require('../api/lifecycle')
 // up to 3 bytes per byte given back, and a range with fewer dead bytes waits for more
 // removals (or compact()).
 const RECLAIM_SHARE = 0.25
-// A reader retries when a commit replaced the version it was about to read; past this
-// many replacements in a row it gives up rather than spin.
-const MAX_ATTEMPTS = 100
 const NO_BYTES = Buffer.alloc(0)
-// Files given a head record per batch by upgradeHeads(), and the data a batch moves
-// into heads, at most (one file more may pass it): the batch does not wait for room in
-// the memory budget (room() may wait for this shard's own close, which waits for the
-// upgrade).
-const UPGRADE_PAGE = 16
-const UPGRADE_BYTES = 2 * 1024 * 1024
 
 // One S-bucket: a LevelDB holding chunks, metadata and its own exact accounting.
 // Accounting (`used`, `files`) changes only inside the same atomic batch that commits
@@ -124,28 +116,6 @@ class Shard {
   async getMeta (key) {
     const raw = await this.db.get(records.metaKey(key))
     return raw === undefined ? undefined : records.decodeMeta(raw, this.index, key)
-  }
-
-  // The committed version of `key` as a reader needs it: { meta, data }, data the file's
-  // bytes when its head record holds them (head-record.js: one get, checked unless
-  // `unchecked`), or undefined if there is no such file. A file of format 2 (or 1) has
-  // no head: its metadata record is read instead. `get`: how to read a record (the
-  // store's ReadAhead, which bounds the gets in flight).
-  async readVersion (key, { get = (k) => this.db.get(k), unchecked = false } = {}) {
-    let seen // the version the metadata named when the head was last found missing
-    for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
-      const head = await get(key)
-      if (head !== undefined) return decodeHead(key, head, { unchecked })
-      const meta = await this.getMeta(key)
-      if (!meta) return undefined
-      if (meta.format === undefined) return { meta }
-      // A version with a head, whose head was not there: written, replaced or removed
-      // between the two gets; but missing twice with the same version between, it is
-      // lost.
-      if (seen === meta.version) throw errors.integrity(key, 'its head record is missing', { chunk: 0 })
-      seen = meta.version
-    }
-    throw errors.shardBusy(this.index, `kept replacing ${key} while it was being read`)
   }
 
   // The metadata of the version a commit replaces, without reading it when the key's
@@ -383,99 +353,17 @@ class Shard {
     })
   }
 
-  // Gives every file of format 2 a head record, in the background of an open shard: a
-  // file of one chunk moves its data into its head (the chunk's space is reclaimed as a
-  // removed version's, under a note of its own: records.movedKey), a larger one gets a
-  // head without data; then the shard is marked (records.HEADS) and later opens have
-  // nothing to do. Each page of files (UPGRADE_PAGE files, UPGRADE_BYTES of data moved at
-  // most) is one batch in the exclusive section, synced in a synced shard, so no commit
-  // or unlink of those files comes between; readers see the file whole before and after
-  // (a reader that misses the moved chunk finds the head: missingChunk). `room(bytes)`
-  // resolves to whether the disk has room for a page's bytes besides the reserve (which
-  // the upgrade never spends). Stops when the shard closes (which waits for it), the
-  // disk has no room, or a write fails, to go on at its next open. A file of format 1
-  // (no chunk digests), or one whose records are damaged, is left as it is: reads of it
-  // go on through its metadata.
+  // Gives every file of format 2 a head record, in the background of an open shard
+  // (head-upgrade.js). `room(bytes)`: whether the disk has room for a batch's bytes
+  // besides the disk reserve. Never rejects; the shard's close waits for it.
   upgradeHeads ({ room = async () => true } = {}) {
-    if (!this.#upgrading && !this.allHeads && !this.db.readOnly) this.#upgrading = this.#upgrade(room)
+    if (!this.#upgrading && !this.allHeads && !this.db.readOnly) {
+      this.#upgrading = upgradeHeads(this, { room, write: (ops) => this.#write(ops, this.sync), died: (meta) => this.#died(meta) })
+    }
     return this.#upgrading
   }
 
-  #upgrading // upgradeHeads() under way, or done: it never rejects
-
-  async #upgrade (room) {
-    let after
-    let ended = false // every file seen
-    try {
-      for (let more = true; more;) {
-        if (!(await room(UPGRADE_BYTES + this.chunkKeys.chunkSize))) return
-        more = await this.exclusive(async () => {
-          if (this.status !== 'open') return false
-          const page = await this.metaPage(after, UPGRADE_PAGE)
-          const ops = []
-          const moved = []
-          let bytes = 0
-          let seen = 0
-          for (const meta of page) {
-            if (bytes >= UPGRADE_BYTES) break
-            seen++
-            after = meta.key
-            const upgrade = meta.error || meta.format !== undefined ? undefined : await this.#headFor(meta)
-            if (!upgrade) continue
-            ops.push(...upgrade)
-            if (meta.chunks === 1) {
-              moved.push(meta)
-              bytes += meta.size
-            }
-          }
-          if (ops.length) await this.#write(ops, this.sync)
-          for (const meta of moved) this.#died(meta)
-          ended = seen === page.length && page.length < UPGRADE_PAGE
-          return !ended
-        })
-      }
-      await this.db.put(records.HEADS, '3', { sync: this.sync })
-      this.allHeads = true
-    } catch {
-      // Left for the next open.
-    }
-  }
-
-  // The batch that gives `meta`'s version (format 2) a head, or undefined where it
-  // cannot: a file of format 1, or one whose chunks disagree with its size, or whose
-  // chunk is missing or damaged.
-  async #headFor (meta) {
-    if (!meta.chunkDigest || meta.chunks !== Math.ceil(meta.size / this.chunkKeys.chunkSize)) return undefined
-    if (meta.chunks > 1) return this.#upgraded(meta, false)
-    if (meta.chunks === 0) return this.#upgraded(meta, true, NO_BYTES)
-    const chunkKey = this.chunkKeys.key(meta.key, meta.version, 0)
-    const record = await this.db.get(chunkKey)
-    if (!record || record.length !== chunkRecord.recordLength(meta.size) || !chunkRecord.intact(chunkKey, record)) return undefined
-    return [...this.#upgraded(meta, true, chunkRecord.payload(record)), { type: 'del', key: chunkKey }, { type: 'put', key: records.movedKey(meta.key, meta.version), value: String(meta.size) }]
-  }
-
-  #upgraded (meta, inline, data) {
-    const now = { ...meta, format: HEAD_FORMAT, inline }
-    return [
-      { type: 'put', key: meta.key, value: encodeHead(meta.key, now, data) },
-      { type: 'put', key: records.metaKey(meta.key), value: records.encodeMeta(now) }
-    ]
-  }
-
-  // The keys of head records left without a metadata record (damage: a read finds the
-  // file, nothing else does). A candidate of the scans is one only if its head is the
-  // same version before and after its metadata was found missing: head and metadata
-  // change together, in one batch.
-  async headsWithoutMeta () {
-    const left = []
-    for await (const key of scans.headsWithoutMeta(this.db)) {
-      const before = await this.db.get(key)
-      if (before === undefined || (await this.getMeta(key))) continue
-      const after = await this.db.get(key)
-      if (after !== undefined && after.toString('hex', 8, 16) === before.toString('hex', 8, 16)) left.push(key)
-    }
-    return left
-  }
+  #upgrading // upgradeHeads() under way, or done
 
   // Up to `limit` metadata records with keys after `after` (scans.js).
   metaPage (after, limit) {
