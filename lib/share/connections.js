@@ -1,5 +1,15 @@
 'use strict'
 
+// A request's headers must all have come this long after its connection opened (a
+// later request on a connection kept alive: after its first byte), or it is answered
+// 408 and its connection closed. Checked every CHECK_MS.
+const HEADERS_MS = 10000
+const CHECK_MS = 1000
+// A connection kept alive after an answer is closed once idle this long.
+const KEEP_ALIVE_MS = 5000
+// Connections the kernel queues until they are accepted; Linux takes at most
+// net.core.somaxconn (4096 since Linux 5.4).
+const BACKLOG = 4096
 // A connection that holds nothing (no request under way) is cut for another, while
 // there are too many, only once it has had this long to send its request.
 const SETTLE_MS = 100
@@ -12,9 +22,14 @@ const CLOSE_STALL_MS = 5000
 // How often a closing holder looks at its connections.
 const CLOSE_POLL_MS = 50
 
-// The connections of a holder (server.js). At most `max` are served at once (their
-// request taken: serve()); as many again may hold nothing, and past that those that
-// held nothing the longest are cut. Until the holder closes, another process's
+// The connections of a holder (server.js). Each holds a descriptor, which the store's
+// own shards must not run out of, so at most `max` are served at once (their request
+// taken: serve(); the holder refuses one more, and closes its connection); a
+// connection holds nothing while it has no request under way, or one whose JSON body
+// is still coming, and while there are more than `max`, those that held nothing the
+// longest are cut (they lose nothing), once they had SETTLE_MS to send a request; the
+// server accepts no more than `accepted` (2 max): past that, a new connection is
+// closed as soon as it is accepted. Until the holder closes, another process's
 // connection never keeps this process alive; from then on, each does, so that a
 // process that closes its store does not exit under them, and the close waits for them
 // (drained()).
@@ -34,6 +49,10 @@ class Connections {
 
   get max () {
     return this.#max
+  }
+
+  get accepted () {
+    return 2 * this.#max
   }
 
   add (socket) {
@@ -127,6 +146,12 @@ class Connections {
   }
 }
 
+// The holder's http.Server options. No bound on a whole request: a write or a verify
+// takes what time it takes (the holder's idle cuts bound a client that stalls).
+function httpOptions (headersMs = HEADERS_MS) {
+  return { requestTimeout: 0, headersTimeout: headersMs, connectionsCheckingInterval: Math.min(CHECK_MS, headersMs), keepAliveTimeout: KEEP_ALIVE_MS }
+}
+
 const poll = () => new Promise((resolve) => setTimeout(resolve, CLOSE_POLL_MS))
 
 // Whether a request waits on its client: the client takes nothing more of the answer,
@@ -136,4 +161,4 @@ function waitsOnClient (res) {
   return res.writableNeedDrain || (!req.complete && req.readableLength === 0)
 }
 
-module.exports = { Connections }
+module.exports = { Connections, httpOptions, HEADERS_MS, BACKLOG }

@@ -5,31 +5,19 @@ const path = require('node:path')
 const crypto = require('node:crypto')
 const http = require('node:http')
 const { pipeline } = require('node:stream/promises')
-const { SOCKET, VERSION, ERROR_TRAILER, NOT_DONE_HEADER, CALLS, MAX_SOCKET_PATH, socketPath, encodeError, statusOf } = require('./protocol')
+const { SOCKET, VERSION, ERROR_TRAILER, NOT_DONE_HEADER, CALLS, MAX_SOCKET_PATH, socketPath, encodeError } = require('./protocol')
 const errors = require('../api/errors')
-const { SYNC, SERVED } = require('../api/args')
+const { SERVED } = require('../api/args')
 const { FORMAT_FILE } = require('../dir/format')
 const { defaultConnections } = require('../dir/descriptors')
 const { READING } = require('../data/streams')
-const { Connections } = require('./connections')
-// A JSON request body larger than this is refused.
-const MAX_JSON = 1024 * 1024
+const { Connections, httpOptions, HEADERS_MS, BACKLOG } = require('./connections')
+const { synced, decoded, parseRange, jsonBody, shaped } = require('./requests')
+const { answer, fail, lines, drained } = require('./answers')
 // A client that takes no more of an answer, or sends nothing more of a request's body,
 // for this long is cut off: what its request holds (a read, a shard lease, write
 // budget) is given back.
 const IDLE_MS = 60000
-// JSON lines are sent in writes of about this many bytes.
-const LINES_BYTES = 16384
-// A request's headers must all have come this long after its connection opened (a
-// later request on a connection kept alive: after its first byte), or it is answered
-// 408 and its connection closed. Checked every CHECK_MS.
-const HEADERS_MS = 10000
-const CHECK_MS = 1000
-// A connection kept alive after an answer is closed once idle this long.
-const KEEP_ALIVE_MS = 5000
-// Connections the kernel queues until they are accepted; Linux takes at most
-// net.core.somaxconn (4096 since Linux 5.4).
-const BACKLOG = 4096
 // The routes whose request body is JSON: until it is in, their request holds nothing.
 const JSON_ROUTES = new Set(['verify', 'call'])
 
@@ -37,18 +25,9 @@ const JSON_ROUTES = new Set(['verify', 'call'])
 // socket in the store's directory. Its lock makes it the only holder, so a socket found
 // there at start is left by one that died, and is replaced. The socket may be reached
 // by whoever may write the store's files: its owner, and its group where format.json is
-// group-writable.
-//
-// Each connection holds a descriptor, which the store's own shards must not run out
-// of. `maxConnections` (by default a share of the descriptor limit:
-// descriptors.defaultConnections) bounds them three ways:
-// - at most that many requests are served at once: one more is answered 503 EBUSY
-//   with kfs-not-done (#refusal: its client may try again), and its connection closed;
-// - a connection holds nothing while it has no request under way, or one whose JSON
-//   body is still coming; while there are more than maxConnections connections, those
-//   that have held nothing the longest are cut (they lose nothing), once they have had
-//   a moment to send a request (connections.js);
-// - past twice maxConnections, a new connection is closed as soon as it is accepted.
+// group-writable. Its connections are bounded by `maxConnections` (by default a share
+// of the descriptor limit: descriptors.defaultConnections), as connections.js says; a
+// request past them is refused (#refusal).
 class Holder {
   #store
   #file
@@ -76,15 +55,8 @@ class Holder {
     const bound = path.join(staging, SOCKET)
     if (Buffer.byteLength(this.#file) > MAX_SOCKET_PATH) return false
     let dir // the staging directory, open: bound through /proc where its path is too long
-    // No bound on a whole request: a write or a verify takes what time it takes (the
-    // idle cuts bound a client that stalls).
-    const server = http.createServer({
-      requestTimeout: 0,
-      headersTimeout: this.#headersMs,
-      connectionsCheckingInterval: Math.min(CHECK_MS, this.#headersMs),
-      keepAliveTimeout: KEEP_ALIVE_MS
-    }, (req, res) => this.#request(req, res))
-    server.maxConnections = 2 * this.#connections.max
+    const server = http.createServer(httpOptions(this.#headersMs), (req, res) => this.#request(req, res))
+    server.maxConnections = this.#connections.accepted
     server.on('checkContinue', (req, res) => this.#request(req, res))
     server.on('connection', (socket) => this.#connections.add(socket))
     try {
@@ -289,117 +261,6 @@ class Holder {
     await pipeline(req, stream)
     answer(res, { key: stream.key, size: stream.size, sha256: stream.sha256 })
   }
-}
-
-// The internal options of a write, if any: ?sync=1 asks that it be synced.
-function synced (query) {
-  return query.get('sync') === '1' ? { [SYNC]: true } : undefined
-}
-
-// A key as sent, URI-encoded.
-function decoded (text) {
-  try {
-    return decodeURIComponent(text)
-  } catch {
-    throw errors.invalidValue('key', `is not URI-encoded: ${JSON.stringify(text.slice(0, 100))}`)
-  }
-}
-
-function parseRange (header) {
-  if (!header) return undefined
-  const m = /^bytes=(\d+)-(\d*)$/.exec(header)
-  if (!m) throw errors.invalidValue('Range', `must be bytes=start-[end], got ${JSON.stringify(header)}`)
-  return m[2] === '' ? { start: Number(m[1]) } : { start: Number(m[1]), end: Number(m[2]) }
-}
-
-// A JSON body, or undefined if empty.
-async function jsonBody (req) {
-  const parts = []
-  let size = 0
-  for await (const part of req) {
-    size += part.length
-    if (size > MAX_JSON) throw errors.invalidValue('body', `is larger than ${MAX_JSON} bytes`)
-    parts.push(part)
-  }
-  const text = Buffer.concat(parts).toString('utf8')
-  if (!text) return undefined
-  try {
-    return JSON.parse(text)
-  } catch {
-    throw errors.invalidValue('body', 'is not JSON')
-  }
-}
-
-// `body` if it is `what` (an object, or an array of arguments), `empty` if undefined;
-// anything else is EINVAL.
-function shaped (body, what, empty) {
-  if (body === undefined) return empty
-  if (Array.isArray(body) !== Array.isArray(empty) || body === null || typeof body !== 'object') {
-    throw errors.invalidValue('body', `must be ${what} in JSON, got ${JSON.stringify(body).slice(0, 100)}`)
-  }
-  return body
-}
-
-function answer (res, result) {
-  const body = JSON.stringify({ result: result === undefined ? null : result })
-  res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) })
-  res.end(body)
-}
-
-function fail (res, err) {
-  if (res.headersSent) return res.destroy()
-  const body = JSON.stringify({ error: encodeError(err) })
-  const headers = { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) }
-  if (err[NOT_DONE_HEADER]) headers[NOT_DONE_HEADER] = '1'
-  res.writeHead(statusOf(err), headers)
-  res.end(body)
-}
-
-// A body of JSON lines: produce(line, write) gets an async line(), whose lines go out
-// LINES_BYTES at a time (a write per line would cost a listing of many files a system
-// call each) and which waits while the client is behind (drained), and a write() that
-// sends at once and does not wait. A failure ends the body with the error trailer.
-async function lines (res, idleMs, produce) {
-  res.writeHead(200, { 'content-type': 'application/x-ndjson', trailer: ERROR_TRAILER })
-  let pending = ''
-  const add = (value) => { pending += JSON.stringify(value) + '\n' }
-  const flush = () => {
-    const text = pending
-    pending = ''
-    return text ? res.write(text) : true
-  }
-  try {
-    await produce(async (value) => {
-      if (res.destroyed) throw errors.closed()
-      add(value)
-      if (pending.length >= LINES_BYTES && !flush()) await drained(res, idleMs)
-    }, (value) => {
-      add(value)
-      return flush()
-    })
-    flush()
-  } catch (err) {
-    flush()
-    res.addTrailers({ [ERROR_TRAILER]: JSON.stringify(encodeError(err)) })
-  }
-  res.end()
-}
-
-// Until the response can take more, or is closed: the client went away, or took
-// nothing for idleMs (if given) and was cut off.
-function drained (res, idleMs) {
-  if (res.destroyed) return Promise.resolve()
-  return new Promise((resolve) => {
-    const timer = idleMs === undefined ? undefined : setTimeout(() => res.destroy(), idleMs).unref()
-    const done = () => {
-      clearTimeout(timer)
-      res.off('drain', done)
-      res.off('close', done)
-      resolve()
-    }
-    res.on('drain', done)
-    res.on('close', done)
-  })
 }
 
 module.exports = { Holder }
