@@ -199,7 +199,11 @@ describe('integrity', () => {
   it('a head record left without its metadata record is named by verify, and unlink removes it', async () => {
     const dir = await storeWithFile()
     const key = require('../lib/api/keys').coerceKey('f').key
-    await tamper(dir, (db) => db.batch([{ type: 'del', key: '!m!' + key }]))
+    let headBytes
+    await tamper(dir, async (db, keys, head) => {
+      headBytes = (await db.get(head)).length
+      await db.batch([{ type: 'del', key: '!m!' + key }])
+    })
     const store = t.open()
     expect((await store.readFile('f')).equals(data)).to.equal(true) // a read trusts the head
     await rejects(store.stat('f'), 'ENOENT')
@@ -208,6 +212,15 @@ describe('integrity', () => {
     await store.unlink('f')
     await rejects(store.readFile('f'), 'ENOENT')
     expect((await store.verify()).problems.filter((p) => p.key === key)).to.deep.equal([])
+    await store.close()
+    // The head's space is noted for reclaiming, as a removed version's.
+    await tamper(dir, async (db) => {
+      const notes = []
+      const it = db.iterator({ gte: `!x!${key} `, lt: `!x!${key}!` })
+      for (let e = await it.next(); e; e = await it.next()) notes.push(String(e.value))
+      await it.end()
+      expect(notes).to.deep.equal([String(headBytes)])
+    })
   })
 
   it('a head record with an expiry time or a trash mark, which only a newer kfs writes, is ENOTSUP', async () => {
