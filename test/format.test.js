@@ -218,6 +218,22 @@ describe('on-disk format', () => {
       await shard.close()
     })
 
+    it('a batch made but perhaps not durable counts its moved chunks as dead space, and the upgrade stops there', async () => {
+      const { open } = await formatTwoShard([3000, 200])
+      const shard = await open()
+      const { notDurable } = require('../lib/leveldb/leveldb')
+      const batch = shard.db.batch.bind(shard.db)
+      shard.db.batch = (ops, options) => batch(ops, options).then(() => {
+        throw notDurable('shard 000', 0, Object.assign(new Error('EIO: i/o error, fsync'), { code: 'EIO' }))
+      })
+      await shard.upgradeHeads()
+      shard.db.batch = batch
+      expect(shard.allHeads, 'marked').to.equal(false)
+      expect((await shard.getMeta(coerceKey('f0').key)).format, 'the batch is made').to.equal(3)
+      expect(shard.dead).to.equal(3200) // both files' chunks moved into their heads
+      await shard.close()
+    })
+
     it('a shard closed before its upgrade went through its files is not marked, and its next open goes on', async () => {
       const { open } = await formatTwoShard(Array(20).fill(100))
       let shard = await open()

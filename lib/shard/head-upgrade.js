@@ -1,6 +1,7 @@
 'use strict'
 
 const records = require('./records')
+const { madeNotDurable } = require('../leveldb/leveldb')
 const chunkRecord = require('./chunk-record')
 const { encodeHead, HEAD_FORMAT } = require('./head-record')
 
@@ -49,8 +50,13 @@ async function upgradeHeads (shard, { room, write, died }) {
             bytes += meta.size
           }
         }
-        if (ops.length) await write(ops)
-        moved.forEach(died)
+        if (ops.length) {
+          // A batch made but perhaps not durable is visible: its moved chunks are dead
+          // space all the same, and the upgrade stops there.
+          const failed = await write(ops).then(() => undefined, (err) => err)
+          if (!failed || madeNotDurable(failed)) moved.forEach(died)
+          if (failed) throw failed
+        }
         ended = seen === page.length && page.length < UPGRADE_PAGE
         return true
       })
