@@ -50,9 +50,9 @@
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
-const { execFileSync, spawn } = require('node:child_process')
+const { spawn } = require('node:child_process')
 const { inChild, now, msSince } = require('./child')
-const { cli, inFlight, runScript, writeOut, chartsOf, quickMark, machineFor, MACHINE_OPTION, MIN_N, fewNote, fmt, MiB } = require('./script')
+const { cli, inFlight, runScript, writeOut, chartsOf, quickMark, machineFor, commitOf, filesystemOf, MACHINE_OPTION, MIN_N, fewNote, fmt, MiB } = require('./script')
 const { median, percentile } = require('./stats')
 const { barChart } = require('./svg')
 const { diskBytes } = require('./node')
@@ -362,24 +362,6 @@ function operator (dir) {
 }
 
 const REDRAW = { header: HEADER, fromCsv, charts }
-
-function commitOf () {
-  try {
-    return execFileSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: __dirname, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim()
-  } catch {
-    return 'unknown'
-  }
-}
-
-function filesystemOf (dir) {
-  try {
-    const [, line] = execFileSync('df', ['-PT', dir], { encoding: 'utf8' }).trim().split('\n')
-    const [device, type] = line.split(/\s+/)
-    return `${type} (${device})`
-  } catch {
-    return 'an unknown filesystem'
-  }
-}
 
 // Runs `engines` in turn, each in a child process of `script` (inChild), `rounds`
 // times, the order rotated round by round, each into a new directory in a new one
