@@ -60,7 +60,7 @@ const COMMAND = cli(__filename, {
     { name: '--workers', type: 'count', default: 5, help: 'uploads, and reads, in flight' },
     { name: '--reads', type: 'count', default: 10000, help: 'random reads at each checkpoint (every piece, when fewer are held)' },
     { name: '--after-reopen', type: 'count', default: 1000, help: 'random reads timed after each reopen, the first alone' },
-    { name: '--engines', type: 'list', values: ENGINES, shown: ENGINES.join(','), help: `the engines to run, comma-separated: ${ENGINES.join(', ')}` },
+    { name: '--engines', type: 'list', values: ENGINES, default: ENGINES, help: `the engines to run, comma-separated: ${ENGINES.join(', ')}` },
     { name: '--memory', type: 'size', arg: 'BYTES', shown: '128M, kfs\'s default', help: 'kfs\'s memory budget (the `memory` option): 64M, 1G' },
     { name: '--dir', type: 'string', arg: 'DIR', default: process.env.KFS_PERF_DIR || os.tmpdir(), shown: '$KFS_PERF_DIR, else the temp dir', help: 'where the stores go: a new directory made in it and removed at the end' },
     { name: '--quick', type: 'flag', sets: { size: 4096, checkpoints: [60, 150], reads: 50, afterReopen: 40, quick: true }, help: 'tiny sizes, for the tests: proves the script runs, measures nothing' },
@@ -70,7 +70,7 @@ const COMMAND = cli(__filename, {
   defaults: { quick: false },
   check (args) {
     if (args.checkpoints.some((c, i) => i > 0 && c <= args.checkpoints[i - 1])) throw new UsageError(`--checkpoints must increase, got ${args.checkpoints.join(',')}`)
-    args.engines = args.engines ? ENGINES.filter((e) => args.engines.includes(e)) : ENGINES
+    args.engines = ENGINES.filter((e) => args.engines.includes(e))
   }
 })
 
