@@ -31,7 +31,7 @@
 //
 // Writes grow.csv (a row per engine and checkpoint), grow.md (a table per measure,
 // engines x checkpoints, with ratios to one raw LevelDB; also printed) and a chart of
-// each main measure against the pieces held (grow-<measure>.svg). --from-csv FILE runs
+// each measure against the pieces held (grow-<measure>.svg). --from-csv FILE runs
 // nothing: it draws the charts again from a grow.csv, into --out.
 
 const fs = require('node:fs')
@@ -215,21 +215,21 @@ function fromCsv (record) {
 
 // What the report tables and the charts show: a figure of a row, its unit, which way is
 // better; `ratio: false` for a figure that is a ratio to something else than one raw
-// LevelDB's; `chart: false` for the tables alone.
+// LevelDB's.
 const ms = (x) => fmt(x, x < 10 ? 2 : 1)
 const MEASURES = [
   { id: 'upload', title: 'Uploads over the segment since the last checkpoint', unit: 'pieces/s', better: 'higher', value: uploadRate },
   { id: 'reads', title: 'Random reads, warm, every byte checked', unit: 'reads/s', better: 'higher', value: warmRate },
   { id: 'after-reopen', title: 'Random reads after a close and open, the first alone', unit: 'reads/s', better: 'higher', value: afterRate },
   { id: 'after-reopen-warm', title: 'Reads after a close and open, over the warm rate', unit: 'x', better: 'higher', value: (r) => afterRate(r) / warmRate(r), show: (x) => fmt(x, 2), ratio: false },
-  { id: 'close', title: 'Close', unit: 'ms', better: 'lower', value: (r) => r.closeMs, show: ms, chart: false },
-  { id: 'open', title: 'Open again', unit: 'ms', better: 'lower', value: (r) => r.openMs, show: ms, chart: false },
-  { id: 'first-read', title: 'The first read after the open', unit: 'ms', better: 'lower', value: (r) => r.firstMs, show: ms, chart: false },
+  { id: 'close', title: 'Close', unit: 'ms', better: 'lower', value: (r) => r.closeMs, show: ms },
+  { id: 'open', title: 'Open again', unit: 'ms', better: 'lower', value: (r) => r.openMs, show: ms },
+  { id: 'first-read', title: 'The first read after the open', unit: 'ms', better: 'lower', value: (r) => r.firstMs, show: ms },
   { id: 'open-first-read', title: 'Open again, then the first read', unit: 'ms', better: 'lower', value: (r) => r.openMs + r.firstMs, show: ms },
   { id: 'list', title: 'Listing every piece, just opened', unit: 'ms', better: 'lower', value: (r) => r.listMs, show: ms },
   { id: 'memory', title: 'Peak private memory (RssAnon) over the checkpoint', unit: 'MiB', better: 'lower', value: (r) => mib(r.peakAnon) },
-  ...PHASES.map((p) => ({ id: `memory-${p}`, title: `Peak private memory, ${p}`, unit: 'MiB', better: 'lower', value: (r) => mib(r[`peak${p[0].toUpperCase()}${p.slice(1)}`]), chart: false })),
-  { id: 'rss', title: 'Peak RSS (private and file-backed)', unit: 'MiB', better: 'lower', value: (r) => mib(r.peakRss), chart: false },
+  ...PHASES.map((p) => ({ id: `memory-${p}`, title: `Peak private memory, ${p}`, unit: 'MiB', better: 'lower', value: (r) => mib(r[`peak${p[0].toUpperCase()}${p.slice(1)}`]) })),
+  { id: 'rss', title: 'Peak RSS (private and file-backed)', unit: 'MiB', better: 'lower', value: (r) => mib(r.peakRss) },
   { id: 'disk', title: 'Disk (blocks allocated) over the live bytes', unit: 'x', better: 'lower', value: (r) => r.disk / live(r), show: (x) => fmt(x, 2) }
 ]
 const showOf = (m) => m.show || ((x) => fmt(x))
@@ -275,19 +275,18 @@ function report (args, rows, { loadStart, loadEnd, filesystem, commit }) {
     add()
     if (m.id === 'upload') lines.push(`(${fmt(1000 * args.size / MiB, 1)} MiB/s per 1,000 pieces/s; grow.csv has MiB/s.)`, '')
     lines.push(...table(m, g), '')
-    if (m.chart !== false) lines.push(`![${m.title}](grow-${m.id}.svg)`, '')
+    lines.push(`![${m.title}](grow-${m.id}.svg)`, '')
   }
   return lines.join('\n')
 }
 
-// A line chart per measure (but those for the tables alone): the figure against the
-// pieces held, an engine a line.
+// A line chart per measure: the figure against the pieces held, an engine a line.
 function charts (rows, args) {
   const { engines } = grid(rows)
   const first = rows[0] || { size: 0, workers: 0 }
   const subtitle = [`pieces of ${fmt(first.size)} bytes, ${first.workers} workers; one run, each engine in its own process`, machineFor(args, args.dir)]
   const out = {}
-  for (const m of MEASURES.filter((x) => x.chart !== false)) {
+  for (const m of MEASURES) {
     out[`grow-${m.id}.svg`] = lineChart({
       title: `${m.title} (${m.better} is better)`,
       subtitle,
