@@ -88,6 +88,15 @@ describe('perf/grow.js', function () {
     for (const file of charts) expect(fs.readFileSync(path.join(again, file), 'utf8'), file).to.equal(fs.readFileSync(path.join(out, file), 'utf8'))
   })
 
+  it('refuses to start without the disk the run needs: exit 1, one line, nothing left behind', async () => {
+    const stores = path.join(tmp.dir, 'stores')
+    const err = await run(['--checkpoints', '1000000', '--size', '1G', '--dir', stores]).then(() => undefined, (e) => e)
+    expect(err).to.be.an('error')
+    expect(err.code).to.equal(1)
+    expect(err.stderr).to.match(/^perf\/grow\.js: \S+kfs-grow-\S+ has [\d,]+ MiB free; this run needs about [\d,]+ MiB\n$/)
+    expect(fs.readdirSync(stores)).to.deep.equal([])
+  })
+
   it('--help prints the usage; bad arguments exit with 2 and a message', async () => {
     const { stdout } = await run(['--help'])
     expect(stdout).to.contain('npm run benchmark:grow -- [--size BYTES] [--checkpoints LIST]')
