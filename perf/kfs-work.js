@@ -84,6 +84,15 @@ function openRaw (dir, options) {
   return call((cb) => db.open({ createIfMissing: true, ...options }, cb)).then(() => db)
 }
 
+// How many keys a raw leveldown `db` holds, read with a keys-only iterator.
+async function countKeys (db) {
+  const it = db.iterator({ values: false, keyAsBuffer: false })
+  let count = 0
+  while (await call((cb) => it.next(cb)) !== undefined) count++
+  await call((cb) => it.end(cb))
+  return count
+}
+
 // `shards` raw LevelDBs in `dir` (kfs's shard options, or `options`), as kfs's shards
 // are, all made now or (lazy) each when open(i) first asks for it. route(key, data):
 // the index of the database kfs's routing sends the key to, that database if made, and
@@ -122,4 +131,4 @@ async function openStore (dir, shards = STORE.shardCount, lib = '..', options = 
   return store
 }
 
-module.exports = { call, randomKey, chunkKeys, shardOptions, fileRecords, writeRecords, openRaw, rawShards, openStore, REF }
+module.exports = { call, randomKey, chunkKeys, shardOptions, fileRecords, writeRecords, openRaw, countKeys, rawShards, openStore, REF }

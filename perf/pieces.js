@@ -50,18 +50,13 @@
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
-const crypto = require('node:crypto')
-const { execFileSync, spawn } = require('node:child_process')
+const { spawn } = require('node:child_process')
 const { inChild, now, msSince } = require('./child')
-const { cli, fsWrite, inFlight, runScript, writeOut, chartsOf, quickMark, machineFor, MACHINE_OPTION, MIN_N, fewNote, fmt, MiB } = require('./script')
+const { cli, inFlight, runScript, writeOut, chartsOf, quickMark, machineFor, commitOf, filesystemOf, MACHINE_OPTION, MIN_N, fewNote, fmt, MiB } = require('./script')
 const { median, percentile } = require('./stats')
 const { barChart } = require('./svg')
-const { diskBytes, memory, descriptors } = require('./node')
-const { call, chunkKeys, openRaw, openStore, rawShards, writeRecords } = require('./kfs-work')
-const records = require('../lib/shard/records')
-const chunkRecord = require('../lib/shard/chunk-record')
-const { decodeHead } = require('../lib/shard/head-record')
-const { DEFAULTS: STORE } = require('../lib/api/options')
+const { diskBytes } = require('./node')
+const { pieceSet, openEngine, sampler, shuffled } = require('./piece-engines')
 const { MEMORY } = require('../lib/api/memory')
 
 const SELF = __filename
@@ -77,10 +72,6 @@ const NAMES = {
 }
 const PHASES = ['upload', 'download', 'collect']
 const HEADER = 'round,engine,phase,pieces,piece_bytes,workers,seconds,pieces_per_s,mib_per_s,p50_ms,p99_ms,peak_rss_bytes,peak_anon_bytes,peak_fds,disk_empty_bytes,disk_end_bytes,disk_idle_bytes,disk_closed_bytes'
-// A piece is a slice of a random pool at a random offset up to this.
-const POOL_SLACK = 4 * MiB
-const SAMPLE_MS = 20
-const FDS_EVERY = 25 // memory samples per descriptor count
 
 const COMMAND = cli(__filename, {
   run: 'npm run benchmark:pieces --',
@@ -104,132 +95,11 @@ const COMMAND = cli(__filename, {
   }
 })
 
-// An engine: put(key, data), get(key) -> Buffer, del(key), close().
-// fresh: a kfs store opened with no shard made yet. memory: kfs's budget, if not its default.
-async function openEngine (engine, dir, fresh, memory) {
-  if (engine === 'kfs' || engine === 'kfs-operator' || engine === 'kfs-sync') {
-    const options = { sync: engine === 'kfs-sync', memory }
-    const store = fresh ? require('..')(dir, options) : await openStore(dir, undefined, '..', options)
-    await store.open()
-    return { put: (k, data) => store.writeFile(k, data), get: (k) => store.readFile(k), del: (k) => store.unlink(k), close: () => store.close() }
-  }
-  if (engine === 'raw-kfs') return openRawKfs(dir)
-  if (engine === 'leveldb') {
-    const db = await openRaw(dir, require('../lib/leveldb/leveldb').DEFAULTS)
-    return {
-      put: (k, data) => call((cb) => db.put(k, data, cb)),
-      get: (k) => call((cb) => db.get(k, { asBuffer: true }, cb)),
-      del: (k) => call((cb) => db.del(k, cb)),
-      close: () => call((cb) => db.close(cb))
-    }
-  }
-  const fsync = engine === 'files-fsync'
-  const temp = path.join(dir, 'temp')
-  fs.mkdirSync(temp, { recursive: true })
-  for (let i = 0; i < 256; i++) fs.mkdirSync(path.join(dir, i.toString(16).padStart(2, '0')))
-  const where = (k) => path.join(dir, k.slice(0, 2), k.slice(2))
-  let written = 0
-  return {
-    async put (k, data) {
-      const partial = path.join(temp, `blob-${written++}.partial`)
-      await fsWrite(partial, data, fsync)
-      await fs.promises.rename(partial, where(k))
-    },
-    get: (k) => fs.promises.readFile(where(k)),
-    del: (k) => fs.promises.unlink(where(k)),
-    close: async () => {}
-  }
-}
-
-// The raw binding doing kfs's work (raw-kfs above), an engine as openEngine's.
-async function openRawKfs (dir) {
-  const raw = await rawShards(dir, STORE.shardCount)
-  const keys = chunkKeys()
-  const read = { asBuffer: true, fillCache: false } // as lib/leveldb/leveldb.js reads
-  const get = (db, key) => call((cb) => db.get(key, read, cb))
-  const metaOf = async (k) => {
-    const { shard, db } = raw.route(k)
-    return { shard, db, meta: records.decodeMeta(await get(db, records.metaKey(k)), shard, k) }
-  }
-  const headOf = async (k) => {
-    const { shard, db } = raw.route(k)
-    return { shard, db, ...decodeHead(k, await get(db, k)) }
-  }
-  const chunk = async (db, k, version, i) => {
-    const chunkKey = keys.key(k, version, i)
-    const record = await get(db, chunkKey)
-    if (!chunkRecord.intact(chunkKey, record)) throw new Error(`raw-kfs: chunk ${chunkKey} fails its CRC32`)
-    return chunkRecord.payload(record)
-  }
-  return {
-    put (k, data) {
-      const { db, file } = raw.route(k, data)
-      return writeRecords(db, file)
-    },
-    async get (k) {
-      const { db, meta, data } = await headOf(k)
-      if (data) return data
-      const chunks = await Promise.all(Array.from({ length: meta.chunks }, (_, i) => chunk(db, k, meta.version, i)))
-      return chunks.length === 1 ? chunks[0] : Buffer.concat(chunks)
-    },
-    async del (k) {
-      const { shard, db, meta } = await metaOf(k)
-      const account = raw.accounts[shard]
-      account.used -= meta.size
-      account.files--
-      const ops = [{ type: 'del', key: records.metaKey(k) }, { type: 'del', key: k }]
-      if (!meta.inline) for (let i = 0; i < meta.chunks; i++) ops.push({ type: 'del', key: keys.key(k, meta.version, i) })
-      if (meta.size > 0) ops.push({ type: 'put', key: records.deadKey(k, meta.version), value: String(meta.size) })
-      ops.push({ type: 'put', key: records.ACCOUNT, value: JSON.stringify(account) })
-      await call((cb) => db.batch(ops, cb))
-    },
-    close: () => raw.close()
-  }
-}
-
-// Peak memory, sampled every SAMPLE_MS from start() to stop(), and descriptors, every
-// FDS_EVERY samples and at both ends.
-function sampler () {
-  let peak
-  let samples
-  const sample = (fds) => {
-    const m = memory()
-    peak.rss = Math.max(peak.rss, m.anon + m.file)
-    peak.anon = Math.max(peak.anon, m.anon)
-    if (fds || ++samples % FDS_EVERY === 0) peak.fds = Math.max(peak.fds, descriptors() || 0)
-  }
-  let timer
-  return {
-    start () {
-      peak = { rss: 0, anon: 0, fds: 0 }
-      samples = 0
-      sample(true)
-      timer = setInterval(sample, SAMPLE_MS)
-    },
-    stop () {
-      clearInterval(timer)
-      sample(true)
-      return peak
-    }
-  }
-}
-
-function shuffled (n) {
-  const order = Array.from({ length: n }, (_, i) => i)
-  for (let i = n - 1; i > 0; i--) {
-    const j = crypto.randomInt(i + 1)
-    ;[order[i], order[j]] = [order[j], order[i]]
-  }
-  return order
-}
-
 const CASES = {
   // One engine's round: a row per phase, without round and engine.
   async pieces ({ engine, dir, size, pieces, workers, idleMs, fresh, memory }) {
-    const pool = crypto.randomBytes(size + POOL_SLACK)
-    const offsets = Array.from({ length: pieces }, () => crypto.randomInt(POOL_SLACK + 1))
-    const content = (i) => pool.subarray(offsets[i], offsets[i] + size)
-    const keys = Array.from({ length: pieces }, () => crypto.randomBytes(32).toString('hex'))
+    const { key, content } = pieceSet(size)
+    const keys = Array.from({ length: pieces }, (_, i) => key(i))
     const disk = () => diskBytes(dir, { allocated: true })
     const store = await openEngine(engine, dir, fresh, memory)
     const empty = disk()
@@ -492,24 +362,6 @@ function operator (dir) {
 }
 
 const REDRAW = { header: HEADER, fromCsv, charts }
-
-function commitOf () {
-  try {
-    return execFileSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: __dirname, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim()
-  } catch {
-    return 'unknown'
-  }
-}
-
-function filesystemOf (dir) {
-  try {
-    const [, line] = execFileSync('df', ['-PT', dir], { encoding: 'utf8' }).trim().split('\n')
-    const [device, type] = line.split(/\s+/)
-    return `${type} (${device})`
-  } catch {
-    return 'an unknown filesystem'
-  }
-}
 
 // Runs `engines` in turn, each in a child process of `script` (inChild), `rounds`
 // times, the order rotated round by round, each into a new directory in a new one

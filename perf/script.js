@@ -266,6 +266,26 @@ function machineOf (dir) {
   return `${cpus.length} × ${cpus[0] ? cpus[0].model.trim().split(/\s+/).slice(0, 2).join(' ') : 'unknown CPU'}, ${fmt(os.totalmem() / GiB, 1)} GiB RAM${filesystem}`
 }
 
+// The checkout's commit, short, for a report.
+function commitOf () {
+  try {
+    return execFileSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: __dirname, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim()
+  } catch {
+    return 'unknown'
+  }
+}
+
+// The filesystem `dir` is on, for a report: its type and device.
+function filesystemOf (dir) {
+  try {
+    const [, line] = execFileSync('df', ['-PT', dir], { encoding: 'utf8' }).trim().split('\n')
+    const [device, type] = line.split(/\s+/)
+    return `${type} (${device})`
+  } catch {
+    return 'an unknown filesystem'
+  }
+}
+
 // A chart's subtitle for what was measured where: machine as given to --machine, this
 // machine's for a run, or said to be unknown when charts are drawn again from a CSV.
 const MACHINE_OPTION = { name: '--machine', type: 'string', arg: 'TEXT', help: 'the machine the CSV was measured on, for the charts\' subtitle when they are drawn from a CSV (a run names its own)' }
@@ -318,12 +338,16 @@ async function fsWrite (file, data, sync) {
   }
 }
 
-// n workers take items from the list and await read(item) until it is empty.
+// n workers take items from the list, or the numbers 0 to items - 1 when `items` is a
+// number (no list held: a million uploads need none), and await read(item) until none
+// is left.
 async function inFlight (n, items, read) {
+  const count = typeof items === 'number' ? items : items.length
+  const at = typeof items === 'number' ? (i) => i : (i) => items[i]
   let next = 0
   await Promise.all(Array.from({ length: n }, async () => {
-    while (next < items.length) await read(items[next++])
+    while (next < count) await read(at(next++))
   }))
 }
 
-module.exports = { machineOf, machineFor, MACHINE_OPTION, MIN_N, fewNote, cli, parseCommandLine, teeOutput, topComment, drain, fsWrite, inFlight, runScript, writeOut, chartsOf, quickMark, UsageError, fmt, KiB, MiB, GiB }
+module.exports = { machineOf, machineFor, commitOf, filesystemOf, MACHINE_OPTION, MIN_N, fewNote, cli, parseCommandLine, teeOutput, topComment, drain, fsWrite, inFlight, runScript, writeOut, chartsOf, quickMark, UsageError, fmt, KiB, MiB, GiB }

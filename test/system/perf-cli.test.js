@@ -18,7 +18,7 @@ describe('perf scripts: one command line', function () {
   const { run } = usePerf()
 
   it('package.json runs the benchmarks it should', () => {
-    expect(fromPackage).to.include.members(['benchmark.js', 'report.js', 'fio.js', 'ls.js', 'pieces.js', 'churn.js', 'micro.js', 'throughput.js', 'node.js', 'costs.js', 'slow-readers.js', 'synced-writes.js'])
+    expect(fromPackage).to.include.members(['benchmark.js', 'report.js', 'fio.js', 'ls.js', 'pieces.js', 'grow.js', 'churn.js', 'micro.js', 'throughput.js', 'node.js', 'costs.js', 'slow-readers.js', 'synced-writes.js'])
   })
 
   for (const script of SCRIPTS) {
