@@ -41,11 +41,14 @@
 //   put, get, del;
 // - raw-kfs: the raw binding doing kfs's work, the floor of kfs through LevelDB: 256 raw
 //   LevelDBs laid out and routed as kfs's shards, with their options, all made before
-//   the clock; upload writes the records kfs writes for the piece (its head record
-//   holding its data, metadata, the shard's accounting), one batch; download gets the
-//   head record and checks its CRC32 as kfs does (a piece of more than one chunk: then
-//   its chunk records); collect gets the metadata and writes kfs's unlink batch
-//   (metadata and head deleted, the dead note, the accounting). No reclaiming.
+//   the clock, their memtables held to kfs's memory budget (--memory) by kfs's own
+//   mechanism (lib/shard/memtables.js flushes them to tables as it flushes kfs's
+//   shards), so that the floor holds no more in memory than kfs may; upload writes the
+//   records kfs writes for the piece (its head record holding its data, metadata, the
+//   shard's accounting), one batch; download gets the head record and checks its CRC32
+//   as kfs does (a piece of more than one chunk: then its chunk records); collect gets
+//   the metadata and writes kfs's unlink batch (metadata and head deleted, the dead
+//   note, the accounting). No reclaiming.
 
 const fs = require('node:fs')
 const os = require('node:os')
@@ -113,7 +116,7 @@ async function openEngine (engine, dir, fresh, memory) {
     await store.open()
     return { put: (k, data) => store.writeFile(k, data), get: (k) => store.readFile(k), del: (k) => store.unlink(k), close: () => store.close() }
   }
-  if (engine === 'raw-kfs') return openRawKfs(dir)
+  if (engine === 'raw-kfs') return openRawKfs(dir, memory ?? MEMORY)
   if (engine === 'leveldb') {
     const db = await openRaw(dir, require('../lib/leveldb/leveldb').DEFAULTS)
     return {
@@ -141,9 +144,10 @@ async function openEngine (engine, dir, fresh, memory) {
   }
 }
 
-// The raw binding doing kfs's work (raw-kfs above), an engine as openEngine's.
-async function openRawKfs (dir) {
-  const raw = await rawShards(dir, STORE.shardCount)
+// The raw binding doing kfs's work (raw-kfs above), an engine as openEngine's, its
+// memtables held to kfs's memory budget `memory` as kfs's are.
+async function openRawKfs (dir, memory) {
+  const raw = await rawShards(dir, STORE.shardCount, { memory })
   const keys = chunkKeys()
   const read = { asBuffer: true, fillCache: false } // as lib/leveldb/leveldb.js reads
   const get = (db, key) => call((cb) => db.get(key, read, cb))
@@ -163,8 +167,8 @@ async function openRawKfs (dir) {
   }
   return {
     put (k, data) {
-      const { db, file } = raw.route(k, data)
-      return writeRecords(db, file)
+      const { db, file, budget } = raw.route(k, data)
+      return writeRecords(db, file, undefined, budget)
     },
     async get (k) {
       const { db, meta, data } = await headOf(k)
@@ -173,7 +177,8 @@ async function openRawKfs (dir) {
       return chunks.length === 1 ? chunks[0] : Buffer.concat(chunks)
     },
     async del (k) {
-      const { shard, db, meta } = await metaOf(k)
+      const { shard, meta } = await metaOf(k)
+      const { budget } = raw.route(k)
       const account = raw.accounts[shard]
       account.used -= meta.size
       account.files--
@@ -181,7 +186,8 @@ async function openRawKfs (dir) {
       if (!meta.inline) for (let i = 0; i < meta.chunks; i++) ops.push({ type: 'del', key: keys.key(k, meta.version, i) })
       if (meta.size > 0) ops.push({ type: 'put', key: records.deadKey(k, meta.version), value: String(meta.size) })
       ops.push({ type: 'put', key: records.ACCOUNT, value: JSON.stringify(account) })
-      await call((cb) => db.batch(ops, cb))
+      await budget.room()
+      await budget.batch(ops)
     },
     close: () => raw.close()
   }
