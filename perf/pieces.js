@@ -575,4 +575,4 @@ async function main (args) {
 
 if (require.main === module) runScript(COMMAND, { cases: CASES, main, redraw: REDRAW })
 
-module.exports = { HEADER, ENGINES, PHASES, machine, runRounds }
+module.exports = { HEADER, ENGINES, PHASES, machine, runRounds, openEngine }
