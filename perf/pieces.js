@@ -378,7 +378,7 @@ function report (args, rows, { loadStart, loadEnd, filesystem, commit }) {
     }
     add()
     if (phase === 'download') {
-      add(`The floor ("${NAMES['raw-kfs']}") is the least kfs can do through LevelDB (leveldown ${require('leveldown/package.json').version}): the raw binding doing kfs's work, on 256 LevelDBs laid out, configured and routed as kfs's shards. A download is a get of the head record, its CRC32 checked on the main thread as kfs checks it (one get: the head holds a piece of one chunk); upload and collect write kfs's batches (perf/pieces.js). "/ floor" is what kfs's own code costs over that; the floor's "/ one raw LevelDB", what kfs's records and shards cost.`)
+      add(`The floor ("${NAMES['raw-kfs']}") is the least kfs can do through LevelDB (leveldown ${require('leveldown/package.json').version}): the raw binding doing kfs's work, on 256 LevelDBs laid out, configured and routed as kfs's shards, their memtables held to kfs's memory budget as kfs holds its shards'. A download is a get of the head record, its CRC32 checked on the main thread as kfs checks it (one get: the head holds a piece of one chunk); upload and collect write kfs's batches (perf/pieces.js). "/ floor" is what kfs's own code costs over that; the floor's "/ one raw LevelDB", what kfs's records and shards cost.`)
       add()
     }
   }
