@@ -229,12 +229,20 @@ class Store {
   // refused (EROFS) before it opens. `retry`: when the call may be made again after its
   // holder went away (#opened). `file`: the coerced key of the file concerned, whose
   // name its errors then give.
-  #op (fn, { write = false, remote, retry, file }) {
-    const done = this.#operations.run(() => {
+  // One async function: each promise between the caller and fn is a turn of the
+  // microtask queue on every call, which a read of a small file feels.
+  async #op (fn, { write = false, remote, retry, file }) {
+    let leave
+    try {
+      leave = this.#operations.enter()
       if (write) this.#writable()
-      return this.#opened(fn, remote, retry)
-    })
-    return file ? done.catch((err) => { throw errors.named(err, file) }) : done
+      // On a store open here, fn at once: #opened would add a promise.
+      return await (this.#reclaimer && !this.#remote ? fn() : this.#opened(fn, remote, retry))
+    } catch (err) {
+      throw file ? errors.named(err, file) : err
+    } finally {
+      if (leave) leave()
+    }
   }
 
   // fn() on the store open here, or remote(holder) on the store used through another
@@ -300,7 +308,7 @@ class Store {
     args.arity('readFile', arguments, ['key'], typeof options === 'string' || (options && options.encoding) ? 'it resolves to a Buffer: call toString() on it for text' : undefined)
     const file = coerceKey(key)
     const unchecked = Boolean(options && options[args.UNCHECKED])
-    return this.#op(() => readFile(this.#files, this.#digester, file.key, { unchecked }), { retry: IDEMPOTENT, file, remote: (r) => r.readFile(key) })
+    return await this.#op(() => readFile(this.#files, this.#digester, file.key, { unchecked }), { retry: IDEMPOTENT, file, remote: (r) => r.readFile(key) })
   }
 
   createWriteStream (key, options) {

@@ -12,6 +12,7 @@ const records = require('../lib/shard/records')
 const chunkRecord = require('../lib/shard/chunk-record')
 const { encodeHead } = require('../lib/shard/head-record')
 const { shardFor } = require('../lib/shard/routing')
+const { Memtables } = require('../lib/shard/memtables')
 const { DEFAULTS: STORE } = require('../lib/api/options')
 const { BATCH_BYTES, MAX_IN_FLIGHT } = require('../lib/data/chunk-writer')
 const { keysForShards, REF } = require('./node')
@@ -20,8 +21,8 @@ const call = (fn) => new Promise((resolve, reject) => fn((err, value) => (err ? 
 const randomKey = () => crypto.randomBytes(32).toString('hex')
 const chunkKeys = () => new records.ChunkKeys(STORE.maxTableSize / STORE.shardCount, STORE.chunkSize)
 
-// kfs's options for a shard's LevelDB. Nothing flushes these databases for a memory
-// budget (shard/memtables.js).
+// kfs's options for a shard's LevelDB. A memory budget over these databases is
+// rawShards' `memory`.
 function shardOptions () {
   return { ...require('../lib/leveldb/leveldb').DEFAULTS }
 }
@@ -65,17 +66,48 @@ function fileRecords (key, data, account, { keys = chunkKeys(), perBatch = 1 } =
 }
 
 // Writes fileRecords() into a raw leveldown `db` as ChunkWriter sends them: the first
-// batch alone, then at most `inFlight` outstanding, then the commit batch.
-async function writeRecords (db, { batches, commit }, inFlight = MAX_IN_FLIGHT) {
+// batch alone, then at most `inFlight` outstanding, then the commit batch. `budget`
+// (rawShards' route gives it): each batch waits for its room first, as kfs's do.
+async function writeRecords (db, { batches, commit }, inFlight = MAX_IN_FLIGHT, budget = unbounded(db)) {
   const pending = []
   for (const [i, ops] of batches.entries()) {
-    const written = call((cb) => db.batch(ops, cb))
+    await budget.room()
+    const written = budget.batch(ops)
     if (i === 0) await written
     else pending.push(written)
     while (pending.length >= inFlight) await pending.shift()
   }
   await Promise.all(pending)
-  await call((cb) => db.batch(commit, cb))
+  await budget.room()
+  await budget.batch(commit)
+}
+
+// The batches into a raw database with no memory budget: { room(), batch(ops) }.
+const unbounded = (db) => ({ room: () => undefined, batch: (ops) => call((cb) => db.batch(ops, cb)) })
+
+// The batches into raw database `db` under `memtables` (kfs's own memory budget,
+// shard/memtables.js), as a kfs shard sends them: { room(), batch(ops) }, room()
+// what a batch waits for first (Shard#room), each batch counted once written. Memtables
+// takes the database as a shard it can measure and flush.
+function budgeted (db, memtables) {
+  const shard = {
+    db: {
+      failed: undefined,
+      memoryUsage: () => Number(db.getProperty('leveldb.approximate-memory-usage')) || 0,
+      flush: () => call((cb) => db.compactRange('\x00', '\x00', cb)) // as LevelDb#flush
+    },
+    compacting: 0
+  }
+  memtables.add(shard)
+  return {
+    room: () => memtables.wait(),
+    batch (ops) {
+      memtables.begin(shard)
+      const written = call((cb) => db.batch(ops, cb))
+      written.then(() => memtables.wrote(shard, true), () => memtables.wrote(shard, false))
+      return written
+    }
+  }
 }
 
 // A leveldown database at `dir`, made if missing.
@@ -95,24 +127,35 @@ async function countKeys (db) {
 
 // `shards` raw LevelDBs in `dir` (kfs's shard options, or `options`), as kfs's shards
 // are, all made now or (lazy) each when open(i) first asks for it. route(key, data):
-// the index of the database kfs's routing sends the key to, that database if made, and
-// the records kfs would write there (fileRecords, `perBatch` chunks a batch); without
-// `data`, only the index and the database. accounts[i]: database i's accounting record,
-// as kfs's shard would hold it after the files routed there.
-async function rawShards (dir, shards, { lazy = false, perBatch = 1, options = shardOptions() } = {}) {
+// the index of the database kfs's routing sends the key to, that database if made, its
+// `budget` (writeRecords'), and the records kfs would write there (fileRecords,
+// `perBatch` chunks a batch); without `data`, no records. accounts[i]: database i's
+// accounting record, as kfs's shard would hold it after the files routed there.
+// `memory`: the databases' memtables are held to it as a kfs store's are to its memory
+// budget with no writer or reader holding any of it (shard/memtables.js): flushed to
+// tables, the fullest first, and writes waiting while they are over it. Without it,
+// nothing flushes them but LevelDB, each at its own write buffer's size.
+async function rawShards (dir, shards, { lazy = false, perBatch = 1, options = shardOptions(), memory } = {}) {
   fs.mkdirSync(dir, { recursive: true })
   const dbs = new Array(shards).fill(null)
-  const open = async (i) => dbs[i] || (dbs[i] = await openRaw(path.join(dir, String(i).padStart(3, '0')), options))
+  const budgets = new Array(shards).fill(null)
+  const memtables = memory && new Memtables({ limit: memory })
+  const open = async (i) => {
+    if (dbs[i]) return dbs[i]
+    dbs[i] = await openRaw(path.join(dir, String(i).padStart(3, '0')), options)
+    budgets[i] = memtables ? budgeted(dbs[i], memtables) : unbounded(dbs[i])
+    return dbs[i]
+  }
   if (!lazy) for (let i = 0; i < shards; i++) await open(i)
   const accounts = dbs.map(() => ({ used: 0, files: 0 }))
   const ref = Buffer.from(REF, 'hex')
   const keys = chunkKeys()
   const route = (key, data) => {
     const shard = shardFor(ref, key) % shards
-    return { shard, db: dbs[shard], file: data && fileRecords(key, data, accounts[shard], { keys, perBatch }) }
+    return { shard, db: dbs[shard], budget: budgets[shard], file: data && fileRecords(key, data, accounts[shard], { keys, perBatch }) }
   }
   const close = () => Promise.all(dbs.filter(Boolean).map((db) => call((cb) => db.close(cb))))
-  return { dbs, accounts, open, route, close }
+  return { dbs, accounts, open, route, close, memtables }
 }
 
 // A kfs store (of the checkout at `lib`) with reference ID REF whose first `shards`

@@ -19,6 +19,7 @@ const crypto = require('node:crypto')
 const { fsWrite, MiB } = require('./script')
 const { memory, descriptors } = require('./node')
 const { call, chunkKeys, countKeys, openRaw, openStore, rawShards, writeRecords } = require('./kfs-work')
+const { MEMORY } = require('../lib/api/memory')
 const records = require('../lib/shard/records')
 const chunkRecord = require('../lib/shard/chunk-record')
 const { decodeHead } = require('../lib/shard/head-record')
@@ -62,7 +63,7 @@ async function openEngine (engine, dir, fresh, budget) {
       close: () => store.close()
     }
   }
-  if (engine === 'raw-kfs') return openRawKfs(dir)
+  if (engine === 'raw-kfs') return openRawKfs(dir, budget ?? MEMORY)
   if (engine === 'leveldb') {
     const db = await openRaw(dir, require('../lib/leveldb/leveldb').DEFAULTS)
     return {
@@ -102,9 +103,11 @@ function openFiles (dir, fsync) {
     close: async () => {}
   }
 }
-// The raw binding doing kfs's work (raw-kfs above), an engine as openEngine's.
-async function openRawKfs (dir) {
-  const raw = await rawShards(dir, STORE.shardCount)
+
+// The raw binding doing kfs's work (raw-kfs above), an engine as openEngine's, its
+// memtables held to kfs's memory budget `memory` as kfs's are.
+async function openRawKfs (dir, memory) {
+  const raw = await rawShards(dir, STORE.shardCount, { memory })
   const keys = chunkKeys()
   const read = { asBuffer: true, fillCache: false } // as lib/leveldb/leveldb.js reads
   const get = (db, key) => call((cb) => db.get(key, read, cb))
@@ -124,8 +127,8 @@ async function openRawKfs (dir) {
   }
   return {
     put (k, data) {
-      const { db, file } = raw.route(k, data)
-      return writeRecords(db, file)
+      const { db, file, budget } = raw.route(k, data)
+      return writeRecords(db, file, undefined, budget)
     },
     async get (k) {
       const { db, meta, data } = await headOf(k)
@@ -134,7 +137,8 @@ async function openRawKfs (dir) {
       return chunks.length === 1 ? chunks[0] : Buffer.concat(chunks)
     },
     async del (k) {
-      const { shard, db, meta } = await metaOf(k)
+      const { shard, meta } = await metaOf(k)
+      const { budget } = raw.route(k)
       const account = raw.accounts[shard]
       account.used -= meta.size
       account.files--
@@ -142,7 +146,8 @@ async function openRawKfs (dir) {
       if (!meta.inline) for (let i = 0; i < meta.chunks; i++) ops.push({ type: 'del', key: keys.key(k, meta.version, i) })
       if (meta.size > 0) ops.push({ type: 'put', key: records.deadKey(k, meta.version), value: String(meta.size) })
       ops.push({ type: 'put', key: records.ACCOUNT, value: JSON.stringify(account) })
-      await call((cb) => db.batch(ops, cb))
+      await budget.room()
+      await budget.batch(ops)
     },
     close: () => raw.close()
   }

@@ -41,11 +41,14 @@
 //   put, get, del;
 // - raw-kfs: the raw binding doing kfs's work, the floor of kfs through LevelDB: 256 raw
 //   LevelDBs laid out and routed as kfs's shards, with their options, all made before
-//   the clock; upload writes the records kfs writes for the piece (its head record
-//   holding its data, metadata, the shard's accounting), one batch; download gets the
-//   head record and checks its CRC32 as kfs does (a piece of more than one chunk: then
-//   its chunk records); collect gets the metadata and writes kfs's unlink batch
-//   (metadata and head deleted, the dead note, the accounting). No reclaiming.
+//   the clock, their memtables held to kfs's memory budget (--memory) by kfs's own
+//   mechanism (lib/shard/memtables.js flushes them to tables as it flushes kfs's
+//   shards), so that the floor holds no more in memory than kfs may; upload writes the
+//   records kfs writes for the piece (its head record holding its data, metadata, the
+//   shard's accounting), one batch; download gets the head record and checks its CRC32
+//   as kfs does (a piece of more than one chunk: then its chunk records); collect gets
+//   the metadata and writes kfs's unlink batch (metadata and head deleted, the dead
+//   note, the accounting). No reclaiming.
 
 const fs = require('node:fs')
 const os = require('node:os')

@@ -116,10 +116,15 @@ class ChunkReader {
   // share, as the one record is all this read holds. Nothing is kept of a file read
   // (metaHints): a hint for each file read cost more than the gets it saved
   // (doc/performance.md, "Storj's piece workload").
-  static readSmall ({ lease, readAhead, key, chunkSize, unchecked = false }) {
+  static async readSmall ({ lease, readAhead, key, chunkSize, unchecked = false }) {
     const { shard } = lease
     const get = (k) => readAhead.get(shard.db, k)
-    return onVersion(shard, key, { fresh: true, get, unchecked }, async ({ meta, data }) => {
+    // The head, got here rather than through onVersion: a file whose head holds its
+    // data is this one get and nothing more.
+    const head = await get(key)
+    const first = head !== undefined ? decodeHead(key, head, { unchecked }) : await readVersion(shard, key, { get, unchecked, head })
+    if (first && first.data) return first
+    return onVersion(shard, key, { first, get, unchecked }, async ({ meta, data }) => {
       if (data) return { meta, data }
       // Metadata whose chunk count disagrees with its size is left to the reader, which
       // names the damage; a chunk of OFFLOAD_DIGEST_BYTES or more is checked on the
@@ -182,16 +187,19 @@ class ChunkReader {
 // What onVersion's fn returns when a commit replaced the version it was given before
 // its chunks were read.
 const REPLACED = Symbol('replaced')
+// readVersion's `head` when the caller got none.
+const NOT_GOT = Symbol('not got')
 
 // The committed version of `key` in `shard` as a reader needs it: { meta, data }, data
 // the file's bytes when its head record holds them (head-record.js: one get, checked
 // unless `unchecked`), or undefined if there is no such file. A file of format 2 (or 1)
 // has no head: its metadata record is read instead. `get`: how to read a record (the
-// store's ReadAhead, which bounds the gets in flight).
-async function readVersion (shard, key, { get = (k) => shard.db.get(k), unchecked = false } = {}) {
+// store's ReadAhead, which bounds the gets in flight). `head`: what a get of the head
+// found just before (undefined: none), for the first attempt to take rather than get.
+async function readVersion (shard, key, { get = (k) => shard.db.get(k), unchecked = false, head: got = NOT_GOT } = {}) {
   let seen // the version the metadata named when the head was last found missing
   for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
-    const head = await get(key)
+    const head = attempt === 0 && got !== NOT_GOT ? got : await get(key)
     if (head !== undefined) return decodeHead(key, head, { unchecked })
     const meta = await shard.getMeta(key)
     if (!meta) return undefined
@@ -208,13 +216,14 @@ const replacing = (shard, key) => errors.shardBusy(shard.index, `kept replacing 
 
 // fn({ meta, data }) on the current version of `key` in `shard` (readVersion),
 // and again on the version current then while it returns REPLACED, at most
-// MAX_ATTEMPTS times. The first version tried: read from the database if `fresh`, else
-// `meta` when given (read before, maybe replaced since), else from metaHints. `get`
-// and `unchecked`: readVersion's.
-async function onVersion (shard, key, { meta, fresh = false, get, unchecked }, fn) {
+// MAX_ATTEMPTS times. The first version tried: `first` if given (what readVersion
+// resolved to just before: undefined, no such file), else read from the database if
+// `fresh`, else `meta` when given (read before, maybe replaced since), else from
+// metaHints. `get` and `unchecked`: readVersion's.
+async function onVersion (shard, key, { first = NOT_GOT, meta, fresh = false, get, unchecked }, fn) {
   const read = () => readVersion(shard, key, { get, unchecked })
   for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
-    const current = attempt > 0 || fresh ? await read() : meta ? { meta } : await hinted(shard, key, read)
+    const current = attempt === 0 && first !== NOT_GOT ? first : attempt > 0 || fresh ? await read() : meta ? { meta } : await hinted(shard, key, read)
     if (!current) throw errors.notFound(key)
     const result = await fn(current)
     if (result !== REPLACED) return result

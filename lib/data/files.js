@@ -94,7 +94,8 @@ class Files {
   // for the caller to hand both to openReader, so that the read goes on in the shard
   // it holds rather than queue for it again.
   async readSmall (key, { unchecked } = {}) {
-    const lease = await this.#readLease(key)
+    const index = this.route(key)
+    const lease = this.shards.leaseOpen(index, { admitted: true }) || (await this.#readLease(key, undefined, index))
     let small
     try {
       small = await ChunkReader.readSmall({ lease, readAhead: this.readAhead, key, chunkSize: this.chunkSize, unchecked })
@@ -107,8 +108,7 @@ class Files {
     return { data: small.data }
   }
 
-  #readLease (key, signal) {
-    const index = this.route(key)
+  #readLease (key, signal, index = this.route(key)) {
     if (!this.shards.has(index)) return Promise.reject(errors.notFound(key))
     return this.shards.lease(index, { useReserve: true, admitted: true, signal })
   }

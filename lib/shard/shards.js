@@ -102,26 +102,50 @@ class Shards {
       this.onWrite()
     }
     let shard
-    let released = false
-    const release = () => {
-      if (released) return
-      released = true
-      if (shard) this.#pool.release(shard)
-      if (write) this.#writers--
-      leave()
-    }
-    const mayWrite = () => {
-      if (this.reserve.low) throw this.#noRoomForWrites()
-    }
+    let held
     try {
       // Only once the reserve was given up: refused before a shard is created or opened.
       if (write && this.reserve.low && !(await this.reserve.roomForWrites(signal))) throw this.#noRoomForWrites()
       shard = this.#pool.useOpen(index, { whileClosing: admitted }) || (await this.#pool.acquire(index, { useReserve }, signal))
-      if (write) mayWrite()
-      return { shard, release, mayWrite }
+      held = this.#held(shard, leave, write)
+      if (write) held.mayWrite()
+      return held
     } catch (err) {
-      release()
+      if (held) held.release()
+      else {
+        if (shard) this.#pool.release(shard)
+        if (write) this.#writers--
+        leave()
+      }
       throw err
+    }
+  }
+
+  // A read lease, as lease() would resolve to, when the shard is open and free now: no
+  // promise, no turn of the event loop (a read of a small file is one get, and these
+  // were much of its cost: doc/performance.md, "Format 3: a piece is one get"). Else
+  // undefined, and the caller takes lease().
+  leaseOpen (index, { admitted = false } = {}) {
+    if (this.#operations.closed && !admitted) return undefined // lease() refuses it
+    const shard = this.#pool.useOpen(index, { whileClosing: admitted })
+    return shard && this.#held(shard, this.#operations.enter({ admitted }), false)
+  }
+
+  // The lease of `shard`, taken by an operation that `leave` ends.
+  #held (shard, leave, write) {
+    let released = false
+    return {
+      shard,
+      release: () => {
+        if (released) return
+        released = true
+        this.#pool.release(shard)
+        if (write) this.#writers--
+        leave()
+      },
+      mayWrite: () => {
+        if (this.reserve.low) throw this.#noRoomForWrites()
+      }
     }
   }
 
