@@ -11,7 +11,7 @@ const { usePerf, PERF } = require('./perf-harness')
 const pkg = require('../../package.json')
 // Every script package.json runs, and every other perf script a person runs by hand.
 const fromPackage = Object.values(pkg.scripts).map((command) => /^node (perf\/[\w-]+\.js)$/.exec(command)).filter(Boolean).map((m) => path.basename(m[1]))
-const SCRIPTS = [...new Set([...fromPackage, 'read-path.js', 'share.js', 'holder-flood.js', 'parallel-commands.js', 'new-shards.js', 'write-path.js', 'small-own.js'])]
+const SCRIPTS = [...new Set([...fromPackage, 'read-path.js', 'large-files.js', 'share.js', 'holder-flood.js', 'parallel-commands.js', 'new-shards.js', 'write-path.js', 'small-own.js'])]
 
 describe('perf scripts: one command line', function () {
   this.timeout(scaled(60000))

@@ -138,6 +138,28 @@ describe('perf/throughput.js', function () {
   })
 })
 
+// Large files against plain files and the raw binding, once at tiny sizes.
+describe('perf/large-files.js', function () {
+  this.timeout(scaled(120000))
+  const { tmp, run } = usePerf()
+
+  it('reads each size with every engine, kfs at --before too, and gives each ratio with its spread over rounds', async () => {
+    const script = 'large-files.js'
+    const before = path.join(__dirname, '..', '..')
+    const { stdout } = await run(script, ['--sizes', '1,2', '--rounds', '2', '--reps', '1', '--before', before, '--dir', tmp.dir, '--out', path.join(tmp.dir, 'out')])
+    for (const size of [1, 2]) {
+      for (const row of ['fs | readFile', 'fs | stream', 'kfs | readFile', 'kfs | stream', 'before | readFile', 'before | stream', 'floor | readFile: gets + CRC32 + copy', 'floor | stream: gets + CRC32', 'floor | stream: iterator + CRC32', 'floor | stream: iterator', 'floor | readFile: gets + copy']) {
+        expect(stdout).to.match(new RegExp(`\\| ${size} MiB \\| ${row.replace(/[+|]/g, '\\$&')} \\| [\\d,]+ \\| [\\d,]+-[\\d,]+ \\|`))
+      }
+      expect(stdout).to.match(new RegExp(`${size} MiB readFile: kfs / fs [\\d.]+ \\([\\d.]+-[\\d.]+\\) \\(target >= 0.9\\); floor / fs [\\d.]+`))
+      expect(stdout).to.match(new RegExp(`${size} MiB read stream: kfs / fs [\\d.]+ \\([\\d.]+-[\\d.]+\\) \\(target >= 0.8\\)`))
+      expect(stdout).to.match(new RegExp(`${size} MiB kfs / before: readFile [\\d.]+`))
+      expect(stdout).to.match(new RegExp(`${size} MiB, the parts \\(ms, medians of rounds\\): a new Buffer filled [\\d.,]+; gets [\\d.,]+`))
+    }
+    expect(fs.readdirSync(tmp.dir).filter((name) => name.startsWith('kfs-large-files-')), 'its data is removed').to.deep.equal([])
+  })
+})
+
 // The cost of a new shard, once at tiny sizes.
 describe('perf/new-shards.js', function () {
   this.timeout(scaled(60000))
