@@ -8,6 +8,8 @@ const kfs = require('..')
 const { LevelDb } = require('../lib/leveldb/leveldb')
 const { Memtables, MIN_FLUSH, FLUSH_AT, FLOOR, MAX_FLUSHING } = require('../lib/shard/memtables')
 const { memoryParts, MEMORY, MIN_MEMORY } = require('../lib/api/memory')
+const { ReadAhead } = require('../lib/data/read-ahead')
+const binding = require('leveldown/binding')
 const { useTmp, throws, rejects, scaled } = require('./helpers')
 
 const KiB = 1024
@@ -358,6 +360,70 @@ describe('memory budget', () => {
         Memtables.prototype.add = add
         LevelDb.prototype.close = close
         end()
+      }
+    })
+
+    // The chunk records readers hold, counted where the binding hands them out: each
+    // trip's values, of which the binding keeps its copy until its iterator's next trip
+    // or end. held(): those of the last trips, and those handed out that no consumer
+    // took yet.
+    function countTrips () {
+      const { iterator_next: next, iterator_end: end } = binding
+      const last = new Map() // iterator context -> chunks of its last trip
+      let fetched = 0
+      const chunks = (array) => array.filter((v, i) => i % 2 === 0 && v && v.length > 64 * KiB).length
+      binding.iterator_next = (context, callback) => next(context, (err, array, finished) => {
+        if (!err) {
+          last.set(context, chunks(array))
+          fetched += chunks(array)
+        }
+        callback(err, array, finished)
+      })
+      binding.iterator_end = (context, callback) => {
+        last.delete(context)
+        return end(context, callback)
+      }
+      return {
+        held: (taken) => fetched - taken + [...last.values()].reduce((a, b) => a + b, 0),
+        restore: () => Object.assign(binding, { iterator_next: next, iterator_end: end })
+      }
+    }
+
+    it('slow readers hold no more than their read-ahead shares, the binding\'s copies counted', async function () {
+      this.timeout(scaled(60000))
+      const store = t.open({ memory: MIN_MEMORY })
+      const chunkSize = 128 * KiB
+      await store.writeFile('big', crypto.randomBytes(16 * chunkSize)) // longer than any share
+      const readers = 24
+      const readAhead = new ReadAhead(memoryParts(MIN_MEMORY).readAhead) // the shares they get
+      const shares = Array.from({ length: readers }, () => Math.max(2, Math.floor(readAhead.take().bytes / chunkSize)))
+      const trips = countTrips()
+      let taken = 0
+      const streams = []
+      try {
+        for (let i = 0; i < readers; i++) {
+          const stream = store.createReadStream('big')
+          streams.push(stream)
+          await new Promise((resolve, reject) => {
+            stream.once('data', () => {
+              taken++
+              stream.pause()
+              resolve()
+            })
+            stream.once('error', reject)
+          })
+        }
+        // Until every reader has fetched all it will while paused.
+        let seen
+        for (let quiet = 0; quiet < 10; quiet = trips.held(taken) === seen ? quiet + 1 : 0) {
+          seen = trips.held(taken)
+          await new Promise((resolve) => setTimeout(resolve, scaled(20)))
+        }
+        expect(seen).to.be.at.most(shares.reduce((a, b) => a + b, 0))
+        expect(seen).to.be.at.least(readers) // each fetched ahead
+      } finally {
+        trips.restore()
+        for (const stream of streams) stream.destroy()
       }
     })
 

@@ -75,17 +75,24 @@ class ReadStream extends Readable {
   #named
   #aborter = controller()
 
-  // open: async (signal) => ChunkReader
+  // open: async (signal) => ChunkReader. The stream buffers nothing its consumer did
+  // not ask for (highWaterMark 0): what is fetched ahead is the reader's, bounded by its
+  // read-ahead share (read-ahead.js), and a paused stream holds no chunk besides.
   constructor (open, named = (err) => err) {
-    super()
+    super({ highWaterMark: 0 })
     this.#open = open
     this.#named = named
   }
 
+  // With highWaterMark 0, Node reads once a stream is constructed only if it flows: a
+  // consumer waiting for 'readable' (an async iteration) would wait forever. So the
+  // first chunk, which the reader fetched as it opened, is asked for here, on the tick
+  // after the one on which Node marks the stream constructed.
   _construct (callback) {
     opening(this.#aborter.signal, this.#open, (err, reader) => {
       this.#reader = reader
       callback(err)
+      if (!err) process.nextTick(() => this.read(0))
     })
   }
 
