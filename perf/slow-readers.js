@@ -13,7 +13,8 @@
 // `holder writers client`). Each case runs in a process of its own (the holder too),
 // rounds alternating. Growth over the process's memory once its store is open is split
 // into private memory (RssAnon) and file-backed pages (RssFile), and the part of those
-// that is mapped LevelDB tables (.ldb in /proc/self/smaps).
+// that is mapped LevelDB tables (.ldb in /proc/self/smaps), sampled by a worker thread
+// of that process: memory every 20 ms, the tables every 500 ms.
 //
 // Targets: kfs's RSS growth under 1 GiB; its private memory growth, in the store's
 // process and in the holder, at most what doc/about.md's formula gives for the readers
@@ -24,6 +25,7 @@ const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
 const crypto = require('node:crypto')
+const { once } = require('node:events')
 const { inChild, Stepped } = require('./child')
 const { cli, runScript, fmt, KiB, MiB } = require('./script')
 const { MEMORY } = require('../lib/api/memory')
@@ -58,29 +60,56 @@ const COMMAND = cli(__filename, {
   }
 })
 
-// MiB of private and file-backed memory, and of mapped LevelDB tables.
-function memory () {
+// MiB of private and file-backed memory (/proc/self/status), and of mapped LevelDB
+// tables (/proc/self/smaps, `tables`).
+function memory (tables = false) {
   const status = fs.readFileSync('/proc/self/status', 'utf8')
   const field = (name) => Number(status.match(new RegExp(`^${name}:\\s+(\\d+) kB`, 'm'))[1]) / 1024
+  return { anon: field('RssAnon'), file: field('RssFile'), ...(tables ? { tables: mappedTables() } : {}) }
+}
+
+function mappedTables () {
   let tables = 0
   let inTable = false
   for (const line of fs.readFileSync('/proc/self/smaps', 'utf8').split('\n')) {
     if (/^[0-9a-f]+-[0-9a-f]+ /.test(line)) inTable = line.endsWith('.ldb')
     else if (inTable && line.startsWith('Rss:')) tables += Number(line.split(/\s+/)[1]) / 1024
   }
-  return { anon: field('RssAnon'), file: field('RssFile'), tables }
+  return tables
 }
 
-// Samples memory every 20 ms from now until end(), which returns the peak growth of each
-// figure over the memory when it started.
-function sampling () {
-  const base = memory()
-  const peak = { ...base }
+// The sampler's thread: peaks of memory() every SAMPLE_MS, and of the mapped tables
+// every TABLES_MS, until told to stop; then it posts the peaks.
+const SAMPLE_MS = 20
+const TABLES_MS = 500
+function sampleUntilStopped () {
+  const { parentPort } = require('node:worker_threads')
+  const peak = memory(true)
   const tick = setInterval(() => {
     for (const [name, value] of Object.entries(memory())) peak[name] = Math.max(peak[name], value)
-  }, 20)
-  return () => {
+  }, SAMPLE_MS)
+  const tables = setInterval(() => { peak.tables = Math.max(peak.tables, mappedTables()) }, TABLES_MS)
+  parentPort.once('message', () => {
     clearInterval(tick)
+    clearInterval(tables)
+    parentPort.postMessage(peak)
+  })
+  parentPort.postMessage('started')
+}
+
+// Samples memory from now until end(), which resolves to the peak growth of each figure
+// over the memory when it started. The samples are taken on a thread of their own: a
+// read of /proc/self/smaps takes 60-90 ms with the tables of 256 shards mapped, which
+// on the main thread would stall the readers measured.
+async function sampling () {
+  const { Worker } = require('node:worker_threads')
+  const worker = new Worker(__filename, { argv: ['--sampler'] })
+  await once(worker, 'message')
+  const base = memory(true)
+  return async () => {
+    worker.postMessage('stop')
+    const [peak] = await once(worker, 'message')
+    await worker.terminate()
     return { anon: peak.anon - base.anon, file: peak.file - base.file, tables: peak.tables - base.tables }
   }
 }
@@ -88,12 +117,12 @@ function sampling () {
 // Runs every job(pause) at once while sampling memory: the peak growth, the time they
 // took and the bytes they moved.
 async function sampled (jobs) {
-  const end = sampling()
+  const end = await sampling()
   const start = process.hrtime.bigint()
   const pause = () => new Promise((resolve) => setTimeout(resolve, PAUSE_MS))
   const bytes = (await Promise.all(jobs.map((job) => job(pause)))).reduce((a, b) => a + b, 0)
   const ms = Number(process.hrtime.bigint() - start) / 1e6
-  return { ms, bytes, ...end() }
+  return { ms, bytes, ...(await end()) }
 }
 
 // A stream read slowly: paused after its first chunk. Resolves with the bytes read.
@@ -203,10 +232,10 @@ const cases = {
     return {
       step: async () => {
         if (!end) {
-          end = sampling()
+          end = await sampling()
           return {}
         }
-        const growth = end()
+        const growth = await end()
         end = undefined
         return growth
       },
@@ -337,4 +366,5 @@ async function main (args) {
   }
 }
 
-if (require.main === module) runScript(COMMAND, { cases, main, tee: true })
+if (process.argv[2] === '--sampler') sampleUntilStopped()
+else if (require.main === module) runScript(COMMAND, { cases, main, tee: true })
