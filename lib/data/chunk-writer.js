@@ -28,6 +28,7 @@ const SYNCED_BATCHES = 4
 // gives back whatever is still held, however the write ends.
 class ChunkWriter {
   #stopWait // aborted by abort(): ends a wait for the budget
+  copies = true // write(data) keeps nothing of data once it resolves (#write)
 
   // lease: { shard, release, mayWrite } (Shards#lease); mayWrite() throws if no more
   // data may be written (the disk reserve was given up).
