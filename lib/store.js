@@ -324,7 +324,7 @@ class Store {
         () => this.#files.openWriter(target, { expectedSha256, size, sync: this.#synced(options), signal }),
         (r) => r.openWriter(key, { expectedSha256, size, sync: this.#syncAsked(options) })
       )
-    }), (err) => errors.named(err, target)), served)
+    }), (err) => errors.named(err, target), { frees: served }), served)
   }
 
   createReadStream (key, options) {

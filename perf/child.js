@@ -146,4 +146,4 @@ function cliList (dir, shard) {
   return msSince(start)
 }
 
-module.exports = { inChild, serve, runSteps, cliList, now, msSince }
+module.exports = { inChild, serve, runSteps, Stepped, cliList, now, msSince }

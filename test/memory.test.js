@@ -1,6 +1,7 @@
 'use strict'
 
 const fs = require('node:fs')
+const http = require('node:http')
 const path = require('node:path')
 const crypto = require('node:crypto')
 const { expect } = require('chai')
@@ -8,6 +9,12 @@ const kfs = require('..')
 const { LevelDb } = require('../lib/leveldb/leveldb')
 const { Memtables, MIN_FLUSH, FLUSH_AT, FLOOR, MAX_FLUSHING } = require('../lib/shard/memtables')
 const { memoryParts, MEMORY, MIN_MEMORY } = require('../lib/api/memory')
+const { ReadAhead } = require('../lib/data/read-ahead')
+const binding = require('leveldown/binding')
+const { ChunkReader } = require('../lib/data/chunk-reader')
+const { ChunkWriter } = require('../lib/data/chunk-writer')
+const { SERVED } = require('../lib/api/args')
+const { free } = require('../lib/base/freed')
 const { useTmp, throws, rejects, scaled } = require('./helpers')
 
 const KiB = 1024
@@ -359,6 +366,153 @@ describe('memory budget', () => {
         LevelDb.prototype.close = close
         end()
       }
+    })
+
+    // The chunk records readers hold, counted where the binding hands them out: each
+    // trip's values, of which the binding keeps its copy until its iterator's next trip
+    // or end. held(): those of the last trips, and those handed out that no consumer
+    // took yet.
+    function countTrips () {
+      const { iterator_next: next, iterator_end: end } = binding
+      const last = new Map() // iterator context -> chunks of its last trip
+      let fetched = 0
+      const chunks = (array) => array.filter((v, i) => i % 2 === 0 && v && v.length > 64 * KiB).length
+      binding.iterator_next = (context, callback) => next(context, (err, array, finished) => {
+        if (!err) {
+          last.set(context, chunks(array))
+          fetched += chunks(array)
+        }
+        callback(err, array, finished)
+      })
+      binding.iterator_end = (context, callback) => {
+        last.delete(context)
+        return end(context, callback)
+      }
+      return {
+        held: (taken) => fetched - taken + [...last.values()].reduce((a, b) => a + b, 0),
+        restore: () => Object.assign(binding, { iterator_next: next, iterator_end: end })
+      }
+    }
+
+    it('slow readers hold no more than their read-ahead shares, the binding\'s copies counted', async function () {
+      this.timeout(scaled(60000))
+      const store = t.open({ memory: MIN_MEMORY })
+      const chunkSize = 128 * KiB
+      await store.writeFile('big', crypto.randomBytes(16 * chunkSize)) // longer than any share
+      const readers = 24
+      const readAhead = new ReadAhead(memoryParts(MIN_MEMORY).readAhead) // the shares they get
+      const shares = Array.from({ length: readers }, () => Math.max(2, Math.floor(readAhead.take().bytes / chunkSize)))
+      const trips = countTrips()
+      let taken = 0
+      const streams = []
+      try {
+        for (let i = 0; i < readers; i++) {
+          const stream = store.createReadStream('big')
+          streams.push(stream)
+          await new Promise((resolve, reject) => {
+            stream.once('data', () => {
+              taken++
+              stream.pause()
+              resolve()
+            })
+            stream.once('error', reject)
+          })
+        }
+        // Until every reader has fetched all it will while paused.
+        let seen
+        for (let quiet = 0; quiet < 10; quiet = trips.held(taken) === seen ? quiet + 1 : 0) {
+          seen = trips.held(taken)
+          await new Promise((resolve) => setTimeout(resolve, scaled(20)))
+        }
+        expect(seen).to.be.at.most(shares.reduce((a, b) => a + b, 0))
+        expect(seen).to.be.at.least(readers) // each fetched ahead
+      } finally {
+        trips.restore()
+        for (const stream of streams) stream.destroy()
+      }
+    })
+
+    // Calls of Class.prototype[method], each one's `pick(args, result)` recorded.
+    function spy (Class, method, pick) {
+      const real = Class.prototype[method]
+      const seen = []
+      Class.prototype[method] = async function (...args) {
+        const result = await real.apply(this, args)
+        seen.push(pick(args, result))
+        return result
+      }
+      return { seen, restore: () => { Class.prototype[method] = real } }
+    }
+
+    it('a holder frees each chunk it sent once the socket wrote it, and each piece of a body once it was copied', async function () {
+      this.timeout(scaled(60000))
+      const { Holder } = require('../lib/share/server')
+      const store = t.open({ share: false })
+      const data = crypto.randomBytes(2 * MiB + 5)
+      await store.writeFile('a', data)
+      const holding = new Holder(store, store.location)
+      expect(await holding.listen(path.join(store.location, 'tmp'))).to.equal(true)
+      const socketPath = path.join(store.location, 'kfs.sock')
+      const read = spy(ChunkReader, 'read', (args, chunk) => chunk)
+      const written = spy(ChunkWriter, 'write', ([piece]) => piece)
+      try {
+        const got = await new Promise((resolve, reject) => {
+          http.get({ socketPath, path: '/v1/files/a' }, (res) => {
+            const parts = []
+            res.on('data', (part) => parts.push(part)).on('end', () => resolve(Buffer.concat(parts))).on('error', reject)
+          }).on('error', reject)
+        })
+        expect(got.equals(data)).to.equal(true)
+        const chunks = read.seen.filter(Boolean)
+        expect(chunks.length).to.equal(17)
+        expect(chunks.slice(0, 16).map((chunk) => chunk.length), 'every chunk sent was freed').to.deep.equal(Array(16).fill(0))
+        expect(chunks[16].length).to.equal(5) // a record smaller than Node's pool: left to the collector
+        const answer = await new Promise((resolve, reject) => {
+          const req = http.request({ socketPath, method: 'PUT', path: '/v1/files/b' }, (res) => {
+            const parts = []
+            res.on('data', (part) => parts.push(part)).on('end', () => resolve(JSON.parse(Buffer.concat(parts)))).on('error', reject)
+          }).on('error', reject)
+          for (let at = 0; at < data.length; at += 64 * KiB) req.write(data.subarray(at, at + 64 * KiB))
+          req.end()
+        })
+        expect(answer.result.size).to.equal(data.length)
+        const large = written.seen.filter((piece) => piece.buffer.byteLength > Buffer.poolSize || piece.length === 0)
+        expect(large.length).to.be.at.least(16)
+        expect(large.every((piece) => piece.length === 0), 'every piece of the body was freed').to.equal(true)
+        expect((await store.readFile('b')).equals(data)).to.equal(true)
+      } finally {
+        read.restore()
+        written.restore()
+        await holding.close()
+      }
+    })
+
+    it('a write stream of the store\'s own caller leaves the caller\'s buffers as they were; a served one frees them once copied', async () => {
+      const store = t.open()
+      const pieces = [crypto.randomBytes(64 * KiB), crypto.randomBytes(64 * KiB)]
+      const copies = pieces.map((piece) => Buffer.from(piece))
+      await new Promise((resolve, reject) => store.createWriteStream('own').on('finish', resolve).on('error', reject).end(Buffer.concat(pieces)))
+      for (const piece of pieces) {
+        await new Promise((resolve, reject) => {
+          const stream = store.createWriteStream('piece').on('error', reject)
+          stream.end(piece, resolve)
+        })
+      }
+      expect(pieces.map((piece, i) => piece.equals(copies[i]))).to.deep.equal([true, true])
+      const served = Buffer.from(copies[0])
+      await new Promise((resolve, reject) => store.createWriteStream('served', { [SERVED]: true }).on('error', reject).end(served, resolve))
+      expect(served.length).to.equal(0)
+      expect((await store.readFile('served')).equals(copies[0])).to.equal(true)
+    })
+
+    it('free() gives back a Buffer\'s memory now, and leaves alone one of Node\'s shared pool', () => {
+      const big = Buffer.alloc(MiB, 1)
+      free(big)
+      expect(big.length).to.equal(0)
+      const small = Buffer.from('small')
+      const neighbour = Buffer.from('neighbour') // in the same pool
+      free(small)
+      expect(String(small) + String(neighbour)).to.equal('smallneighbour')
     })
 
     it('flushes none while what was written fits its budget', async () => {

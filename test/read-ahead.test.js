@@ -23,14 +23,21 @@ describe('read-ahead shared among readers', () => {
     expect(again.map((s) => s.bytes)).to.deep.equal(shares.map((s) => s.bytes))
   })
 
-  it('a share becomes a binding fetch size and a queue of chunks', () => {
+  it('a share becomes a binding fetch size and a queue of chunks, the binding\'s copy of its last trip counted', () => {
     const C = 128 * 1024
+    // What a reader holds at most: its queue (prefetch + a trip) and the binding's copy
+    // of the last trip.
+    const held = ({ highWaterMark, prefetch }, chunkSize) => prefetch + 2 * Math.ceil(highWaterMark / chunkSize)
     // Three chunks a trip (the binding stops past 2.5 chunks' bytes), the rest queued.
-    expect(readAheadShape(MAX_EACH, C)).to.deep.equal({ highWaterMark: 2.5 * C, prefetch: 21 })
-    // A small share: one chunk a trip, two queued.
-    expect(readAheadShape(MIN_EACH, C)).to.deep.equal({ highWaterMark: C / 2, prefetch: 2 })
-    expect(readAheadShape(MIN_EACH, 1024 * 1024)).to.deep.equal({ highWaterMark: 512 * 1024, prefetch: 1 })
-    expect(readAheadShape(MAX_EACH, 1024 * 1024)).to.deep.equal({ highWaterMark: 512 * 1024, prefetch: 2 })
+    expect(readAheadShape(MAX_EACH, C)).to.deep.equal({ highWaterMark: 2.5 * C, prefetch: 18 })
+    expect(held(readAheadShape(MAX_EACH, C), C)).to.equal(MAX_EACH / C)
+    // The least share: one chunk a trip, fetched once the consumer took the last.
+    expect(readAheadShape(MIN_EACH, C)).to.deep.equal({ highWaterMark: C / 2, prefetch: 0 })
+    expect(held(readAheadShape(MIN_EACH, C), C) * C).to.equal(MIN_EACH)
+    for (const bytes of [3 * C, 5 * C, 7 * C, 12 * C]) expect(held(readAheadShape(bytes, C), C)).to.equal(bytes / C)
+    // Chunks larger than a share: two, whatever the share.
+    expect(readAheadShape(MIN_EACH, 1024 * 1024)).to.deep.equal({ highWaterMark: 512 * 1024, prefetch: 0 })
+    expect(readAheadShape(MAX_EACH, 1024 * 1024)).to.deep.equal({ highWaterMark: 512 * 1024, prefetch: 1 })
   })
 
   it('lets at most GETS_IN_FLIGHT chunk gets of a store be in flight, and a failed one frees its place', async () => {

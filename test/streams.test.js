@@ -236,5 +236,21 @@ describe('streams', () => {
       }))
       expect(Buffer.concat(received).equals(data)).to.equal(true)
     })
+
+    // Read streams buffer nothing ahead (read-ahead is the reader's, within its share):
+    // Node then reads a constructed stream only when it flows, unless kfs asks.
+    it('is read whole by async iteration, and a paused stream buffers no chunk', async () => {
+      const store = t.open({ chunkSize: C })
+      const data = bytes(10 * C)
+      await store.writeFile('f', data)
+      const parts = []
+      for await (const part of store.createReadStream('f')) parts.push(part)
+      expect(Buffer.concat(parts).equals(data)).to.equal(true)
+      const stream = store.createReadStream('f')
+      await new Promise((resolve) => stream.once('data', () => { stream.pause(); resolve() }))
+      await new Promise((resolve) => setTimeout(resolve, 50))
+      expect(stream.readableLength).to.equal(0)
+      stream.destroy()
+    })
   })
 })

@@ -2,7 +2,8 @@
 
 const path = require('node:path')
 const { expect } = require('chai')
-const { WriteBudget } = require('../lib/data/write-budget')
+const { WriteBudget, STALL_MS } = require('../lib/data/write-budget')
+const { recordLength } = require('../lib/shard/chunk-record')
 const { ChunkWriter } = require('../lib/data/chunk-writer')
 const { Shard } = require('../lib/shard/shard')
 const { ChunkKeys } = require('../lib/shard/records')
@@ -76,6 +77,52 @@ describe('write budget: memory held by writers is bounded', function () {
     } finally {
       await shard.close()
     }
+  })
+
+  describe('the chunk a writer is filling', () => {
+    let shard
+    beforeEach(async () => {
+      const store = t.open({ referenceId: REF, chunkSize: C })
+      await store.writeFile(keyInShard(REF, 3, 'w'), 'x') // the shard exists
+      await store.close()
+      shard = await Shard.open({ index: 3, location: path.join(store.location, '003.s'), cap: 1e9, chunkKeys: new ChunkKeys(1e9, C), sync: false })
+    })
+    afterEach(() => shard.close())
+    const writer = (key, budget) => new ChunkWriter({ lease: { shard, release: () => {}, mayWrite: () => {} }, key, chunkSize: C, budget })
+
+    it('counts in the budget from its first byte: writers past it wait, and go on as the others fill theirs', async () => {
+      const record = recordLength(C)
+      const budget = new WriteBudget(4 * record)
+      const writers = Array.from({ length: 6 }, (_, i) => writer(String(i).repeat(40), budget))
+      const started = writers.map((w, i) => w.write(bytes(C / 2, `${i}`)).then(() => i))
+      const first = await within(10000, Promise.all(started.slice(0, 4)), 'the first four')
+      expect(first).to.deep.equal([0, 1, 2, 3])
+      expect(budget.held).to.equal(4 * record) // four chunks half filled
+      let late = 0
+      started.slice(4).forEach((p) => p.then(() => late++))
+      await new Promise((resolve) => setTimeout(resolve, 50))
+      expect(late, 'writers past the budget wait').to.equal(0)
+      // Two of the first fill their chunk, which LevelDB writes, and end: the two others start theirs.
+      for (const w of writers.slice(0, 2)) await w.write(bytes(C / 2, 'rest'))
+      await within(10000, Promise.all(writers.slice(0, 2).map((w) => w.finish())), 'the two filled')
+      await within(10000, Promise.all(started), 'the two past the budget')
+      expect(budget.held).to.equal(4 * record)
+      for (const w of writers.slice(2)) await w.finish()
+      expect(budget.held).to.equal(0)
+    })
+
+    it('held by writers whose callers went quiet, lets another go on past the budget once nothing came back for a while', async () => {
+      const budget = new WriteBudget(2 * recordLength(C))
+      const quiet = [writer('q'.repeat(40), budget), writer('r'.repeat(40), budget)]
+      for (const w of quiet) await w.write(bytes(C / 2, 'q')) // a caller that writes the next part only once `other` is written
+      const other = writer('o'.repeat(40), budget)
+      const start = Date.now()
+      await within(10000, other.write(bytes(2 * C, 'o')), 'the writer waiting behind the stalled ones')
+      expect(Date.now() - start).to.be.at.least(STALL_MS - 50)
+      expect((await other.finish()).size).to.equal(2 * C)
+      for (const w of quiet) expect((await w.finish()).size).to.equal(C / 2)
+      expect(budget.held).to.equal(0)
+    })
   })
 
   describe('on a shard whose writes fail', () => {

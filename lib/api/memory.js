@@ -3,7 +3,8 @@
 const MiB = 1024 * 1024
 
 // The store's memory budget (options.memory), shared out: writers' data not yet in
-// LevelDB (at most `writes`), readers' read-ahead (`readAhead`, plus MIN_EACH for each
+// LevelDB, the chunks they are filling included (`writes`, passed only by what writers
+// stalled by their callers hold: write-budget.js), readers' read-ahead (`readAhead`, plus MIN_EACH for each
 // reader past it: read-ahead.js), and LevelDB's memtables, which get what the others
 // leave (shard/memtables.js). LevelDB's block caches hold nothing: kfs reads with
 // fillCache off, and LevelDB never caches the blocks of a table it maps. doc/about.md,

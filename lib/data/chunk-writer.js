@@ -28,12 +28,14 @@ const SYNCED_BATCHES = 4
 // gives back whatever is still held, however the write ends.
 class ChunkWriter {
   #stopWait // aborted by abort(): ends a wait for the budget
+  copies = true // write(data) keeps nothing of data once it resolves (#write)
 
   // lease: { shard, release, mayWrite } (Shards#lease); mayWrite() throws if no more
   // data may be written (the disk reserve was given up).
   // sha256: the content's hash, known to the caller (put): not computed again.
   // expectedSha256: checked before the commit; a mismatch fails with EINTEGRITY.
-  // budget: the store's WriteBudget, taken for every whole chunk until LevelDB wrote it;
+  // budget: the store's WriteBudget, taken for every chunk record from when the writer
+  // starts filling it until LevelDB wrote it;
   // records: its RecordPool, the chunk records writes reuse. sync: this write is synced
   // (as every write is in a shard of a synced store).
   constructor ({ lease, key, name, chunkSize, size, sha256, expectedSha256, budget = new WriteBudget(), records = new RecordPool(), sync = false }) {
@@ -131,8 +133,12 @@ class ChunkWriter {
     let offset = 0
     while (offset < data.length && !this.aborting) {
       // A chunk starts here; a file known to end sooner gets a record of what is left.
+      // The record counts in the budget from now on, as what it will hold is taken
+      // from the caller.
       if (!this.partial) {
         const length = Math.min(this.chunkSize, this.#left(data.length - offset))
+        await this.#take(recordLength(length))
+        if (this.aborting) break
         this.partial = this.records.take(length, length === this.chunkSize)
       }
       const take = Math.min(this.chunkSize - this.partialBytes, data.length - offset)
@@ -156,13 +162,17 @@ class ChunkWriter {
     return chunk
   }
 
+  // `bytes` of the budget, for a chunk record about to be filled.
+  async #take (bytes) {
+    if (this.ticket.tryTake(bytes)) return
+    await this.#flush() // what this writer holds must not be waited for while it waits
+    this.#stopWait = this.#stopWait || new AbortController()
+    if (this.aborting) throw errors.cancelled(this.key)
+    await this.ticket.take(bytes, this.#stopWait.signal)
+  }
+
+  // A filled chunk, whose record's bytes the budget counts since it was started.
   async #addChunk (chunk) {
-    if (!this.ticket.tryTake(chunk.length)) {
-      await this.#flush() // what this writer holds must not be waited for while it waits
-      this.#stopWait = this.#stopWait || new AbortController()
-      if (this.aborting) throw errors.cancelled(this.key)
-      await this.ticket.take(chunk.length, this.#stopWait.signal)
-    }
     if (this.batch.length === 0) this.ticket.hold(this.sendHeld)
     this.batch.push(chunk)
     this.batchBytes += chunk.length

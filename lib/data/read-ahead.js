@@ -9,7 +9,7 @@ const { memoryParts, MEMORY } = require('../api/memory')
 // reads ahead as far as it benefits from, and hundreds of slow readers together hold
 // about the budget plus MIN_EACH each.
 const MAX_EACH = 3 * 1024 * 1024
-const MIN_EACH = 384 * 1024
+const MIN_EACH = 256 * 1024
 // Chunk gets a store has in flight at once (a range read fetches one per chunk): two
 // per libuv thread, as LevelDB serves each on one of them. More only pile up values
 // read, waiting for the main thread to copy them into Buffers; the memory they churn
@@ -81,12 +81,16 @@ const TRIP_BYTES = 384 * 1024
 
 // How a reader with `bytes` to read ahead uses them: chunks fetched per trip into the
 // binding, the rest queued for the consumer, so that the binding fetches the next trip
-// on its thread while the queued chunks are checked and handed out.
+// on its thread while the queued chunks are checked and handed out. What the reader
+// holds is its queue and the binding's copy of its last trip, which the binding keeps
+// until the next trip starts (leveldown's iterator cache): the iterator fetches while
+// its queue holds at most `prefetch` chunks, so the reader holds at most prefetch + 2
+// trips' chunks, and at least two chunks.
 function readAheadShape (bytes, chunkSize) {
-  const chunks = Math.max(1, Math.floor(bytes / chunkSize))
-  const perTrip = Math.max(1, Math.min(Math.floor(TRIP_BYTES / chunkSize), Math.floor(chunks / 2)))
+  const chunks = Math.max(2, Math.floor(bytes / chunkSize))
+  const perTrip = Math.max(1, Math.min(Math.floor(TRIP_BYTES / chunkSize), Math.floor(chunks / 3)))
   // The binding ends a trip once it has read more than highWaterMark bytes.
-  return { highWaterMark: Math.floor((perTrip - 0.5) * chunkSize), prefetch: Math.max(1, chunks - perTrip) }
+  return { highWaterMark: Math.floor((perTrip - 0.5) * chunkSize), prefetch: chunks - 2 * perTrip }
 }
 
 module.exports = { ReadAhead, readAheadShape, MIN_EACH, MAX_EACH, GETS_IN_FLIGHT }

@@ -2,6 +2,7 @@
 
 const { Readable, Writable } = require('node:stream')
 const { controller } = require('../api/abortable')
+const { free } = require('../base/freed')
 
 // Core streams whose hooks hand off to ChunkWriter / ChunkReader. Async setup happens
 // in _construct, the commit in _final, cleanup in _destroy.
@@ -20,13 +21,17 @@ class WriteStream extends Writable {
   #open
   #writer
   #named
+  #frees
   #aborter = controller()
 
-  // open: async (signal) => ChunkWriter
-  constructor (open, named = (err) => err) {
+  // open: async (signal) => ChunkWriter. `frees`: the stream owns every chunk written to
+  // it (a holder's, of a request's body), and frees each once a writer that copies it
+  // (ChunkWriter#copies) has copied it (base/freed.js).
+  constructor (open, named = (err) => err, { frees = false } = {}) {
     super()
     this.#open = open
     this.#named = named
+    this.#frees = frees
   }
 
   _construct (callback) {
@@ -42,7 +47,10 @@ class WriteStream extends Writable {
   }
 
   _write (chunk, encoding, callback) {
-    this.#writer.write(chunk).then(() => callback(), callback)
+    this.#writer.write(chunk).then(() => {
+      if (this.#frees && this.#writer.copies) free(chunk)
+      callback()
+    }, callback)
   }
 
   _final (callback) {
@@ -75,17 +83,24 @@ class ReadStream extends Readable {
   #named
   #aborter = controller()
 
-  // open: async (signal) => ChunkReader
+  // open: async (signal) => ChunkReader. The stream buffers nothing its consumer did
+  // not ask for (highWaterMark 0): what is fetched ahead is the reader's, bounded by its
+  // read-ahead share (read-ahead.js), and a paused stream holds no chunk besides.
   constructor (open, named = (err) => err) {
-    super()
+    super({ highWaterMark: 0 })
     this.#open = open
     this.#named = named
   }
 
+  // With highWaterMark 0, Node reads once a stream is constructed only if it flows: a
+  // consumer waiting for 'readable' (an async iteration) would wait forever. So the
+  // first chunk, which the reader fetched as it opened, is asked for here, on the tick
+  // after the one on which Node marks the stream constructed.
   _construct (callback) {
     opening(this.#aborter.signal, this.#open, (err, reader) => {
       this.#reader = reader
       callback(err)
+      if (!err) process.nextTick(() => this.read(0))
     })
   }
 

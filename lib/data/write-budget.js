@@ -3,15 +3,25 @@
 const { abortable, controller } = require('../api/abortable')
 const { memoryParts, MEMORY } = require('../api/memory')
 
+// While someone waits, and nothing was given back for this long, the first waiter is
+// granted its bytes past the budget.
+const STALL_MS = 1000
+
 // Bytes of file data that all writers of a store may hold between taking them from
 // the caller and LevelDB having written them (a share of the store's memory budget,
 // api/memory.js): bounds memory when hundreds of streams write at once, while one
-// writer (3 MiB at most, chunk-writer.js) never waits.
+// writer (3 MiB at most, chunk-writer.js) never waits. A writer holds the chunk it is
+// filling, which it cannot send before it is full: should writers whose callers went
+// quiet hold the whole budget, nothing would come back, and a caller that goes on with
+// them only once another write went through would wait for ever. So a budget that gave
+// nothing back for STALL_MS while someone waits grants the first waiter past it: memory
+// goes past the budget only by what writers stalled by their callers hold.
 class WriteBudget {
   #free
   #waiting = [] // { bytes, resolve }, first come first served
   #holders = new Set() // callbacks of writers holding bytes they have not sent yet
   #shut = controller() // aborted once the store closes: every wait fails
+  #stall // the timer of STALL_MS, running while someone waits
 
   constructor (bytes = memoryParts(MEMORY).writes) {
     this.total = bytes
@@ -46,6 +56,7 @@ class WriteBudget {
       const waiter = { bytes, resolve }
       this.#waiting.push(waiter)
       waits = true
+      if (!this.#stall) this.#watch()
       return () => this.#drop(waiter)
     })
     if (!waits) return waited
@@ -67,6 +78,7 @@ class WriteBudget {
   give (bytes) {
     this.#free += bytes
     this.#grant()
+    this.#watch()
   }
 
   // Waits fail with `err` from now on (the store is closing), so writers drain.
@@ -88,6 +100,21 @@ class WriteBudget {
     if (at === -1) return
     this.#waiting.splice(at, 1)
     this.#grant()
+    this.#watch()
+  }
+
+  // (Re)starts the STALL_MS timer while someone waits; stops it otherwise.
+  #watch () {
+    clearTimeout(this.#stall)
+    this.#stall = undefined
+    if (this.#waiting.length === 0) return
+    this.#stall = setTimeout(() => {
+      const waiter = this.#waiting.shift()
+      this.#free -= waiter.bytes
+      waiter.resolve()
+      this.#grant()
+      this.#watch()
+    }, STALL_MS).unref()
   }
 
   // More than the whole budget is granted when nothing else is taken.
@@ -145,4 +172,4 @@ class Ticket {
   }
 }
 
-module.exports = { WriteBudget }
+module.exports = { WriteBudget, STALL_MS }

@@ -14,6 +14,7 @@ const { READING } = require('../data/streams')
 const { Connections, httpOptions, HEADERS_MS, BACKLOG } = require('./connections')
 const { synced, decoded, parseRange, jsonBody, shaped } = require('./requests')
 const { answer, fail, lines, drained } = require('./answers')
+const { free } = require('../base/freed')
 // A client that takes no more of an answer, or sends nothing more of a request's body,
 // for this long is cut off: what its request holds (a read, a shard lease, write
 // budget) is given back.
@@ -230,7 +231,7 @@ class Holder {
     res.writeHead(range ? 206 : 200, { ...headers, trailer: ERROR_TRAILER })
     try {
       for (; !next.done; next = await chunks.next()) {
-        if (!res.write(next.value)) await drained(res, this.#idleMs)
+        if (!res.write(next.value, sent(next.value))) await drained(res, this.#idleMs)
         if (res.destroyed) return
       }
     } catch (err) {
@@ -260,6 +261,14 @@ class Holder {
     const stream = this.#store.createWriteStream(key, options)
     await pipeline(req, stream)
     answer(res, { key: stream.key, size: stream.size, sha256: stream.sha256 })
+  }
+}
+
+// A write callback that frees `chunk` once the socket wrote it: a chunk of a read the
+// holder made is its own (the binding's copy of a record), and nothing else uses it.
+function sent (chunk) {
+  return (err) => {
+    if (!err) free(chunk)
   }
 }
 
