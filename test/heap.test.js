@@ -7,6 +7,7 @@ const vm = require('node:vm')
 const { execFileSync } = require('node:child_process')
 const { expect } = require('chai')
 const { Fingerprints } = require('../lib/shard/fingerprints')
+const { LevelDb } = require('../lib/leveldb/leveldb')
 const { useTmp, sha256, scaled } = require('./helpers')
 
 // What a store keeps in the JavaScript heap. Past 8 MB of it, V8 runs a full collection
@@ -39,17 +40,36 @@ describe('the JavaScript heap a store holds', function () {
 
   it('8,192 files\' fingerprints take under 16 KiB of it', async () => {
     const keys = Array.from({ length: 8192 }, (_, i) => sha256(`key ${i}`))
-    const shards = Array.from({ length: 4 }, () => new Fingerprints())
-    const before = heapUsed()
     // Two made by commits, key by key; two from the keys a shard holds.
-    for (const prints of shards.slice(0, 2)) {
-      prints.made()
-      keys.forEach((key, i) => prints.added(key, i + 1))
+    const make = async (shards) => {
+      for (const prints of shards.slice(0, 2)) {
+        prints.made()
+        keys.forEach((key, i) => prints.added(key, i + 1))
+      }
+      for (const prints of shards.slice(2)) await prints.mayHold(keys[0], keys.length, async function * () { yield * keys })
+      return shards
     }
-    for (const prints of shards.slice(2)) await prints.mayHold(keys[0], keys.length, async function * () { yield * keys })
+    await make(Array.from({ length: 4 }, () => new Fingerprints())) // the code that makes them made, and run
+    await new Promise((resolve) => setImmediate(resolve)) // and what it made let go
+    const before = heapUsed()
+    const shards = await make(Array.from({ length: 4 }, () => new Fingerprints()))
     const grown = (heapUsed() - before) / shards.length
     expect(shards.every((prints) => !prints.lacks(keys[8191]))).to.equal(true)
     expect(grown).to.be.below(16 * 1024)
+  })
+
+  it('an open shard database takes under 1.5 KiB of it', async () => {
+    const openAll = async (n) => {
+      const dbs = []
+      for (let i = 0; i < n; i++) dbs.push(await LevelDb.open(path.join(t.dir, String(i)), { createIfMissing: true }))
+      return dbs
+    }
+    const closeAll = (dbs) => Promise.all(dbs.map((db) => db.close()))
+    await closeAll(await openAll(128)) // the code that opens them made, and run
+    const dbs = await openAll(128)
+    const open = heapUsed()
+    await closeAll(dbs.splice(0))
+    expect((open - heapUsed()) / 128).to.be.below(1536)
   })
 
   it('a store written, read, listed and verified loads no package but leveldown and its own', () => {
