@@ -16,6 +16,7 @@
 const fs = require('node:fs')
 const path = require('node:path')
 const crypto = require('node:crypto')
+const { PerformanceObserver, constants: { NODE_PERFORMANCE_GC_MAJOR } } = require('node:perf_hooks')
 const { fsWrite, MiB } = require('./script')
 const { memory, descriptors } = require('./node')
 const { call, chunkKeys, countKeys, openRaw, openStore, rawShards, writeRecords } = require('./kfs-work')
@@ -183,6 +184,30 @@ function sampler () {
   }
 }
 
+// The process's garbage collections from start() to stop(): { full: how many were full
+// (mark-compacts), ms: the time all of them took }.
+function gcCounter () {
+  let counts
+  const count = (entries) => {
+    for (const entry of entries) {
+      if (entry.detail.kind === NODE_PERFORMANCE_GC_MAJOR) counts.full++
+      counts.ms += entry.duration
+    }
+  }
+  const observer = new PerformanceObserver((list) => count(list.getEntries()))
+  return {
+    start () {
+      counts = { full: 0, ms: 0 }
+      observer.observe({ entryTypes: ['gc'] })
+    },
+    stop () {
+      count(observer.takeRecords())
+      observer.disconnect()
+      return counts
+    }
+  }
+}
+
 function shuffled (n) {
   const order = Array.from({ length: n }, (_, i) => i)
   for (let i = n - 1; i > 0; i--) {
@@ -192,4 +217,4 @@ function shuffled (n) {
   return order
 }
 
-module.exports = { pieceSet, openEngine, sampler, shuffled }
+module.exports = { pieceSet, openEngine, sampler, gcCounter, shuffled }

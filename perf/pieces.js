@@ -24,7 +24,8 @@
 // still open and idle, then once it is closed. Memory (RSS, and private: RssAnon) is
 // sampled every 20 ms during each phase, open descriptors every 500 ms (listing kfs's
 // thousand or so takes 0.5 ms of the main thread), both at its start and end too; a
-// phase's figure is its peak.
+// phase's figure is its peak. Garbage collection: the full collections (mark-compacts)
+// of each phase, and the time all its collections took.
 //
 // Engines:
 // - kfs: writeFile(pieceId, data), readFile, unlink, with every shard made before the
@@ -59,7 +60,7 @@ const { cli, inFlight, runScript, writeOut, chartsOf, quickMark, machineFor, com
 const { median, percentile } = require('./stats')
 const { barChart } = require('./svg')
 const { diskBytes } = require('./node')
-const { pieceSet, openEngine, sampler, shuffled } = require('./piece-engines')
+const { pieceSet, openEngine, sampler, gcCounter, shuffled } = require('./piece-engines')
 const { MEMORY } = require('../lib/api/memory')
 
 const SELF = __filename
@@ -74,7 +75,7 @@ const NAMES = {
   'raw-kfs': "raw LevelDBs doing kfs's work (floor)"
 }
 const PHASES = ['upload', 'download', 'collect']
-const HEADER = 'round,engine,phase,pieces,piece_bytes,workers,seconds,pieces_per_s,mib_per_s,p50_ms,p99_ms,peak_rss_bytes,peak_anon_bytes,peak_fds,disk_empty_bytes,disk_end_bytes,disk_idle_bytes,disk_closed_bytes'
+const HEADER = 'round,engine,phase,pieces,piece_bytes,workers,seconds,pieces_per_s,mib_per_s,p50_ms,p99_ms,peak_rss_bytes,peak_anon_bytes,peak_fds,disk_empty_bytes,disk_end_bytes,disk_idle_bytes,disk_closed_bytes,gc_full,gc_ms'
 
 const COMMAND = cli(__filename, {
   run: 'npm run benchmark:pieces --',
@@ -107,16 +108,19 @@ const CASES = {
     const store = await openEngine(engine, dir, fresh, memory)
     const empty = disk()
     const peaks = sampler()
+    const gcs = gcCounter()
     const rows = []
     // Runs op(i) for every i of `order`, `n` at a time; op returns what it timed.
     const phase = async (name, order, n, op) => {
       const latencies = []
       peaks.start()
+      gcs.start()
       const start = now()
       await inFlight(n, order, async (i) => latencies.push(await op(i)))
       const seconds = msSince(start) / 1000
+      const gc = gcs.stop()
       const peak = peaks.stop()
-      rows.push({ phase: name, pieces, size, workers: n, seconds, p50: percentile(latencies, 50), p99: percentile(latencies, 99), peak, diskEmpty: empty, diskEnd: disk() })
+      rows.push({ phase: name, pieces, size, workers: n, seconds, p50: percentile(latencies, 50), p99: percentile(latencies, 99), peak, gc, diskEmpty: empty, diskEnd: disk() })
     }
     const timed = async (fn) => {
       const start = now()
@@ -143,7 +147,7 @@ const cell = (x, digits) => (x === undefined ? '' : digits === undefined ? Strin
 
 function toCsv (rows) {
   return [HEADER, ...rows.map((r) => [r.round, r.engine, r.phase, r.pieces, r.size, r.workers, cell(r.seconds, 3), cell(r.pieces / r.seconds, 1), cell(r.pieces * r.size / MiB / r.seconds, 2), cell(r.p50, 3), cell(r.p99, 3),
-    r.peak.rss, r.peak.anon, r.peak.fds, r.diskEmpty, r.diskEnd, cell(r.diskIdle), cell(r.diskClosed)].join(','))].join('\n') + '\n'
+    r.peak.rss, r.peak.anon, r.peak.fds, r.diskEmpty, r.diskEnd, cell(r.diskIdle), cell(r.diskClosed), r.gc.full, cell(r.gc.ms, 1)].join(','))].join('\n') + '\n'
 }
 
 // A row as the report and chart read it, from a record of pieces.csv.
@@ -163,7 +167,8 @@ function fromCsv (r) {
     diskEmpty: Number(r.disk_empty_bytes),
     diskEnd: Number(r.disk_end_bytes),
     diskIdle: number(r.disk_idle_bytes),
-    diskClosed: number(r.disk_closed_bytes)
+    diskClosed: number(r.disk_closed_bytes),
+    gc: { full: number(r.gc_full), ms: number(r.gc_ms) } // absent from CSVs made before
   }
 }
 
@@ -226,12 +231,12 @@ function report (args, rows, { loadStart, loadEnd, filesystem, commit }) {
       const [low, high] = [Math.min(...values), Math.max(...values)].map((v) => fmt(v))
       return low === high ? low : `${low}-${high}`
     }
-    add(`Pieces/s (higher is better): the median of the rounds, and the slowest and fastest round (${rounds.length < MIN_N ? fewNote(rounds.length) : `n = ${rounds.length}`}); latency of a piece, medians of the rounds:`)
+    add(`Pieces/s (higher is better): the median of the rounds, and the slowest and fastest round (${rounds.length < MIN_N ? fewNote(rounds.length) : `n = ${rounds.length}`}); latency of a piece, and the process's garbage collection (full: mark-compacts; ms: all collections), medians of the rounds:`)
     add()
-    add('| engine | pieces/s | rounds | MiB/s | p50 ms | p99 ms |')
-    add('|---|---|---|---|---|---|')
+    add('| engine | pieces/s | rounds | MiB/s | p50 ms | p99 ms | full GCs | GC ms |')
+    add('|---|---|---|---|---|---|---|---|')
     for (const e of engines) {
-      add(`| ${NAMES[e]} | ${fmt(mid(e, phase, rate))} | ${spread(e, rate)} | ${fmt(mid(e, phase, (r) => rate(r) * r.size / MiB), 1)} | ${ms(mid(e, phase, (r) => r.p50))} | ${ms(mid(e, phase, (r) => r.p99))} |`)
+      add(`| ${NAMES[e]} | ${fmt(mid(e, phase, rate))} | ${spread(e, rate)} | ${fmt(mid(e, phase, (r) => rate(r) * r.size / MiB), 1)} | ${ms(mid(e, phase, (r) => r.p50))} | ${ms(mid(e, phase, (r) => r.p99))} | ${fmt(mid(e, phase, (r) => r.gc.full))} | ${fmt(mid(e, phase, (r) => r.gc.ms))} |`)
     }
     add()
     const against = ['files', 'files-fsync', ...(phase === 'download' ? ['raw-kfs', 'leveldb'] : [])]

@@ -30,6 +30,13 @@ const DIR_SYNC_ATTEMPTS = 4
 // then open the database too.
 const HELD = new Set()
 
+// What every database's `supports` is: the first one's. Each leveldown instance makes
+// its manifest of features (abstract-leveldown), the same for all and read by neither
+// package nor kfs, as an object of its own: 1.6 KB of the JavaScript heap, 400 KB for
+// 256 shards. The heap's size decides how often V8 collects it whole while reads hand
+// out Buffers (doc/performance.md, "Format 3: a piece is one get").
+const MANIFEST = { supports: undefined }
+
 // Marks the failure of a synced write that was applied, but whose directory could not
 // be synced after it (LevelDb#write): see madeNotDurable().
 const NOT_DURABLE = Symbol('kfs.notDurable')
@@ -125,6 +132,7 @@ class LevelDb {
     }
     const open = async () => {
       const db = leveldown(dir)
+      db.supports = MANIFEST.supports ??= db.supports
       // LevelDB forgets a log it could not open (out of descriptors): log-guard.js. In
       // a shadow, the guard's hard links are links to the symbolic links, and what it
       // restores is renamed there, never at `location`; a failed open's shadow is

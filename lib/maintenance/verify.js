@@ -1,6 +1,5 @@
 'use strict'
 
-const { mapLimit } = require('async')
 const { checkFile, checkAccounting, headsWithoutMeta } = require('./file-check')
 const args = require('../api/args')
 
@@ -12,6 +11,27 @@ const args = require('../api/args')
 const VERIFY_CONCURRENCY = 4
 // verify() reads: it may give up the disk reserve.
 const MAY_SPEND_RESERVE = { useReserve: true }
+
+// fn(item) for every item, at most `limit` at once; resolves to their results in the
+// items' order. After one rejects, none starts: it rejects with that one's error.
+async function mapLimit (items, limit, fn) {
+  const results = new Array(items.length)
+  let next = 0
+  let failed = false
+  const worker = async () => {
+    while (!failed && next < items.length) {
+      const i = next++
+      try {
+        results[i] = await fn(items[i])
+      } catch (err) {
+        failed = true
+        throw err
+      }
+    }
+  }
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker))
+  return results
+}
 
 // Reads every committed file whole and checks each shard's accounting and damage
 // notes. Resolves to { files, bytes, problems: [{ shard, key, kind, problem }] }, key

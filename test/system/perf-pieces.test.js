@@ -38,6 +38,7 @@ describe('perf/pieces.js', function () {
       expect(Number(r.pieces_per_s), `${r.engine} ${r.phase}`).to.be.above(0)
       expect(Number(r.p99_ms)).to.be.at.least(Number(r.p50_ms))
       expect(Number(r.peak_rss_bytes)).to.be.at.least(Number(r.peak_anon_bytes)).and.above(0)
+      expect(Number.isInteger(Number(r.gc_full)) && Number(r.gc_ms) >= 0, `${r.engine} ${r.phase} gc_full ${r.gc_full}, gc_ms ${r.gc_ms}`).to.equal(true)
       expect(Number(r.peak_fds)).to.be.above(0)
       // Disk after idle and close only for collect, once the pieces are gone.
       expect(r.disk_idle_bytes === '').to.equal(r.phase !== 'collect')
@@ -56,7 +57,7 @@ describe('perf/pieces.js', function () {
     }
     expect(report).to.contain('| / floor | / one raw LevelDB |')
     const download = report.slice(report.indexOf('## Download')).split('\n## ')[0]
-    expect(download).to.match(/^\| kfs \| [\d,]+ \| [\d,]+(-[\d,]+)? \| [\d,.]+ \| [\d.]+ \| [\d.]+ \|$/m) // pieces/s, slowest-fastest round, MiB/s, p50, p99
+    expect(download).to.match(/^\| kfs \| [\d,]+ \| [\d,]+(-[\d,]+)? \| [\d,.]+ \| [\d.]+ \| [\d.]+ \| [\d,]+ \| [\d,]+ \|$/m) // pieces/s, slowest-fastest round, MiB/s, p50, p99, full GCs, GC ms
     expect(download).to.match(/^\| kfs( \| [\d,.]+){7} \|$/m) // four ratios, three peaks
     expect(report).to.contain('n = 1 < 5: no statistics')
     for (const line of report.split('\n').filter((l) => l.startsWith('|'))) expect(line.length, line).to.be.at.most(100)
