@@ -12,26 +12,9 @@ const VERIFY_CONCURRENCY = 4
 // verify() reads: it may give up the disk reserve.
 const MAY_SPEND_RESERVE = { useReserve: true }
 
-// fn(item) for every item, at most `limit` at once; resolves to their results in the
-// items' order. After one rejects, none starts: it rejects with that one's error.
-async function mapLimit (items, limit, fn) {
-  const results = new Array(items.length)
-  let next = 0
-  let failed = false
-  const worker = async () => {
-    while (!failed && next < items.length) {
-      const i = next++
-      try {
-        results[i] = await fn(items[i])
-      } catch (err) {
-        failed = true
-        throw err
-      }
-    }
-  }
-  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker))
-  return results
-}
+// async's mapLimit, loaded by the first verify(): a store that never verifies keeps
+// the package out of its heap (doc/performance.md, "Format 3: a piece is one get").
+const mapLimit = () => require('async').mapLimit
 
 // Reads every committed file whole and checks each shard's accounting and damage
 // notes. Resolves to { files, bytes, problems: [{ shard, key, kind, problem }] }, key
@@ -61,7 +44,7 @@ async function verify (ctx, { shard, onProgress }) {
         for (const key of note.pending) problem(index, key, 'write', `a write of it was in flight when its shard's log was damaged (${note.at}): that write, or the version it replaced, may be lost`)
       }
       for await (const page of shards.metaPages(index)) {
-        const damages = await mapLimit(page, VERIFY_CONCURRENCY, async (meta) => {
+        const damages = await mapLimit()(page, VERIFY_CONCURRENCY, async (meta) => {
           if (meta.error || stopped) return undefined
           const damage = await shards.inShard(index, (s) => checkFile(s, meta.key, ctx.chunkSize), MAY_SPEND_RESERVE)
           report.files++
