@@ -101,19 +101,18 @@ class Shards {
       if (this.#writers++ === 0) this.#busyPeriod++
       this.onWrite()
     }
-    let shard
     let held
     try {
       // Only once the reserve was given up: refused before a shard is created or opened.
       if (write && this.reserve.low && !(await this.reserve.roomForWrites(signal))) throw this.#noRoomForWrites()
-      shard = this.#pool.useOpen(index, { whileClosing: admitted }) || (await this.#pool.acquire(index, { useReserve }, signal))
+      const shard = this.#pool.useOpen(index, { whileClosing: admitted }) || (await this.#pool.acquire(index, { useReserve }, signal))
       held = this.#held(shard, leave, write)
       if (write) held.mayWrite()
       return held
     } catch (err) {
+      // Refused before a shard was held (useOpen and acquire hold none when they fail).
       if (held) held.release()
       else {
-        if (shard) this.#pool.release(shard)
         if (write) this.#writers--
         leave()
       }
