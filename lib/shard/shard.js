@@ -12,6 +12,7 @@ const { Reservation } = require('./reservation')
 const { Fingerprints } = require('./fingerprints')
 const { planReclaim } = require('./reclaim-plan')
 const errors = require('../api/errors')
+const { free } = require('../base/freed')
 const { Lifecycle } = require('../api/lifecycle')
 
 // Reclaiming compacts a key range once its removed versions are at least this share of
@@ -183,15 +184,22 @@ class Shard {
       const ops = []
       // The data of a file of at most one chunk written in its commit goes in its head.
       meta.inline = inline.length === meta.chunks && meta.chunks <= 1
-      if (meta.inline) ops.push({ type: 'put', key: meta.key, value: encodeHead(meta.key, meta, inline.length ? chunkRecord.payload(inline[0]) : NO_BYTES) })
-      else {
-        this.#putChunks(ops, meta.key, meta.version, 0, inline)
-        ops.push({ type: 'put', key: meta.key, value: encodeHead(meta.key, meta) })
-      }
+      const data = !meta.inline ? undefined : inline.length ? chunkRecord.payload(inline[0]) : NO_BYTES
+      const head = encodeHead(meta.key, meta, data)
+      if (!meta.inline) this.#putChunks(ops, meta.key, meta.version, 0, inline)
+      ops.push({ type: 'put', key: meta.key, value: head })
       ops.push({ type: 'put', key: records.metaKey(meta.key), value: records.encodeMeta(meta) })
       if (meta.chunks > inline.length) ops.push({ type: 'del', key: records.pendingKey(meta.version) })
       if (old) this.#deleteChunks(ops, meta.key, old)
-      const notDurable = await this.#apply(ops, { used: this.used - (old ? old.size : 0) + meta.size, files: this.files + (old ? 0 : 1) }, sync)
+      let notDurable
+      try {
+        notDurable = await this.#apply(ops, { used: this.used - (old ? old.size : 0) + meta.size, files: this.files + (old ? 0 : 1) }, sync)
+      } finally {
+        // A small file's whole data, which the binding copied: given back now rather
+        // than at V8's next collection, which lets tens of MiB of them pile up in the
+        // main thread's malloc arena (doc/about.md, "Memory").
+        free(head)
+      }
       if (old) this.#died(old)
       else this.#prints.added(meta.key, this.files)
       reservation.release()
