@@ -113,7 +113,7 @@ declare namespace kfs {
     reclaim?: boolean
     /** Shards open at once, 1 to 256. Default: every shard the descriptor limit allows. */
     maxOpenShards?: number
-    /** Milliseconds before an unused shard closes. Default 600000 (10 minutes). */
+    /** Milliseconds before an unused shard closes. Default: none, idle shards stay open. */
     idleTimeout?: number
     /** Milliseconds an operation waits for a shard slot before EBUSY. Default 30000. */
     shardWaitTimeout?: number
