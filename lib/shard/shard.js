@@ -423,7 +423,8 @@ class Shard {
     return this.#life.status
   }
 
-  // Every caller's promise settles once the database is closed. The store's memtables
+  // Every caller's promise settles once the database is closed, to the shard's figures
+  // as it closed (those of figures(), its memtable written out). The store's memtables
   // count the shard's memory until then: LevelDB frees it only once closed.
   close () {
     return this.#life.close(() => {
@@ -439,7 +440,9 @@ class Shard {
   async #flushAndClose () {
     await this.#upgrading // stops at its next page
     if (this.db.written && !this.db.failed) await this.db.flush().catch(() => {})
+    const figures = await this.figures()
     await this.db.close()
+    return figures
   }
 }
 

@@ -342,8 +342,8 @@ class Shards {
     // A write that failed (a full disk) may have left chunks its abort could not
     // remove: the next open looks for them again.
     if (shard.db.failed) this.#cleaned.delete(shard.index)
-    const figures = await shard.figures()
-    await shard.close()
+    // Measured once its memtable is written out: the figures it has when it opens again.
+    const figures = await shard.close()
     await this.usage.closed(shard.index, figures)
   }
 
