@@ -207,7 +207,7 @@ class Store {
     }
     // A store opened read-only is read through shadows, which cost more to open than a
     // shard, and is rarely read long: its shards open on first use.
-    if (!this.#options.readOnly && !this.#operations.closed) shards.openAhead()
+    if (this.#options.openAhead && !this.#options.readOnly && !this.#operations.closed) shards.openAhead()
     if (!this.#operations.closed) this.#life.opened()
   }
 

@@ -3,12 +3,14 @@
 const fs = require('node:fs')
 const path = require('node:path')
 const { spawnSync } = require('node:child_process')
+const { Readable, Writable } = require('node:stream')
 const { expect } = require('chai')
 const { useTmp, keysForShards, bytes, openShardLocks, rejects, scaled, sleep, REF } = require('./helpers')
 const { ShardPool } = require('../lib/shard/pool')
 const { Memtables, MIN_FLUSH } = require('../lib/shard/memtables')
 const { LevelDb } = require('../lib/leveldb/leveldb')
 const { shardDirName } = require('../lib/base/shard-names')
+const { main } = require('../lib/cli/program')
 
 const ROOT = path.resolve(__dirname, '..')
 
@@ -95,6 +97,40 @@ describe('a store opens its shards ahead of need', function () {
     expect(child.stderr).to.equal('')
     expect(child.status).to.equal(0)
     expect(Number(child.stdout)).to.be.below(64)
+  })
+
+  it('opens none with openAhead false: each shard on its first use', async () => {
+    const keys = await storeWith(12)
+    const store = t.open({ openAhead: false })
+    await store.open()
+    await sleep(300)
+    expect(openShardLocks(store.location)).to.equal(0)
+    await store.readFile(keys[5].key)
+    await sleep(100)
+    expect(openShardLocks(store.location)).to.equal(1)
+  })
+
+  it('the command line opens only the shards its command uses', async () => {
+    const keys = await storeWith(64)
+    const dir = path.join(t.dir, 'store')
+    // Counts the shard locks as the command prints its answer, its store still open,
+    // once more than one is open, or after a while that would let many open ahead.
+    let seen
+    const stdout = new Writable({
+      write (chunk, encoding, callback) {
+        const deadline = Date.now() + scaled(1000)
+        const look = () => {
+          seen = openShardLocks(dir)
+          if (seen > 1 || Date.now() > deadline) callback()
+          else setTimeout(look, 10)
+        }
+        look()
+      }
+    })
+    const stderr = new Writable({ write (chunk, encoding, callback) { callback() } })
+    const code = await main(['node', 'kfs', 'exists', keys[7].key], { stdin: Readable.from([]), stdout, stderr, temps: new Set() }, { KFS_DB: dir })
+    expect(code).to.equal(0)
+    expect(seen).to.equal(1)
   })
 
   it('opens none for a store opened read-only', async () => {
