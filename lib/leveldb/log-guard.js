@@ -51,12 +51,16 @@ function guardedOpen (dir, binding) {
 async function guard (dir, { open, close, classify }) {
   let names = await list(dir)
   const leftovers = names ? numbers(names, KEPT_FILE) : []
-  // A new database, or one whose logs hold nothing: nothing to replay.
-  if (!names || !names.includes('CURRENT') || (leftovers.length === 0 && !(await someNonEmpty(dir, numbers(names, LOG_FILE))))) {
+  // No log holds a byte (a new database, or one whose logs hold nothing): nothing to
+  // replay, so nothing LevelDB could drop.
+  if (!names || (leftovers.length === 0 && !(await someNonEmpty(dir, numbers(names, LOG_FILE))))) {
     await open()
     return false
   }
   const replayed = () => open().then(() => true)
+  // No database yet, though logs hold records: one made there (createIfMissing) replays
+  // every log it finds.
+  if (!names.includes('CURRENT')) return replayed()
   // Another process has it open: LevelDB will refuse us, and its files are not ours to move.
   if (await lockHeld(dir)) return replayed()
   const manifest = await readManifest(dir)
