@@ -209,6 +209,25 @@ describe('idle shards', function () {
     memtables.stop()
   })
 
+  it('a quiet flush that frees nothing (a full disk) is not tried again before a write to the shard succeeds: no spin', async () => {
+    let flushes = 0
+    const full = { bytes: 4 * MIN_FLUSH }
+    // LevelDB keeps its failed write: the flush ends, the memtable as full.
+    full.db = { memoryUsage: () => full.bytes, flush: () => sleep(1).then(() => { flushes++ }) }
+    const memtables = new Memtables({ limit: 1024 * 1024 * 1024, quietMs: scaled(50) })
+    memtables.add(full)
+    memtables.begin(full)
+    memtables.wrote(full, false)
+    await sleep(scaled(500))
+    expect(flushes).to.equal(1)
+    memtables.begin(full)
+    memtables.wrote(full, true) // written again: worth a flush once the store is quiet
+    await until(() => flushes === 2, 'the flush after the write', 2000)
+    await sleep(scaled(300))
+    expect(flushes).to.equal(2)
+    memtables.stop()
+  })
+
   it('in a store left quiet, a shard written has its memtable in a table before the store closes', async () => {
     const [{ key, shard }] = keysForShards(REF, 1)
     const store = t.open({ referenceId: REF })
