@@ -113,8 +113,10 @@ declare namespace kfs {
     reclaim?: boolean
     /** Shards open at once, 1 to 256. Default: every shard the descriptor limit allows. */
     maxOpenShards?: number
-    /** Milliseconds before an unused shard closes. Default 600000 (10 minutes). */
+    /** Milliseconds before an unused shard closes. Default: none, idle shards stay open. */
     idleTimeout?: number
+    /** Open every shard in the background once the store opened read-write. Default true; false opens each on first use (a short-lived process). */
+    openAhead?: boolean
     /** Milliseconds an operation waits for a shard slot before EBUSY. Default 30000. */
     shardWaitTimeout?: number
     /** Bytes of memory for the store's data: writes not yet in LevelDB, read-ahead, and LevelDB's memtables. Default 128 MiB, at least 16 MiB. */

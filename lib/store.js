@@ -205,6 +205,9 @@ class Store {
       const holder = new Holder(this, this.location)
       if (await holder.listen(opened.tmpDir)) this.#holder = holder
     }
+    // A store opened read-only is read through shadows, which cost more to open than a
+    // shard, and is rarely read long: its shards open on first use.
+    if (this.#options.openAhead && !this.#options.readOnly && !this.#operations.closed) shards.openAhead()
     if (!this.#operations.closed) this.#life.opened()
   }
 

@@ -159,8 +159,9 @@ describe('lifecycle', () => {
       const realClose = Shard.prototype.close
       let failures = 0
       Shard.prototype.close = async function () {
-        await realClose.call(this)
+        const figures = await realClose.call(this) // what the store caches for the shard
         if (failures++ === 0) throw Object.assign(new Error('injected close failure'), { code: 'EIO' })
+        return figures
       }
       try {
         await rejects(store.close(), 'EIO')

@@ -511,6 +511,47 @@ describe('the log guard', function () {
     })
   })
 
+  // droppedOnRecovery() reads LevelDB's LOG only when the guard says a log was replayed:
+  // a path that says no while LevelDB replayed one would forget the damage.
+  describe('saying whether LevelDB replayed a log', () => {
+    it('no for a flushed database, yes for one whose log holds records', async () => {
+      const dir = path.join(t.dir, 'db')
+      const db = raw(dir)
+      await db.open()
+      await db.put('k', 'v')
+      await db.flush()
+      await db.close()
+      const binding = (d) => ({ open: () => d.open({ createIfMissing: false }), close: () => d.close(), classify: (status) => new Error(status) })
+      let opened = raw(dir)
+      expect(await guardedOpen(dir, binding(opened))).to.equal(false)
+      await opened.close()
+      await unflushed(dir)
+      opened = raw(dir)
+      expect(await guardedOpen(dir, binding(opened))).to.equal(true)
+      await opened.close()
+    })
+
+    it('reports what LevelDB dropped from the logs of a database made over them, its CURRENT gone', async () => {
+      const dir = path.join(t.dir, 'db')
+      await unflushed(dir)
+      const [log] = logNumbers(dir)
+      const file = path.join(dir, logName(log))
+      const buf = fs.readFileSync(file)
+      for (let i = buf.length - 40; i < buf.length - 20; i++) buf[i] ^= 0xff // inside the last record
+      fs.writeFileSync(file, buf)
+      for (const name of fs.readdirSync(dir)) if (name === 'CURRENT' || name.startsWith('MANIFEST-')) fs.rmSync(path.join(dir, name))
+      const db = await LevelDb.open(dir, { createIfMissing: true })
+      try {
+        expect(await db.get(key(0))).to.not.equal(undefined) // LevelDB replayed the log
+        const dropped = await db.droppedOnRecovery()
+        expect(dropped).to.have.length(1)
+        expect(dropped[0]).to.match(/dropping \d+ bytes/)
+      } finally {
+        await db.close()
+      }
+    })
+  })
+
   it('adds nothing to a cleanly closed database: no link, no file left', async () => {
     const dir = path.join(t.dir, 'db')
     const db = raw(dir)

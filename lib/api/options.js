@@ -17,11 +17,15 @@ const DEFAULTS = Object.freeze({
   diskReserve: 16 * MiB,
   reclaim: true,
   maxOpenShards: undefined, // every shard, as far as the descriptor limit allows
-  // Reopening a shard costs its next write 5 to 10 ms, and an open one holds its
-  // descriptors, mapped tables and cached records, while the memory budget bounds its
-  // memtable: shards in use stay open, a store left idle gives them back
-  // (doc/about.md, Resources).
-  idleTimeout: 10 * 60 * 1000,
+  // Idle shards stay open: reopening one costs its next call an open (5 to 30 ms), the
+  // descriptors they hold are within maxOpenShards, and the memory budget bounds their
+  // memtables, which a quiet store flushes; what else they hold is mapped tables and
+  // cached records (doc/about.md, Resources). Set, it closes shards idle that long.
+  idleTimeout: undefined,
+  // A read-write store opens its shards in the background as it opens, so that its
+  // first calls find them open; a process that makes one call and exits (the command
+  // line) would pay for opens it never uses, and for closing them.
+  openAhead: true,
   shardWaitTimeout: 30000,
   memory: MEMORY,
   // Other processes use the store through this one while it holds it (lib/share/).
@@ -61,6 +65,7 @@ const CHECKS = {
   reclaim: boolean,
   maxOpenShards: integer(1, 256),
   idleTimeout: integer(0, 2 ** 31 - 1),
+  openAhead: boolean,
   shardWaitTimeout: integer(0, 2 ** 31 - 1),
   memory: integer(MIN_MEMORY, Number.MAX_SAFE_INTEGER),
   share: boolean

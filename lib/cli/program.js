@@ -181,7 +181,8 @@ async function main (argv, io = { stdin: process.stdin, stdout: process.stdout, 
     }
     // Only put creates a store: any other command on a path that holds none (a
     // mistyped --db) fails with ENOENT rather than leaving an empty store there.
-    store = kfs(dir, readOnly ? { readOnly: true } : { create: name === 'put' })
+    // One command, then the process exits: a shard it does not use is not worth opening.
+    store = kfs(dir, { openAhead: false, ...(readOnly ? { readOnly: true } : { create: name === 'put' }) })
     io.exitCode = await commands[name](store, { ...io, json }, ...args)
   }
   // Known before parsing, so that a usage error is JSON too: --json before any `--`

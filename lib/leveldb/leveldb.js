@@ -70,10 +70,13 @@ class LevelDb {
   #held // its key in HELD
   #compactions = 0 // compactRange() calls in flight
   #compactionsBegun = 0
+  #replayed
 
   // shard: the shard index this database is, named by the errors it raises.
-  constructor (db, location, shard, shadow, writeBuffer) {
+  // replayed: LevelDB had a log with records to replay when it opened it.
+  constructor (db, location, shard, shadow, writeBuffer, replayed = true) {
     this.#db = db
+    this.#replayed = replayed
     this.location = location
     this.shard = shard
     this.#shadow = shadow
@@ -81,7 +84,7 @@ class LevelDb {
     this.#dir = shadow ? shadow.dir : location
     this.readOnly = Boolean(shadow) // every write is refused with EROFS
     this.failed = undefined // a write failed for a reason LevelDB keeps until reopened
-    this.written = false // anything written since it was opened
+    this.written = false // anything written since it was opened, or last flushed
   }
 
   // Resolves to a LevelDb or rejects with a classified error carrying a `reason`:
@@ -137,31 +140,32 @@ class LevelDb {
       // a shadow, the guard's hard links are links to the symbolic links, and what it
       // restores is renamed there, never at `location`; a failed open's shadow is
       // removed, and the next open replays every log from a new one.
-      await guardedOpen(dir, {
+      const replayed = await guardedOpen(dir, {
         open: () => new Promise((resolve, reject) => {
           db.open({ ...DEFAULTS, ...tuning, createIfMissing, errorIfExists }, (err) => (err ? reject(classifyOpenError(err)) : resolve()))
         }),
         close: () => new Promise((resolve) => db.close(() => resolve())),
         classify: (status) => classifyOpenError(new Error(status))
       })
-      return db
+      return { db, replayed }
     }
-    let db
+    let opened
     try {
-      db = await open()
+      opened = await open()
     } catch (err) {
       // What a power cut left of LevelDB's own steps (power-cut.js); never in a shadow,
       // whose files are the store's own.
       if (shadow || err.reason !== 'damaged' || !(await recoverCut(dir).catch(() => false))) throw err
-      db = await open()
+      opened = await open()
     }
-    return new LevelDb(db, location, shard, shadow, tuning.writeBufferSize || WRITE_BUFFER)
+    return new LevelDb(opened.db, location, shard, shadow, tuning.writeBufferSize || WRITE_BUFFER, opened.replayed)
   }
 
   // What LevelDB dropped from damaged logs when it opened this database: a log record
   // that fails its checksum is dropped, and said so only in the database's LOG file,
-  // which each open starts afresh.
+  // which each open starts afresh. None when it had no log to replay.
   async droppedOnRecovery () {
+    if (!this.#replayed) return []
     const log = await fs.readFile(path.join(this.#dir, 'LOG'), 'utf8').catch(() => '')
     return log.split('\n').filter((line) => /: dropping \d+ bytes; /.test(line)).map((line) => line.replace(/^\S+ \S+ /, ''))
   }
@@ -330,8 +334,11 @@ class LevelDb {
 
   // Writes the memtable to a table file (LevelDB's CompactRange flushes it first), so
   // the next open has no log to replay: reopening then writes only a small manifest.
-  flush () {
-    return this.compactRange('\x00', '\x00')
+  async flush () {
+    const mark = this.writeMark()
+    await this.compactRange('\x00', '\x00')
+    // Nothing was in flight when it began, nor began since: the memtable holds nothing.
+    if (mark !== undefined && this.writeMark() === mark) this.written = false
   }
 
   #refused () {

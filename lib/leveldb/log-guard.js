@@ -37,9 +37,11 @@ function serialized (dir, fn) {
 }
 
 // Opens the database at `dir` through binding.open() (which rejects with a classified
-// error) under the guard. Rejects with what open() rejected with, or with an error
-// carrying `reason` ('system' with an fs-style `code`, or what binding.classify(text)
-// makes of a LevelDB status). binding.close() closes what open() opened.
+// error) under the guard, and resolves to whether it had a log with records to replay
+// (false: LevelDB read no log, so it dropped nothing). Rejects with what open()
+// rejected with, or with an error carrying `reason` ('system' with an fs-style `code`,
+// or what binding.classify(text) makes of a LevelDB status). binding.close() closes
+// what open() opened.
 function guardedOpen (dir, binding) {
   return serialized(dir, () => guard(dir, binding).catch((err) => {
     throw err.reason ? err : Object.assign(new Error(`${dir}: ${err.message}`), { reason: 'system', code: err.code || 'EIO', cause: err })
@@ -48,11 +50,19 @@ function guardedOpen (dir, binding) {
 
 async function guard (dir, { open, close, classify }) {
   let names = await list(dir)
-  if (!names || !names.includes('CURRENT')) return open() // a new database: nothing to replay
-  const leftovers = numbers(names, KEPT_FILE)
-  if (leftovers.length === 0 && !(await someNonEmpty(dir, numbers(names, LOG_FILE)))) return open()
+  const leftovers = names ? numbers(names, KEPT_FILE) : []
+  // No log holds a byte (a new database, or one whose logs hold nothing): nothing to
+  // replay, so nothing LevelDB could drop.
+  if (!names || (leftovers.length === 0 && !(await someNonEmpty(dir, numbers(names, LOG_FILE))))) {
+    await open()
+    return false
+  }
+  const replayed = () => open().then(() => true)
+  // No database yet, though logs hold records: one made there (createIfMissing) replays
+  // every log it finds.
+  if (!names.includes('CURRENT')) return replayed()
   // Another process has it open: LevelDB will refuse us, and its files are not ours to move.
-  if (await lockHeld(dir)) return open()
+  if (await lockHeld(dir)) return replayed()
   const manifest = await readManifest(dir)
   if (leftovers.length > 0) {
     // Links a crash left (it interrupted a guarded open): their logs may be gone.
@@ -61,15 +71,15 @@ async function guard (dir, { open, close, classify }) {
     await restore(dir, leftovers, manifest ? Math.max(manifest.logNumber, manifest.nextFile - 1) : 0)
     names = await list(dir)
   }
-  if (!manifest) return open() // LevelDB reports what is wrong with it
+  if (!manifest) return replayed() // LevelDB reports what is wrong with it
   const live = []
   for (const n of numbers(names, LOG_FILE)) {
     if ((n >= manifest.logNumber || n === manifest.prevLogNumber) && (await size(path.join(dir, logName(n)))) > 0) live.push(n)
   }
-  if (live.length === 0) return open()
+  if (live.length === 0) return replayed()
 
   const kept = await keep(dir, ascending(live))
-  if (kept.length === 0) return open() // the logs went meanwhile: someone else opened it
+  if (kept.length === 0) return replayed() // the logs went meanwhile: someone else opened it
   // A LOG that LevelDB could neither rename nor recreate would be an older open's.
   const before = await fs.stat(path.join(dir, 'LOG')).catch(() => undefined)
   try {
@@ -94,7 +104,7 @@ async function guard (dir, { open, close, classify }) {
       await close()
       throw err
     }
-    return
+    return true
   }
   // Restored while the database is still open, so its LOCK keeps other processes out.
   // Should this fail, the next open restores what is left over.

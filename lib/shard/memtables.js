@@ -18,10 +18,17 @@
 // memtable smaller than MIN_FLUSH is not worth a flush. A shard being compacted is
 // not flushed: a flush asked for meanwhile would end only once the compaction does,
 // holding its place among the MAX_FLUSHING all along.
+//
+// Once the store went QUIET_MS without a batch, its shards are flushed one at a time,
+// fullest first, while it stays quiet, whatever the budget: LevelDB's thread has
+// nothing else of this store's to do then, and a shard flushed before the store closes
+// has nothing left for its close to write (Shard#close flushes what is left, so that
+// the next open replays no log).
 const FLUSH_AT = 0.75
 const FLOOR = 0.25
 const MAX_FLUSHING = 2
 const MIN_FLUSH = 64 * 1024
+const QUIET_MS = 1000
 
 class Memtables {
   #limit
@@ -35,11 +42,17 @@ class Memtables {
   #written = new Map() // shard -> batches to it that succeeded
   #changed // a promise settled when a wait may end, made on demand
   #wake = () => {}
+  #lastBatch = 0 // performance.now() when the last batch began
+  #quietTimer // armed when the last batch in flight ended, until QUIET_MS after it
+  #stopped = false
+  #quietMs
 
-  constructor ({ limit, others = () => 0 }) {
+  constructor ({ limit, others = () => 0, quietMs = QUIET_MS }) {
     this.#limit = limit
     this.#others = others
+    this.#quietMs = quietMs
     this.flushes = 0 // flushes started for the budget
+    this.quietFlushes = 0 // flushes started because the store was quiet
   }
 
   // LevelDB's estimate for the open shards, as last read.
@@ -90,6 +103,7 @@ class Memtables {
   // A batch to `shard` begins; wrote(shard, ok) follows it however it ends.
   begin (shard) {
     this.#writing.set(shard, (this.#writing.get(shard) || 0) + 1)
+    this.#lastBatch = performance.now()
   }
 
   // After a batch to `shard` (`ok`: written): its memory as LevelDB now says, and
@@ -107,6 +121,34 @@ class Memtables {
     const writing = this.#writing.get(shard) - 1
     if (writing > 0) this.#writing.set(shard, writing)
     else this.#writing.delete(shard)
+    this.#whenQuiet()
+  }
+
+  // No flush is started from now on (the store is closing).
+  stop () {
+    this.#stopped = true
+    clearTimeout(this.#quietTimer)
+  }
+
+  // Flushes the fullest idle shard once the store went QUIET_MS without a batch and no
+  // flush is in flight, then the next when that one ends, while it stays quiet.
+  #whenQuiet () {
+    if (this.#stopped || this.#quietTimer || this.#writing.size > 0 || this.#flushing.size > 0) return
+    const left = this.#lastBatch + this.#quietMs - performance.now()
+    if (left > 0) {
+      this.#quietTimer = setTimeout(() => {
+        this.#quietTimer = undefined
+        this.#whenQuiet()
+      }, left)
+      this.#quietTimer.unref() // a store must never keep the process alive
+      return
+    }
+    // LevelDB may have flushed one itself since it was last read.
+    for (let fullest = this.#fullest(); fullest; fullest = this.#fullest()) {
+      if (this.#read(fullest) < MIN_FLUSH) continue
+      this.quietFlushes++
+      return this.#flush(fullest)
+    }
   }
 
   #mustWait () {
@@ -141,6 +183,7 @@ class Memtables {
       const before = this.#held.get(fullest)
       if (this.#read(fullest) < before) continue
       leaving += this.#held.get(fullest)
+      this.flushes++
       this.#flush(fullest)
     }
   }
@@ -174,7 +217,6 @@ class Memtables {
   // marks the shard: it is not flushed again before a batch to it succeeds, which
   // LevelDB refuses until it is reopened.
   #flush (shard) {
-    this.flushes++
     const before = this.#held.get(shard)
     const written = this.#written.get(shard)
     const done = shard.db.flush().then(() => true, () => false).then((flushed) => {
@@ -184,6 +226,7 @@ class Memtables {
       if (!flushed || freedNothing || shard.db.failed) this.#failed.add(shard)
       this.#notify()
       this.#relieve()
+      this.#whenQuiet()
     })
     this.#flushing.set(shard, done)
   }

@@ -4,9 +4,10 @@ const errors = require('../api/errors')
 const { abortable, controller } = require('../api/abortable')
 const { Lifecycle } = require('../api/lifecycle')
 
-// Keeps at most `maxOpen` shards open. Shards open on first use and close after
-// `idleTimeout` ms without users, or sooner when another shard needs the slot. When
-// every slot is in use, callers queue and get slots in the order they asked.
+// Keeps at most `maxOpen` shards open. Shards open on first use, or ahead of it
+// (openAhead), and close when another shard needs the slot, or after `idleTimeout` ms
+// without users if it is set. When every slot is in use, callers queue and get slots
+// in the order they asked.
 class ShardPool {
   #shut = controller() // aborted by shutdown(): every wait for a slot ends
   #life = new Lifecycle('open')
@@ -96,6 +97,24 @@ class ShardPool {
     }
   }
 
+  // Opens the shard ahead of need, idle, when it is neither open nor held and a slot is
+  // free with nobody waiting for one: a shard opened ahead never takes a slot from a
+  // caller, nor closes another. Resolves to whether it opened one. Its failure rejects,
+  // and leaves no entry: the next acquire() opens the shard again, and meets the
+  // failure itself if it lasts.
+  async openAhead (index, context) {
+    if (this.full || this.held.has(index) || this.entries.has(index)) return false
+    const entry = this.#create(index, context)
+    await entry.ready
+    if (entry.refs === 0 && !entry.closing) this.#idle(index, entry)
+    return true
+  }
+
+  // No shard opens ahead of need: the pool is closing, or has no slot for one.
+  get full () {
+    return this.closing || this.queue.length > 0 || !this.#hasRoom()
+  }
+
   #hasRoom () {
     return this.entries.size + this.promised < this.maxOpen
   }
@@ -148,10 +167,15 @@ class ShardPool {
       this.#close(shard.index).catch(() => {})
       return
     }
+    this.#idle(shard.index, entry)
+  }
+
+  // The shard has no users from now on.
+  #idle (index, entry) {
     // Monotonic, as timers are: a clock step cannot keep it open. Also what #pump
     // evicts by, least recently used first.
     entry.idleSince = performance.now()
-    if (!entry.timer) this.#closeWhenIdle(shard.index, entry, this.idleTimeout)
+    if (!entry.timer && this.idleTimeout !== undefined) this.#closeWhenIdle(index, entry, this.idleTimeout)
     this.#pump()
   }
 

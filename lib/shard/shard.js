@@ -74,14 +74,21 @@ class Shard {
     }
     let dropped = []
     try {
-      const raw = await db.get(records.ACCOUNT)
+      // At once: each is a call on libuv's threads, and a store just opened opens many
+      // shards. A shard made by format 3 holds the HEADS mark from the start: nothing to
+      // upgrade.
+      const [raw, heads, dead, recovered] = await settled([
+        db.get(records.ACCOUNT),
+        created || db.get(records.HEADS),
+        created ? 0 : deadBytes(db),
+        created ? [] : db.droppedOnRecovery()
+      ])
+      dropped = [...unnoted, ...recovered]
       if (raw === undefined) throw new Error('its accounting record is missing')
       const shard = new Shard({ index, location, db, cap, chunkKeys, sync, memtables, account: JSON.parse(raw) })
-      // A shard made by format 3 holds the mark from the start: nothing to upgrade.
-      shard.allHeads = created || (await db.get(records.HEADS)) !== undefined
+      shard.allHeads = heads !== undefined
+      shard.dead = dead
       if (created) shard.#prints.made()
-      else shard.dead = await shard.#deadBytes()
-      dropped = [...unnoted, ...(created ? [] : await db.droppedOnRecovery())]
       if (dropped.length) await shard.#noteDamage(dropped)
       memtables.add(shard)
       return shard
@@ -280,10 +287,6 @@ class Shard {
     return scans.deadVersions(this.db)
   }
 
-  async #deadBytes () {
-    return (await this.#deadVersions()).reduce((sum, d) => sum + d.bytes, 0)
-  }
-
   // What reclaiming the dead versions noted so far takes: { pieces: [{ from, to,
   // tables }], ids, bytes }, the key ranges to compact (reclaim-plan.js) whose dead
   // versions are at least RECLAIM_SHARE of `tables`, the bytes of the table files in
@@ -428,7 +431,8 @@ class Shard {
     return this.#life.status
   }
 
-  // Every caller's promise settles once the database is closed. The store's memtables
+  // Every caller's promise settles once the database is closed, to the shard's figures
+  // as it closed (those of figures(), its memtable written out). The store's memtables
   // count the shard's memory until then: LevelDB frees it only once closed.
   close () {
     return this.#life.close(() => {
@@ -444,8 +448,23 @@ class Shard {
   async #flushAndClose () {
     await this.#upgrading // stops at its next page
     if (this.db.written && !this.db.failed) await this.db.flush().catch(() => {})
+    const figures = await this.figures()
     await this.db.close()
+    return figures
   }
+}
+
+async function deadBytes (db) {
+  return (await scans.deadVersions(db)).reduce((sum, d) => sum + d.bytes, 0)
+}
+
+// The values of `promises` once all settled, or the first failure among them: none is
+// left in flight when the caller closes the database on a failure.
+async function settled (promises) {
+  const results = await Promise.allSettled(promises)
+  const failed = results.find((r) => r.status === 'rejected')
+  if (failed) throw failed.reason
+  return results.map((r) => r.value)
 }
 
 // A shard opened alone, outside a store: nothing bounds its memtables but LevelDB.

@@ -15,6 +15,11 @@ const errors = require('../api/errors')
 
 // Metadata records read per shard visit by list() and verify().
 const META_PAGE = 1000
+// Shards opened ahead of need at a time (openAhead). An open is a few calls on libuv's
+// 4 threads, which the store's gets share: two leave them two.
+const AHEAD = 2
+// Failures that stop opening ahead: no descriptor is left for another shard.
+const NO_DESCRIPTORS = new Set(['EMFILE', 'ENFILE'])
 // A new shard's figures: the template's accounting record (create.js).
 const NEW_FIGURES = { used: 0, files: 0, diskBytes: 0 }
 
@@ -301,6 +306,29 @@ class Shards {
     return shard
   }
 
+  // Opens every shard that exists, AHEAD at a time, in the background of a store just
+  // opened, so that its first calls find their shards open. A call that needs a shard
+  // not open yet opens it at once, beside these. Stops at shutdown(), when the pool has
+  // no free slot or a caller waits for one (it never closes a shard for this), and once
+  // the process is out of descriptors. Each round of AHEAD opens begins from an unref'd
+  // timer once the last ended (an immediate would run before the event loop checks
+  // whether anything keeps it alive): a process with nothing else to do exits then. A
+  // shard that fails to open is left closed: the next call on it opens it again and
+  // reports the failure, as it would have without this. Resolves once done; never
+  // rejects.
+  async openAhead () {
+    const waiting = this.indices()
+    let stop = false
+    const open = (index) => this.#pool.openAhead(index, {}).catch((err) => {
+      if (NO_DESCRIPTORS.has(err.code)) stop = true
+    })
+    while (!stop && waiting.length > 0) {
+      await new Promise((resolve) => setTimeout(resolve, 0).unref())
+      if (this.#pool.full) return
+      await Promise.all(waiting.splice(0, AHEAD).map(open))
+    }
+  }
+
   // Made once per store open, and again after a failure (a full disk, say).
   #newShardFiles () {
     if (!this.#template) {
@@ -314,14 +342,15 @@ class Shards {
     // A write that failed (a full disk) may have left chunks its abort could not
     // remove: the next open looks for them again.
     if (shard.db.failed) this.#cleaned.delete(shard.index)
-    const figures = await shard.figures()
-    await shard.close()
+    // Measured once its memtable is written out: the figures it has when it opens again.
+    const figures = await shard.close()
     await this.usage.closed(shard.index, figures)
   }
 
   // From now on leases fail with ECLOSED, so operations in flight drain.
   shutdown () {
     this.#pool.shutdown()
+    this.memtables.stop()
   }
 
   // Spares first: on a full disk, a shard's close needs their space to flush.

@@ -24,6 +24,7 @@ async function main (): Promise<void> {
     reclaim: true,
     maxOpenShards: 16,
     idleTimeout: 30000,
+    openAhead: false,
     shardWaitTimeout: 30000,
     memory: 64 * 1024 * 1024
   }
