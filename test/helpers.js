@@ -292,10 +292,10 @@ async function killingDigestThread (method, nth, fn) {
   return calls
 }
 
-// What an open store has in tmp/ but the spare shards it makes ahead there
-// (lib/shard/spares.js): spooled input, half-made shards.
+// What an open store has in tmp/ but the shards it makes ahead there (lib/shard/spares.js,
+// and the template of a new shard, create.js): spooled input, half-made shards.
 function tmpLeftovers (location) {
-  return fs.readdirSync(path.join(location, 'tmp')).filter((name) => !name.startsWith('spare-'))
+  return fs.readdirSync(path.join(location, 'tmp')).filter((name) => !name.startsWith('spare-') && !name.startsWith('template-'))
 }
 
 const REF = '00112233445566778899aabbccddeeff00112233'
