@@ -234,7 +234,10 @@ class Shards {
     this.#existing.add(index)
   }
 
-  async #open (index, { useReserve = false } = {}) {
+  // ahead: opened or made by openAhead, which takes no spare (spares are for the writes
+  // that make a shard; and a spare taken makes another, work that would keep a process
+  // with nothing else to do alive from one round to the next).
+  async #open (index, { useReserve = false, ahead = false } = {}) {
     const room = useReserve ? (fn) => this.reserve.withRoom(fn) : (fn) => fn()
     if (this.usage.isRepairing(index)) {
       throw errors.corrupt(`shard ${shardName(index)}`, `a repair of it was interrupted; run kfs repair ${index} to finish it`, { shard: index })
@@ -246,7 +249,7 @@ class Shards {
       try {
         await room(async () => {
           const template = await this.#newShardFiles()
-          const spare = template && this.#spares.take(template, this.shardCount - this.#existing.size - 1)
+          const spare = template && !ahead && this.#spares.take(template, this.shardCount - this.#existing.size - 1)
           await createShard(location, this.tmpDir, template, { placed: false, spare })
         })
       } finally {
@@ -326,7 +329,7 @@ class Shards {
     let stop = false
     const open = (index) => {
       if (!this.has(index) && this.reserve.low) return // made on a write's need only
-      return this.#pool.openAhead(index, {}).catch((err) => {
+      return this.#pool.openAhead(index, { ahead: true }).catch((err) => {
         if (NO_DESCRIPTORS.has(err.code)) stop = true
       })
     }
