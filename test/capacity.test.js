@@ -56,7 +56,9 @@ describe('capacity', () => {
     const ws = store.createWriteStream(key('stream'))
     await rejects(pipeline(Readable.from([bytes(3 * C), bytes(3 * C), bytes(C)]), ws), 'ENOSPC')
     expect(await store.exists(key('stream'))).to.equal(false)
-    expect(await store.usage()).to.deep.equal(before)
+    // The shards holding bytes: the store makes its others ahead meanwhile, empty.
+    const held = (usage) => ({ ...usage, shards: usage.shards.filter((s) => s.used > 0 || s.files > 0) })
+    expect(held(await store.usage())).to.deep.equal(held(before))
     await store.writeFile(key('y'), bytes(6 * C)) // the rolled-back claim is free again
     await store.close()
     await assertNoStrayChunks(t.dir)

@@ -166,6 +166,24 @@ describe('disk reserve', () => {
     expect(await r.roomForWrites()).to.equal(true)
   })
 
+  it('disk usage counts a directory removed during its walk as empty (a spare removed), and fails for the store itself gone', async () => {
+    fs.mkdirSync(path.join(t.dir, 'tmp', 'spare-1'), { recursive: true })
+    fs.writeFileSync(path.join(t.dir, 'tmp', 'spare-1', 'CURRENT'), Buffer.alloc(16))
+    fs.writeFileSync(path.join(t.dir, 'tmp', 'data'), Buffer.alloc(10))
+    const fsp = require('node:fs/promises')
+    const readdir = fsp.readdir
+    fsp.readdir = function (dir) {
+      if (path.basename(dir) === 'spare-1') fs.rmSync(dir, { recursive: true }) // removed as the walk gets there
+      return readdir.apply(this, arguments)
+    }
+    try {
+      expect(await diskUsage(t.dir)).to.equal(10)
+      expect((await diskUsage(path.join(t.dir, 'missing')).catch((e) => e)).code).to.equal('ENOENT')
+    } finally {
+      fsp.readdir = readdir
+    }
+  })
+
   it('is left out of the disk usage kfs reports', async () => {
     await reserve()
     fs.writeFileSync(path.join(t.dir, 'tmp', 'data'), Buffer.alloc(10))

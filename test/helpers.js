@@ -292,10 +292,11 @@ async function killingDigestThread (method, nth, fn) {
   return calls
 }
 
-// What an open store has in tmp/ but the spare shards it makes ahead there
-// (lib/shard/spares.js): spooled input, half-made shards.
+// What an open store has in tmp/ but the shards it makes there (lib/shard/spares.js,
+// create.js: spares, the template of a new shard, a shard being made ahead): spooled
+// input, half-made shards left behind.
 function tmpLeftovers (location) {
-  return fs.readdirSync(path.join(location, 'tmp')).filter((name) => !name.startsWith('spare-'))
+  return fs.readdirSync(path.join(location, 'tmp')).filter((name) => !/^(spare|template|\d{3}\.s)-/.test(name))
 }
 
 const REF = '00112233445566778899aabbccddeeff00112233'

@@ -142,13 +142,25 @@ describe('new shards', function () {
     expect(fs.readdirSync(tmp)).to.deep.equal([])
   })
 
-  it('a store that made one shard has that shard only once closed, and no spare left', async () => {
+  it('a store with every shard made makes no spare, and one closed leaves none', async () => {
     const dir = path.join(t.dir, 'small')
     const store = kfs(dir)
     await store.writeFile('one', 'x')
-    await until(() => spareDirs(dir).length === SPARES, 'the spares') // made while it is open
+    await until(() => shardDirs(dir).length === 256, 'the shards made ahead')
+    await until(() => spareDirs(dir).length === 0, 'the spares left to be removed') // none wanted
     await store.close()
-    expect(shardDirs(dir)).to.have.length(1)
+    expect(fs.readdirSync(path.join(dir, 'tmp'))).to.deep.equal([])
+  })
+
+  it('a store whose shards are all made holds no spare, whatever its shardCount', async () => {
+    const dir = path.join(t.dir, 'few')
+    const store = kfs(dir, { shardCount: 2 })
+    await store.writeFile('one', 'x')
+    await until(() => shardDirs(dir).length === 2, 'the shards')
+    await until(() => spareDirs(dir).length === 0, 'the spares left to be removed')
+    await sleep(100)
+    expect(spareDirs(dir), 'made once every shard was').to.deep.equal([])
+    await store.close()
     expect(fs.readdirSync(path.join(dir, 'tmp'))).to.deep.equal([])
   })
 
@@ -179,11 +191,12 @@ describe('new shards', function () {
     for (let run = 1; run <= 5; run++) {
       const dir = path.join(t.dir, `crash-${run}`)
       const stored = await runAndKill(dir, 10 + Math.floor(Math.random() * 400))
+      const left = shardDirs(dir).map((name) => Number(name.slice(0, 3))) // before the store makes more
       const store = kfs(dir)
       try {
         expect((await store.verify()).problems, `run ${run}`).to.deep.equal([])
         const usage = await store.usage() // figures of every shard there: each opens
-        expect(usage.shards.map((s) => s.index), `run ${run}`).to.deep.equal(shardDirs(dir).map((name) => Number(name.slice(0, 3))))
+        expect(usage.shards.map((s) => s.index), `run ${run}`).to.include.members(left)
         for (const key of stored) expect((await store.readFile(key)).toString(), `run ${run}: ${key}`).to.equal(key.repeat(50))
       } finally {
         await store.close()

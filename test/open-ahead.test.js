@@ -11,6 +11,7 @@ const { Memtables, MIN_FLUSH } = require('../lib/shard/memtables')
 const { LevelDb } = require('../lib/leveldb/leveldb')
 const { shardDirName } = require('../lib/base/shard-names')
 const { main } = require('../lib/cli/program')
+const records = require('../lib/shard/records')
 
 const ROOT = path.resolve(__dirname, '..')
 
@@ -19,8 +20,29 @@ async function until (check, what, ms = 10000) {
   const deadline = Date.now() + scaled(ms)
   while (!check()) {
     if (Date.now() > deadline) throw new Error(`waited ${scaled(ms)} ms for ${what}`)
-    await new Promise((resolve) => setTimeout(resolve, 10))
+    await new Promise((resolve) => setTimeout(resolve, 50))
   }
+}
+
+// The shards of the store at `location` this process holds open (LevelDB keeps each
+// open database's LOCK file open), by index.
+function heldShards (location) {
+  const held = new Set()
+  for (const fd of fs.readdirSync('/proc/self/fd')) {
+    try {
+      const target = fs.readlinkSync(path.join('/proc/self/fd', fd))
+      const match = target.startsWith(location) && /(\d{3})\.s\/LOCK$/.exec(target)
+      if (match) held.add(Number(match[1]))
+    } catch {
+      // the descriptor closed while we looked
+    }
+  }
+  return held
+}
+
+function heldAll (location, shards) {
+  const held = heldShards(location)
+  return shards.every((shard) => held.has(shard))
 }
 
 describe('a store opens its shards ahead of need', function () {
@@ -37,10 +59,10 @@ describe('a store opens its shards ahead of need', function () {
   }
 
   it('opens every shard in the background once open() resolved, with no call made', async () => {
-    await storeWith(12)
+    const keys = await storeWith(12)
     const store = t.open()
     await store.open()
-    await until(() => openShardLocks(store.location) === 12, 'the 12 shards to open')
+    await until(() => heldAll(store.location, keys.map((k) => k.shard)), 'the 12 shards to open')
   })
 
   it('serves the calls made while it opens, each shard opened once', async () => {
@@ -49,7 +71,7 @@ describe('a store opens its shards ahead of need', function () {
     await store.open()
     const read = await Promise.all(keys.map(({ key }) => store.readFile(key)))
     keys.forEach(({ key }, i) => expect(read[i].equals(bytes(1000, key))).to.equal(true))
-    await until(() => openShardLocks(store.location) === 40, 'the 40 shards to open')
+    await until(() => heldAll(store.location, keys.map((k) => k.shard)), 'the 40 shards to open')
     await store.writeFile(keys[0].key, 'again')
     expect((await store.readFile(keys[0].key)).toString()).to.equal('again')
   })
@@ -73,8 +95,9 @@ describe('a store opens its shards ahead of need', function () {
     fs.rmSync(path.join(t.dir, 'store', shardDirName(broken.shard)), { recursive: true })
     const store = t.open()
     await store.open()
-    await until(() => openShardLocks(store.location) === 7, 'the 7 other shards to open')
+    await until(() => heldAll(store.location, keys.filter((k) => k !== broken).map((k) => k.shard)), 'the 7 other shards to open')
     const err = await rejects(store.readFile(broken.key), 'ECORRUPT')
+    expect(fs.existsSync(path.join(t.dir, 'store', shardDirName(broken.shard))), 'a shard lost is not made anew').to.equal(false)
     expect(err.shard).to.equal(broken.shard)
     await rejects(store.readFile(broken.key), 'ECORRUPT') // every time, not only once
     for (const { key } of keys.filter((k) => k !== broken)) expect((await store.readFile(key)).equals(bytes(1000, key))).to.equal(true)
@@ -150,6 +173,111 @@ describe('a store opens its shards ahead of need', function () {
     const [{ key }] = keysForShards(REF, 1)
     await store.readFile(key)
     expect(shadowLocks()).to.equal(1) // what the count sees, once one is open
+  })
+})
+
+describe('a store makes the shards it has not made yet ahead of need', function () {
+  this.timeout(scaled(120000))
+  const t = useTmp()
+  const ALL = Array.from({ length: 256 }, (_, i) => i)
+  const shardDirs = (location) => fs.readdirSync(location).filter((name) => /^\d{3}\.s$/.test(name))
+
+  it('a new store makes and opens all its shards in the background once open() resolved, with no call made', async () => {
+    const store = t.open()
+    await store.open()
+    await until(() => heldAll(store.location, ALL), 'the 256 shards to be made and opened', 60000)
+    expect(shardDirs(store.location)).to.have.length(256)
+    expect((await store.usage()).shards).to.have.length(256) // each known, with its figures
+  })
+
+  it('only the shards of its shardCount, and those of a store reopened with some made', async () => {
+    const first = t.open({ shardCount: 16 })
+    await first.open()
+    await first.close() // stops making: some or none made
+    const store = t.open()
+    await store.open()
+    await until(() => shardDirs(store.location).length === 16 && heldAll(store.location, ALL.slice(0, 16)), 'the 16 shards')
+    await sleep(100)
+    expect(shardDirs(store.location)).to.have.length(16)
+  })
+
+  it('serves the writes made meanwhile, each shard made once', async () => {
+    const keys = keysForShards(REF, 64)
+    const store = t.open({ referenceId: REF })
+    await store.open()
+    await Promise.all(keys.map(({ key }) => store.writeFile(key, bytes(3000, key))))
+    for (const { key } of keys) expect((await store.readFile(key)).equals(bytes(3000, key))).to.equal(true)
+    await until(() => heldAll(store.location, ALL), 'the 256 shards', 60000)
+    const usage = await store.usage()
+    expect(usage.files).to.equal(64)
+    expect(usage.shards).to.have.length(256)
+  })
+
+  it('stops at close(): the close ends at once, no shard is left half-made, and nothing is left in tmp', async () => {
+    for (const wait of ['no wait', 'the first made']) {
+      const store = t.open(undefined, `store-${wait.length}`)
+      await store.open()
+      if (wait === 'the first made') await until(() => shardDirs(store.location).length > 0, 'a shard to be made')
+      const started = Date.now()
+      await store.close()
+      expect(Date.now() - started, `close after ${wait}`).to.be.below(scaled(2000))
+      const made = shardDirs(store.location)
+      expect(made.length, `made, ${wait}`).to.be.below(256)
+      expect(fs.readdirSync(path.join(store.location, 'tmp')), `tmp, ${wait}`).to.deep.equal([])
+      await sleep(100) // nothing made after close()
+      expect(shardDirs(store.location)).to.deep.equal(made)
+      // Every shard made is whole: it opens with its accounting.
+      for (const name of made) {
+        const db = await LevelDb.open(path.join(store.location, name))
+        try {
+          expect(JSON.parse(await db.get(records.ACCOUNT))).to.deep.include({ used: 0, files: 0 })
+        } finally {
+          await db.close()
+        }
+      }
+    }
+  })
+
+  it('a shard that fails to be made (a full disk) leaves the others made, and its next write reports the failure', async () => {
+    const [broken, other] = keysForShards(REF, 2)
+    const fsp = require('node:fs/promises')
+    const rename = fsp.rename
+    const full = () => Object.assign(new Error('full'), { code: 'ENOSPC', syscall: 'rename' })
+    let failing = true
+    fsp.rename = function (from, to) {
+      if (failing && path.basename(to) === shardDirName(broken.shard)) return Promise.reject(full())
+      return rename.apply(this, arguments)
+    }
+    try {
+      const store = t.open({ referenceId: REF })
+      await store.open()
+      const others = ALL.filter((shard) => shard !== broken.shard)
+      await until(() => heldAll(store.location, others), 'the 255 other shards', 60000)
+      expect(fs.existsSync(path.join(store.location, shardDirName(broken.shard)))).to.equal(false)
+      await rejects(store.writeFile(broken.key, 'x'), 'ENOSPC')
+      await store.writeFile(other.key, 'y')
+      failing = false // room again: the next write makes it
+      await store.writeFile(broken.key, 'x')
+      expect((await store.readFile(broken.key)).toString()).to.equal('x')
+      expect(fs.readdirSync(path.join(store.location, 'tmp')).filter((name) => !name.startsWith('spare-'))).to.deep.equal([])
+    } finally {
+      fsp.rename = rename
+    }
+  })
+
+  it('never keeps the process alive: one that opened a new store and does nothing else exits before all are made', async () => {
+    const dir = path.join(t.dir, 'new')
+    // Waits (a timer that keeps it alive) until the first shard is made, then does nothing.
+    const script = `
+      const fs = require('node:fs')
+      const dir = process.argv[1]
+      require('./')(dir).open().then(function poll () {
+        if (!fs.readdirSync(dir).some((name) => /^\\d{3}\\.s$/.test(name))) setTimeout(poll, 5)
+      })`
+    const child = spawnSync(process.execPath, ['-e', script, dir], { cwd: ROOT, encoding: 'utf8', timeout: scaled(30000) })
+    expect(child.stderr).to.equal('')
+    expect(child.status).to.equal(0)
+    expect(shardDirs(dir).length).to.be.within(1, 255)
   })
 })
 

@@ -8,7 +8,13 @@ const { RESERVE_FILE } = require('./disk-reserve')
 // store's disk reserve, which holds no data.
 async function diskUsage (dir, top = true) {
   let total = 0
-  for (const entry of await fs.readdir(dir, { withFileTypes: true })) {
+  // A directory below gone meanwhile holds nothing: a spare removed, a shard made in
+  // tmp/ and renamed into place (counted there if the walk gets there after).
+  const entries = await fs.readdir(dir, { withFileTypes: true }).catch((err) => {
+    if (top || err.code !== 'ENOENT') throw err
+    return []
+  })
+  for (const entry of entries) {
     const full = path.join(dir, entry.name)
     if (top && entry.name === RESERVE_FILE) continue
     if (entry.isDirectory()) total += await diskUsage(full, false)

@@ -42,6 +42,7 @@ class Shards {
   // memtables less of its memory budget (options.memory, api/memory.js).
   constructor ({ location, tmpDir, cap, chunkKeys, shardCount, existing, usage, reserve, operations, options, heldAbove }) {
     this.location = location
+    this.shardCount = shardCount
     this.tmpDir = tmpDir
     this.cap = cap
     this.chunkKeys = chunkKeys
@@ -233,7 +234,10 @@ class Shards {
     this.#existing.add(index)
   }
 
-  async #open (index, { useReserve = false } = {}) {
+  // ahead: opened or made by openAhead, which takes no spare (spares are for the writes
+  // that make a shard; and a spare taken makes another, work that would keep a process
+  // with nothing else to do alive from one round to the next).
+  async #open (index, { useReserve = false, ahead = false } = {}) {
     const room = useReserve ? (fn) => this.reserve.withRoom(fn) : (fn) => fn()
     if (this.usage.isRepairing(index)) {
       throw errors.corrupt(`shard ${shardName(index)}`, `a repair of it was interrupted; run kfs repair ${index} to finish it`, { shard: index })
@@ -245,7 +249,7 @@ class Shards {
       try {
         await room(async () => {
           const template = await this.#newShardFiles()
-          const spare = template && this.#spares.take(template)
+          const spare = template && !ahead && this.#spares.take(template, this.shardCount - this.#existing.size - 1)
           await createShard(location, this.tmpDir, template, { placed: false, spare })
         })
       } finally {
@@ -254,6 +258,7 @@ class Shards {
         if (fs.existsSync(location)) {
           this.#existing.add(index)
           this.#unsynced.add(index)
+          if (this.#existing.size >= this.shardCount) this.#spares.clear() // none is wanted any more
         }
       }
     }
@@ -306,27 +311,39 @@ class Shards {
     return shard
   }
 
-  // Opens every shard that exists, AHEAD at a time, in the background of a store just
-  // opened, so that its first calls find their shards open. A call that needs a shard
-  // not open yet opens it at once, beside these. Stops at shutdown(), when the pool has
-  // no free slot or a caller waits for one (it never closes a shard for this), and once
-  // the process is out of descriptors. Each round of AHEAD opens begins from an unref'd
-  // timer once the last ended (an immediate would run before the event loop checks
-  // whether anything keeps it alive): a process with nothing else to do exits then. A
-  // shard that fails to open is left closed: the next call on it opens it again and
-  // reports the failure, as it would have without this. Resolves once done; never
-  // rejects.
+  // Opens every shard that exists, then makes and opens those not made yet, AHEAD at a
+  // time, in the background of a store just opened, so that its first calls find their
+  // shards open and its first writes find their shards made (a shard's making and open
+  // cost its first write 5 to 30 ms otherwise). A call that needs a shard not open or
+  // not made yet opens or makes it at once, beside these. Stops at shutdown(), when the
+  // pool has no free slot or a caller waits for one (it never closes a shard for this),
+  // once the process is out of descriptors, and makes none once the disk reserve was
+  // given up. Each round of AHEAD begins from an unref'd timer once the last ended (an
+  // immediate would run before the event loop checks whether anything keeps it alive):
+  // a process with nothing else to do exits then. A shard that fails to open or to be
+  // made is left closed, or unmade: the next call on it tries again and reports the
+  // failure, as it would have without this. Resolves once done; never rejects.
   async openAhead () {
-    const waiting = this.indices()
+    const made = this.indices()
+    const waiting = [...made, ...this.#unmade()]
     let stop = false
-    const open = (index) => this.#pool.openAhead(index, {}).catch((err) => {
-      if (NO_DESCRIPTORS.has(err.code)) stop = true
-    })
+    const open = (index) => {
+      if (!this.has(index) && this.reserve.low) return // made on a write's need only
+      return this.#pool.openAhead(index, { ahead: true }).catch((err) => {
+        if (NO_DESCRIPTORS.has(err.code)) stop = true
+      })
+    }
     while (!stop && waiting.length > 0) {
       await new Promise((resolve) => setTimeout(resolve, 0).unref())
       if (this.#pool.full) return
       await Promise.all(waiting.splice(0, AHEAD).map(open))
     }
+  }
+
+  // The shards of this store not made yet; none for a store opened read-only.
+  #unmade () {
+    if (this.readOnly) return []
+    return Array.from({ length: this.shardCount }, (_, index) => index).filter((index) => !this.has(index))
   }
 
   // Made once per store open, and again after a failure (a full disk, say).

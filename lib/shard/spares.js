@@ -21,6 +21,7 @@ class Spares {
   #making // promise of the spare being made
   #generation = 0 // spares made before clear() are removed
   #closed = false
+  #wanted = SPARES // spares that can still be used
 
   constructor (tmpDir, mayFill = () => true) {
     this.#tmpDir = tmpDir
@@ -28,9 +29,11 @@ class Spares {
   }
 
   // The path of a spare, now its caller's to rename or remove, or undefined; then
-  // makes spares up to SPARES.
-  take (template) {
+  // makes spares up to SPARES, and no more than `wanted`: the shards the store has
+  // still to make besides this one (a store makes each shard once).
+  take (template, wanted = SPARES) {
     const spare = this.#ready.shift()
+    this.#wanted = wanted
     this.#fill(template)
     return spare
   }
@@ -39,7 +42,7 @@ class Spares {
   // too, and the shard being opened waits for them. A spare made after clear() began is
   // removed, and no more are made until the next take().
   #fill (template) {
-    if (this.#closed || this.#making || this.#ready.length >= SPARES || !this.#mayFill()) return
+    if (this.#closed || this.#making || this.#ready.length >= Math.min(SPARES, this.#wanted) || !this.#mayFill()) return
     const generation = this.#generation
     const kept = () => !this.#closed && generation === this.#generation
     this.#making = writeFromTemplate(template, this.#tmpDir, 'spare', { serial: true }).then(async (dir) => {
