@@ -194,6 +194,23 @@ describe('reading a closed LevelDB from its files (lib/leveldb/files.js)', () =>
     flip(path.join(logged, log), 20)
     await rejects(filesRead(logged).catch((err) => { throw Object.assign(err, { code: err.reason }) }), 'unreadable')
 
+    // A table missing, even one of keys out of the range read: LevelDB's open fails.
+    const tableLost = path.join(t.dir, 'table-lost')
+    const lost = leveldown(tableLost)
+    await promised((cb) => lost.open({ compression: false }, cb))
+    await promised((cb) => lost.put('!m!k', 'v', cb))
+    await promised((cb) => lost.compactRange('!', '~', cb))
+    await promised((cb) => lost.put('ff', 'chunk', cb))
+    await promised((cb) => lost.compactRange('0', '~', cb))
+    await promised((cb) => lost.close(cb))
+    const current = fs.readFileSync(path.join(tableLost, 'CURRENT'), 'latin1').trim()
+    const live = manifestEdits(fs.readFileSync(path.join(tableLost, current))).flatMap((e) => e.tables)
+    const chunks = live.find((table) => table.smallest.toString().startsWith('ff'))
+    const range = { gte: '!a', lt: '!m!\xff' }
+    expect(await filesRead(tableLost, range)).to.deep.equal(['!m!k=v'])
+    fs.rmSync(path.join(tableLost, `${String(chunks.number).padStart(6, '0')}.ldb`))
+    await rejects(filesRead(tableLost, range).catch((err) => { throw Object.assign(err, { code: err.reason }) }), 'unreadable')
+
     // kfs writes no compressed block: one is not read.
     const snappy = path.join(t.dir, 'snappy')
     const db = leveldown(snappy)
