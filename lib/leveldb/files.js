@@ -21,8 +21,9 @@
 // another), a database a process holds, links an interrupted open left (log-guard.js).
 // The caller then reads through LevelDB, which knows what to do with them, and reports
 // damage as it does.
-const fs = require('node:fs/promises')
+const fs = require('node:fs')
 const path = require('node:path')
+const { promisify } = require('node:util')
 const { crc32c, unmask } = require('./crc32c')
 const { decodeEdit } = require('./manifest')
 const { lockHeld, logName } = require('./log-guard')
@@ -36,33 +37,39 @@ const TRAILER = 5 // a block's type byte and masked CRC-32C
 const TAIL = 64 * 1024 // read from a table's end at once: its footer, and its index block most often
 const SPAN = 256 * 1024 // the most of a table's consecutive data blocks read at once
 
+// File descriptors rather than FileHandles: a listing reads a few small files of each
+// of up to 256 shards, and a FileHandle's making and closing cost more than the read.
+const [readdir, open, close, stat] = [fs.readdir, fs.open, fs.close, fs.stat].map((fn) => promisify(fn))
+const read = (fd, buffer, offset, length, position) => new Promise((resolve, reject) => {
+  fs.read(fd, buffer, offset, length, position, (err, bytesRead) => (err ? reject(err) : resolve(bytesRead)))
+})
+
 const unreadable = (what) => Object.assign(new Error(what), { reason: 'unreadable' })
+
+// Keys are handled as latin1 strings of their bytes: one character per byte, so that
+// JavaScript's string order is LevelDB's bytewise order, and none is a Buffer to make.
+const latin1 = (key) => Buffer.from(key).toString('latin1') // a string as UTF-8, as leveldown stores it
+// Such a key as leveldown reads it back (UTF-8); most keys are ASCII, the same.
+const utf8 = (key) => (/[\u0080-\u00ff]/.test(key) ? Buffer.from(key, 'latin1').toString() : key)
 
 // A key range of user keys: { gt or gte, lt or lte }, strings or Buffers.
 class Range {
   constructor ({ gt, gte, lt, lte }) {
-    this.low = Buffer.from(gt ?? gte ?? '')
+    this.low = latin1(gt ?? gte ?? '')
     this.lowIncluded = gt === undefined
     this.high = lt ?? lte
-    this.high = this.high === undefined ? undefined : Buffer.from(this.high)
+    this.high = this.high === undefined ? undefined : latin1(this.high)
     this.highIncluded = lt === undefined
   }
 
-  // Whether buffer[start, end) is past the range's low end.
-  above (buffer, start, end) {
-    const c = buffer.compare(this.low, 0, this.low.length, start, end)
-    return c > 0 || (c === 0 && this.lowIncluded)
+  // Whether `key` is past the range's low end.
+  above (key) {
+    return key > this.low || (key === this.low && this.lowIncluded)
   }
 
-  // Whether buffer[start, end) is past the range's high end.
-  past (buffer, start, end) {
-    if (this.high === undefined) return false
-    const c = buffer.compare(this.high, 0, this.high.length, start, end)
-    return c > 0 || (c === 0 && !this.highIncluded)
-  }
-
-  has (key) {
-    return this.above(key, 0, key.length) && !this.past(key, 0, key.length)
+  // Whether `key` is past the range's high end.
+  past (key) {
+    return this.high !== undefined && (key > this.high || (key === this.high && !this.highIncluded))
   }
 }
 
@@ -80,13 +87,13 @@ class DbFiles {
 
   static async open (dir, range) {
     range = new Range(range)
-    const names = await fs.readdir(dir)
+    const names = await readdir(dir)
     if (names.some((name) => KEPT_FILE.test(name))) throw unreadable(`${dir}: an interrupted open left logs to restore`)
     if (!names.includes('CURRENT')) throw unreadable(`${dir}: no CURRENT file`)
-    if (await lockHeld(dir)) throw unreadable(`${dir}: a process holds it`)
-    const current = await fs.readFile(path.join(dir, 'CURRENT'), 'latin1')
+    if (await lockHeld(dir, { recent: true })) throw unreadable(`${dir}: a process holds it`)
+    const current = (await readWhole(path.join(dir, 'CURRENT'))).toString('latin1')
     if (!/^MANIFEST-\d+\n$/.test(current)) throw unreadable(`${dir}: CURRENT does not name a manifest`)
-    const state = manifestState(await fs.readFile(path.join(dir, current.slice(0, -1))), dir)
+    const state = manifestState(await readWhole(path.join(dir, current.slice(0, -1))), dir)
     const tables = []
     for (const table of state.tables.values()) {
       const base = String(table.number).padStart(6, '0')
@@ -101,13 +108,15 @@ class DbFiles {
     const logged = []
     for (const n of logs) {
       const file = path.join(dir, logName(n))
-      for (const record of logRecords(await fs.readFile(file), file)) batchEntries(record, range, logged, file)
+      if ((await stat(file)).size === 0) continue // as every log is once its shard closed
+      for (const record of logRecords(await readWhole(file), file)) batchEntries(record, range, logged, file)
     }
     logged.sort(internalOrder)
     return new DbFiles(tables, logged)
   }
 
-  // Up to `limit` live entries { key, value } (Buffers) with keys in `range`, in key order.
+  // Up to `limit` live entries { key, value } (strings, UTF-8) with keys in `range`, in
+  // key order.
   async read (range, limit) {
     range = new Range(range)
     const opened = new Opened()
@@ -125,9 +134,9 @@ class DbFiles {
         if (!next) break
         const entry = next.take()
         await next.fill()
-        if (last && last.equals(entry.key)) continue // an older entry of the key
+        if (entry.key === last) continue // an older entry of the key
         last = entry.key
-        if (entry.type === VALUE) live.push({ key: entry.key, value: entry.value })
+        if (entry.type === VALUE) live.push({ key: utf8(entry.key), value: entry.value })
       }
       return live
     } finally {
@@ -137,11 +146,11 @@ class DbFiles {
 }
 
 // User key ascending, then sequence number descending: the newest entry of a key first.
-const internalOrder = (a, b) => Buffer.compare(a.key, b.key) || b.seq - a.seq
+const internalOrder = (a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : b.seq - a.seq)
 
 function overlaps (table, range) {
   const { smallest, largest } = table
-  return range.above(largest, 0, largest.length - 8) && !range.past(smallest, 0, smallest.length - 8)
+  return range.above(largest.toString('latin1', 0, largest.length - 8)) && !range.past(smallest.toString('latin1', 0, smallest.length - 8))
 }
 
 // The manifest's last state: { logNumber, prevLogNumber, tables (number -> { level,
@@ -200,7 +209,7 @@ function * logRecords (buffer, file) {
 
 // A WriteBatch (write_batch.cc): sequence number (fixed64), count (fixed32), then each
 // entry: its type, its key, and for a put its value (varint-prefixed). Adds to `into`
-// the entries with keys in `range`, as { key, seq, type, value }.
+// the entries with keys in `range`, as { key, seq, type, value } (latin1, UTF-8).
 function batchEntries (record, range, into, file) {
   if (record.length < 12) throw unreadable(`${file}: a batch of ${record.length} bytes`)
   const input = { buffer: record, pos: 12 }
@@ -212,9 +221,8 @@ function batchEntries (record, range, into, file) {
     if (type !== VALUE && type !== DELETION) throw unreadable(`${file}: a batch entry of type ${type}`)
     const [keyStart, keyEnd] = slice(input)
     const [valueStart, valueEnd] = type === VALUE ? slice(input) : [0, 0]
-    if (range.above(record, keyStart, keyEnd) && !range.past(record, keyStart, keyEnd)) {
-      into.push({ key: Buffer.from(record.subarray(keyStart, keyEnd)), seq: seq + n, type, value: Buffer.from(record.subarray(valueStart, valueEnd)) })
-    }
+    const key = record.toString('latin1', keyStart, keyEnd)
+    if (range.above(key) && !range.past(key)) into.push({ key, seq: seq + n, type, value: record.toString('utf8', valueStart, valueEnd) })
   }
   if (n !== count) throw unreadable(`${file}: a batch of ${n} entries says ${count}`)
 }
@@ -222,6 +230,7 @@ function batchEntries (record, range, into, file) {
 // A table file of `size` bytes (the manifest's). Its index is read once.
 class Table {
   #index // [{ last: the user key every entry of the block is at most, offset, size }]
+  #span // { start, buffer }: the bytes last read, kept for the next page; the whole file if no larger than TAIL
 
   constructor (file, size) {
     this.file = file
@@ -232,14 +241,15 @@ class Table {
   async cursor (range, opened) {
     const index = this.#index || (this.#index = await this.#readIndex(opened))
     // The blocks before hold keys below the range.
-    const first = firstWhere(index, (block) => range.above(block.last, 0, block.last.length))
+    const first = firstWhere(index, (block) => range.above(block.last))
     return new TableCursor(this, index, first, range, opened)
   }
 
   async #readIndex (opened) {
-    const handle = await opened.open(this.file)
+    const fd = await opened.open(this.file)
     const tailStart = Math.max(0, this.size - TAIL)
-    const tail = await readAt(handle, tailStart, this.size - tailStart, this.file)
+    const tail = await readAt(fd, tailStart, this.size - tailStart, this.file)
+    if (tailStart === 0) this.#span = { start: 0, buffer: tail }
     if (tail.length < FOOTER || tail.readUInt32LE(tail.length - 8) !== 0x8b80fb57 || tail.readUInt32LE(tail.length - 4) !== 0xdb477524) {
       throw unreadable(`${this.file}: no table footer`)
     }
@@ -248,14 +258,26 @@ class Table {
     varint(input)
     const offset = varint(input)
     const size = varint(input)
-    const block = offset >= tailStart ? tail.subarray(offset - tailStart, offset - tailStart + size + TRAILER) : await readAt(handle, offset, size + TRAILER, this.file)
+    const block = offset >= tailStart ? tail.subarray(offset - tailStart, offset - tailStart + size + TRAILER) : await readAt(fd, offset, size + TRAILER, this.file)
     const index = []
     decodeBlock(checked(block, 0, size, this.file), (key, keyLength, value, valueStart, valueEnd) => {
       if (keyLength < 8) throw unreadable(`${this.file}: an index key of ${keyLength} bytes`)
       const input = { buffer: value.subarray(valueStart, valueEnd), pos: 0 }
-      index.push({ last: Buffer.from(key.subarray(0, keyLength - 8)), offset: varint(input), size: varint(input) })
+      index.push({ last: key.toString('latin1', 0, keyLength - 8), offset: varint(input), size: varint(input) })
     })
     return index
+  }
+
+  // The bytes read last, if they hold the byte at `offset`: { start, buffer }.
+  kept (offset) {
+    const span = this.#span
+    return span && offset >= span.start && offset < span.start + span.buffer.length ? span : undefined
+  }
+
+  // `length` bytes from `start` on, kept.
+  async read (start, length, opened) {
+    this.#span = { start, buffer: await readAt(await opened.open(this.file), start, length, this.file) }
+    return this.#span
   }
 }
 
@@ -264,8 +286,8 @@ class Table {
 class ListCursor {
   constructor (entries, range) {
     this.entries = entries
-    this.pos = firstWhere(entries, (entry) => range.above(entry.key, 0, entry.key.length))
-    this.end = firstWhere(entries, (entry) => range.past(entry.key, 0, entry.key.length))
+    this.pos = firstWhere(entries, (entry) => range.above(entry.key))
+    this.end = firstWhere(entries, (entry) => range.past(entry.key))
   }
 
   peek () {
@@ -287,6 +309,7 @@ class TableCursor extends ListCursor {
   #range
   #opened
   #done = false
+  #entered = false // an entry above the range's low end was met: those after are too
 
   constructor (table, index, first, range, opened) {
     super([], range)
@@ -308,28 +331,34 @@ class TableCursor extends ListCursor {
       this.#done = true
       return
     }
+    const end = (i) => index[i].offset + index[i].size + TRAILER
+    // The blocks the bytes kept from the page before hold, else up to SPAN bytes of them.
+    let span = this.#table.kept(index[first].offset)
     let last = first
-    while (last + 1 < index.length && index[last + 1].offset + index[last + 1].size + TRAILER - index[first].offset <= SPAN) last++
-    const start = index[first].offset
-    const span = await readAt(await this.#opened.open(this.#table.file), start, index[last].offset + index[last].size + TRAILER - start, this.#table.file)
+    const limit = span ? span.start + span.buffer.length : index[first].offset + SPAN
+    while (last + 1 < index.length && end(last + 1) <= limit) last++
+    if (!span || end(last) > limit) span = await this.#table.read(index[first].offset, end(last) - index[first].offset, this.#opened)
     const entries = []
     const range = this.#range
     for (let i = first; i <= last && !this.#done; i++) {
-      const block = checked(span, index[i].offset - start, index[i].size, this.#table.file)
+      const block = checked(span.buffer, index[i].offset - span.start, index[i].size, this.#table.file)
+      // Blocks past this one hold keys at or past its last.
+      const ends = range.past(index[i].last)
       decodeBlock(block, (key, keyLength, value, valueStart, valueEnd) => {
         if (keyLength < 8) throw unreadable(`${this.#table.file}: a key of ${keyLength} bytes`)
+        if (this.#done) return
         const userEnd = keyLength - 8
-        if (this.#done || !range.above(key, 0, userEnd)) return
-        if (range.past(key, 0, userEnd)) {
+        const user = key.latin1Slice(0, userEnd)
+        if (!this.#entered && !(this.#entered = range.above(user))) return
+        if (ends && range.past(user)) {
           this.#done = true
           return
         }
         const type = key[userEnd]
         if (type !== VALUE && type !== DELETION) throw unreadable(`${this.#table.file}: an entry of type ${type}`)
-        entries.push({ key: Buffer.from(key.subarray(0, userEnd)), seq: Math.floor(uint64(key, userEnd) / 256), type, value: value.subarray(valueStart, valueEnd) })
+        entries.push({ key: user, seq: Math.floor(uint64(key, userEnd) / 256), type, value: value.utf8Slice(valueStart, valueEnd) })
       })
-      // Blocks past this one hold keys at or past its last.
-      if (range.past(index[i].last, 0, index[i].last.length)) this.#done = true
+      if (ends) this.#done = true
     }
     this.#next = last + 1
     this.entries = entries
@@ -365,7 +394,7 @@ function decodeBlock (block, visit) {
     const valueLength = varint(input)
     if (shared > keyLength || input.pos + rest + valueLength > end) throw unreadable('a block entry runs past its block')
     if (shared + rest > scratch.length) scratch = Buffer.concat([scratch.subarray(0, shared), Buffer.alloc(2 * (shared + rest))])
-    block.copy(scratch, shared, input.pos, input.pos + rest)
+    for (let i = 0; i < rest; i++) scratch[shared + i] = block[input.pos + i] // shorter than a call to copy()
     keyLength = shared + rest
     input.pos += rest
     visit(scratch, keyLength, block, input.pos, input.pos + valueLength)
@@ -408,28 +437,47 @@ function slice (input) {
   return [input.pos - length, input.pos]
 }
 
-async function readAt (handle, position, length, file) {
+async function readAt (fd, position, length, file) {
   const buffer = Buffer.allocUnsafe(length)
-  const { bytesRead } = await handle.read(buffer, 0, length, position)
+  const bytesRead = await read(fd, buffer, 0, length, position)
   if (bytesRead !== length) throw unreadable(`${file}: shorter than the manifest says`)
   return buffer
 }
 
+// The whole of a file, with no more calls than needed for a small one: a read shorter
+// than asked is taken for its end (a file that grew meanwhile, read short, ends inside a
+// record, which the reader does not read).
+async function readWhole (file) {
+  const fd = await open(file, 'r')
+  try {
+    const parts = []
+    // From Node's pool first (under 4 KiB): CURRENT and most manifests fit.
+    for (let size = 4095; ; size = Math.min(2 * size + 1, 8 * 1024 * 1024)) {
+      const buffer = Buffer.allocUnsafe(size)
+      const bytesRead = await read(fd, buffer, 0, size, null)
+      parts.push(buffer.subarray(0, bytesRead))
+      if (bytesRead < size) return parts.length === 1 ? parts[0] : Buffer.concat(parts)
+    }
+  } finally {
+    await close(fd)
+  }
+}
+
 // The files one read opened, each once, all closed at its end.
 class Opened {
-  #handles = new Map()
+  #fds = new Map() // file -> promise of its descriptor
 
   open (file) {
-    if (!this.#handles.has(file)) {
-      const handle = fs.open(file, 'r')
-      handle.catch(() => {})
-      this.#handles.set(file, handle)
+    if (!this.#fds.has(file)) {
+      const fd = open(file, 'r')
+      fd.catch(() => {})
+      this.#fds.set(file, fd)
     }
-    return this.#handles.get(file)
+    return this.#fds.get(file)
   }
 
   async close () {
-    await Promise.all([...this.#handles.values()].map((handle) => handle.then((h) => h.close(), () => {})))
+    await Promise.all([...this.#fds.values()].map((fd) => fd.then((n) => close(n), () => {})))
   }
 }
 

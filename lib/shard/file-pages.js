@@ -25,12 +25,12 @@ async function filePage (location, index, after, limit, files) {
       files = await DbFiles.open(location, LISTED)
       const [account] = await files.read({ gte: records.ACCOUNT, lte: records.ACCOUNT }, 1)
       if (!account) return undefined
-      JSON.parse(account.value.toString())
+      JSON.parse(account.value)
     }
     const range = records.metaRange()
     if (after !== undefined) range.gt = records.metaKey(after)
     const entries = await files.read(range, limit)
-    const page = entries.map((entry) => scans.metaEntry(entry.key.toString(), entry.value.toString(), index))
+    const page = entries.map((entry) => scans.metaEntry(entry.key, entry.value, index))
     page[FILES] = files
     return page
   } catch {
