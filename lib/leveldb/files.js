@@ -133,7 +133,7 @@ class DbFiles {
         }
         if (!next) break
         const entry = next.take()
-        await next.fill()
+        if (next.wanting()) await next.fill()
         if (entry.key === last) continue // an older entry of the key
         last = entry.key
         if (entry.type === VALUE) live.push({ key: utf8(entry.key), value: entry.value })
@@ -281,8 +281,9 @@ class Table {
   }
 }
 
-// Entries a source holds in internal key order, taken one at a time: fill() before
-// peek() after each take().
+// Entries a source holds in internal key order, taken one at a time: fill() before the
+// first peek(), and after a take() when wanting() (a promise per entry would cost more
+// than the entry).
 class ListCursor {
   constructor (entries, range) {
     this.entries = entries
@@ -296,6 +297,10 @@ class ListCursor {
 
   take () {
     return this.entries[this.pos++]
+  }
+
+  wanting () {
+    return false
   }
 
   async fill () {}
@@ -320,8 +325,12 @@ class TableCursor extends ListCursor {
     this.#opened = opened
   }
 
+  wanting () {
+    return this.pos >= this.end && !this.#done
+  }
+
   async fill () {
-    while (this.pos >= this.end && !this.#done) await this.#readSpan()
+    while (this.wanting()) await this.#readSpan()
   }
 
   async #readSpan () {
