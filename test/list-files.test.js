@@ -182,6 +182,17 @@ describe('reading a closed LevelDB from its files (lib/leveldb/files.js)', () =>
     flip(path.join(dir, table), original.indexOf('deep ') + 2) // inside a value of a data block
     await rejects(filesRead(dir, { gte: '!a', lt: '!m!\xff' }).catch((err) => { throw Object.assign(err, { code: err.reason }) }), 'unreadable')
     fs.writeFileSync(path.join(dir, table), original)
+
+    // A table whose index handle says its index runs to a terabyte: nothing that size is read.
+    const footer = Buffer.alloc(40)
+    Buffer.from([0, 0, 0, 0x80, 0x80, 0x80, 0x80, 0x80, 0x20]).copy(footer) // metaindex 0 + 0, index at 0 of 2^40 bytes
+    const lying = fs.readFileSync(path.join(dir, table))
+    footer.copy(lying, lying.length - 48)
+    fs.writeFileSync(path.join(dir, table), lying)
+    const lie = await filesRead(dir, { gte: '!a', lt: '!m!\xff' }).catch((err) => err)
+    expect(lie.reason, lie.stack).to.equal('unreadable')
+    expect(lie.message).to.contain('past the file\'s end')
+    fs.writeFileSync(path.join(dir, table), original)
     expect(await filesRead(dir, { gte: '!a', lt: '!m!\xff' })).to.deep.equal(await levelRead(dir, { gte: '!a', lt: '!m!\xff' }))
 
     // The log LevelDB's open just wrote is empty: one with records, from a database not closed.

@@ -258,14 +258,23 @@ class Table {
     varint(input)
     const offset = varint(input)
     const size = varint(input)
+    this.#within(offset, size)
     const block = offset >= tailStart ? tail.subarray(offset - tailStart, offset - tailStart + size + TRAILER) : await readAt(fd, offset, size + TRAILER, this.file)
     const index = []
     decodeBlock(checked(block, 0, size, this.file), (key, keyLength, value, valueStart, valueEnd) => {
       if (keyLength < 8) throw unreadable(`${this.file}: an index key of ${keyLength} bytes`)
       const input = { buffer: value.subarray(valueStart, valueEnd), pos: 0 }
-      index.push({ last: key.toString('latin1', 0, keyLength - 8), offset: varint(input), size: varint(input) })
+      const block = { last: key.toString('latin1', 0, keyLength - 8), offset: varint(input), size: varint(input) }
+      this.#within(block.offset, block.size)
+      index.push(block)
     })
     return index
+  }
+
+  // Rejects unless the block at `offset` of `size` bytes lies within the file: a
+  // damaged handle must not have gigabytes read.
+  #within (offset, size) {
+    if (offset + size + TRAILER > this.size) throw unreadable(`${this.file}: a block handle past the file's end`)
   }
 
   // The bytes read last, if they hold the byte at `offset`: { start, buffer }.
