@@ -215,12 +215,19 @@ describe('damage is named', () => {
     const keys = [1, 2, 3, 4].map((shard) => keyInShard(REF, shard, 'l'))
     for (const key of keys) await store.writeFile(key, key)
     await store.close()
-    // Shard 2 loses its manifest (damage); shard 3 fails to open with an OS error.
+    // Shard 2 loses its manifest (damage); shard 3's files fail to read, and it fails
+    // to open, with an OS error.
     for (const f of fs.readdirSync(shardDir(store, 2)).filter((f) => f.startsWith('MANIFEST'))) fs.rmSync(path.join(shardDir(store, 2), f))
     const realOpen = Shard.open
     Shard.open = function (options) {
       if (options.index === 3) return Promise.reject(errors.system('shard 003 could not be opened', { code: 'EIO', message: 'injected EIO' }, { shard: 3 }))
       return realOpen.call(this, options)
+    }
+    const { DbFiles } = require('../lib/leveldb/files')
+    const realFiles = DbFiles.open
+    DbFiles.open = function (dir, range) {
+      if (dir === shardDir(store, 3)) return Promise.reject(Object.assign(new Error('injected EIO'), { code: 'EIO' }))
+      return realFiles.call(this, dir, range)
     }
     try {
       const again = t.open()
@@ -240,6 +247,7 @@ describe('damage is named', () => {
       await rejects(again.compact(), 'EIO') // compact() goes on past them too, and names them
     } finally {
       Shard.open = realOpen
+      DbFiles.open = realFiles
     }
   })
 

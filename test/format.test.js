@@ -271,6 +271,7 @@ describe('on-disk format', () => {
     const store = t.open(undefined, 'format-1')
     expect((await store.readFile('multi')).equals(MULTI)).to.equal(true)
     expect(await collect(store.list())).to.have.length(4)
+    expect((await store.verify()).files).to.equal(4) // opens every shard (a listing reads closed ones from their files)
     await store.close()
     for (const shard of fs.readdirSync(dir).filter((d) => /^\d{3}\.s$/.test(d))) {
       const db = await LevelDb.open(path.join(dir, shard))

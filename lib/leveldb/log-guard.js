@@ -217,10 +217,22 @@ async function readManifest (dir) {
 }
 
 // Whether a process holds the database's LOCK (LevelDB takes a POSIX lock on it), as
-// /proc/locks says (proc-locks.js). False where that cannot be read.
-async function lockHeld (dir) {
-  const locks = await readLocks(dir)
+// /proc/locks says (proc-locks.js). False where that cannot be read. `recent`: from a
+// read of /proc/locks at most RECENT_MS old, for callers that ask about many databases
+// in turn and read what a holder could change under them anyway (a lock taken right
+// after any check) as a reader that gives up on what it meets (files.js).
+async function lockHeld (dir, { recent = false } = {}) {
+  const locks = await readLocks(dir, recent)
   return locks ? lockListed(locks.table, locks.stat, locks.overlay) : false
+}
+
+const RECENT_MS = 100
+let recentLocks // { at, table (a promise) }
+
+function locksTable (recent) {
+  if (!recent) return fs.readFile('/proc/locks', 'latin1')
+  if (!recentLocks || Date.now() - recentLocks.at > RECENT_MS) recentLocks = { at: Date.now(), table: fs.readFile('/proc/locks', 'latin1') }
+  return recentLocks.table
 }
 
 // The ID of the process holding the LOCK of the database at `dir`, or undefined when
@@ -232,15 +244,25 @@ async function lockHolder (dir) {
 
 // /proc/locks and what proc-locks.js needs to find the LOCK of the database at `dir`
 // in it, or undefined where either cannot be read.
-async function readLocks (dir) {
+async function readLocks (dir, recent = false) {
   const file = path.join(dir, 'LOCK')
   try {
     const stat = await fs.stat(file, { bigint: true })
-    const overlay = (await fs.statfs(file)).type === OVERLAYFS_MAGIC
-    return { stat, overlay, table: await fs.readFile('/proc/locks', 'latin1') }
+    return { stat, overlay: await isOverlay(file, stat.dev), table: await locksTable(recent) }
   } catch {
     return undefined
   }
+}
+
+// Whether `file`, on the device `dev`, is on an overlay: asked of each device once.
+const overlays = new Map() // dev -> promise of whether it is an overlay
+function isOverlay (file, dev) {
+  if (!overlays.has(dev)) {
+    const overlay = fs.statfs(file).then((s) => s.type === OVERLAYFS_MAGIC)
+    overlay.catch(() => overlays.delete(dev))
+    overlays.set(dev, overlay)
+  }
+  return overlays.get(dev)
 }
 
 async function someNonEmpty (dir, logs) {

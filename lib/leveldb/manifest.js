@@ -11,8 +11,9 @@ function parseManifest (buffer) {
 }
 
 // The manifest's edits in order, each { start (its first byte), logNumber,
-// prevLogNumber, nextFile (each where it sets it), added, deleted (table file numbers) },
-// or undefined where LevelDB would not read it.
+// prevLogNumber, nextFile, comparator (each where it sets it), added, deleted (table file
+// numbers), tables (the added ones: { level, number, size, smallest, largest }, the keys
+// internal ones) }, or undefined where LevelDB would not read it.
 function manifestEdits (buffer) {
   try {
     return [...records(buffer)].map(({ start, payload }) => decodeEdit(payload, start))
@@ -70,25 +71,30 @@ function * records (buffer) {
 
 // A VersionEdit (db/version_edit.cc): tagged fields. Those not needed here are skipped,
 // by their layout: v a varint, b a length-prefixed string.
-const SKIPPED = { 1: 'b', 4: 'v', 5: 'vb' } // comparator, last sequence, compact pointer
+const SKIPPED = { 4: 'v', 5: 'vb' } // last sequence, compact pointer
 
 function decodeEdit (buffer, start) {
-  const edit = { start, added: [], deleted: [] }
+  const edit = { start, added: [], deleted: [], tables: [] }
   const input = { buffer, pos: 0 }
   while (input.pos < buffer.length) {
     const tag = varint(input)
-    if (tag === 2) edit.logNumber = varint(input)
+    if (tag === 1) edit.comparator = bytes(input).toString('latin1')
+    else if (tag === 2) edit.logNumber = varint(input)
     else if (tag === 3) edit.nextFile = varint(input)
     else if (tag === 9) edit.prevLogNumber = varint(input)
     else if (tag === 6) edit.deleted.push(fields(input, 'vv')[1]) // level, number
-    else if (tag === 7) edit.added.push(fields(input, 'vvvbb')[1]) // level, number, size, smallest, largest
+    else if (tag === 7) {
+      const [level, number, size, smallest, largest] = fields(input, 'vvvbb')
+      edit.added.push(number)
+      edit.tables.push({ level, number, size, smallest, largest })
+    }
     else if (!SKIPPED[tag]) throw new Error(`unknown VersionEdit tag ${tag}`)
     else fields(input, SKIPPED[tag])
   }
   return edit
 }
 
-// Reads fields laid out as `layout`; the varints' values, in order (strings as undefined).
+// Reads fields laid out as `layout`; their values, in order (strings as views of the buffer).
 function fields (input, layout) {
   return [...layout].map((field) => (field === 'v' ? varint(input) : bytes(input)))
 }
@@ -109,6 +115,7 @@ function bytes (input) {
   const length = varint(input)
   if (input.pos + length > input.buffer.length) throw new Error('truncated field')
   input.pos += length
+  return input.buffer.subarray(input.pos - length, input.pos)
 }
 
-module.exports = { parseManifest, manifestEdits, replay }
+module.exports = { parseManifest, manifestEdits, replay, decodeEdit }

@@ -36,6 +36,11 @@ class ShardPool {
     return entry && entry.shard && !entry.closing ? entry.shard : undefined
   }
 
+  // Whether the shard is open, opening, closing or held for exclusive work.
+  inUse (index) {
+    return this.entries.has(index) || this.held.has(index)
+  }
+
   // 'closing' from shutdown() on.
   get status () {
     return this.#life.status === 'open' && this.closing ? 'closing' : this.#life.status

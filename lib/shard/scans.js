@@ -18,15 +18,18 @@ async function metaPage (db, shard, after, limit) {
   const range = records.metaRange()
   if (after !== undefined) range.gt = records.metaKey(after)
   const page = []
-  for await (const entry of scan(db, range, { limit })) {
-    const key = entry.key.slice(records.META.length)
-    try {
-      page.push(records.decodeMeta(entry.value, shard, key))
-    } catch (error) {
-      page.push({ key, error })
-    }
-  }
+  for await (const entry of scan(db, range, { limit })) page.push(metaEntry(entry.key, entry.value, shard))
   return page
+}
+
+// The metadata record `value` stored under `metaKey`, decoded, or { key, error }.
+function metaEntry (metaKey, value, shard) {
+  const key = metaKey.slice(records.META.length)
+  try {
+    return records.decodeMeta(value, shard, key)
+  } catch (error) {
+    return { key, error }
+  }
 }
 
 // The keys of head records (format 3) for which the metadata scan found no metadata
@@ -72,4 +75,4 @@ async function damageNotes (db) {
   return notes
 }
 
-module.exports = { storedKeys, metaPage, headsWithoutMeta, pendingVersions, deadVersions, damageNotes }
+module.exports = { storedKeys, metaPage, metaEntry, headsWithoutMeta, pendingVersions, deadVersions, damageNotes }

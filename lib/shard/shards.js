@@ -11,6 +11,7 @@ const { shardName, shardDirName } = require('../base/shard-names')
 const { Memtables } = require('./memtables')
 const { ownersRefusal } = require('../dir/owner')
 const { WRITE_BUFFER } = require('../leveldb/leveldb')
+const { filePage, FILES } = require('./file-pages')
 const errors = require('../api/errors')
 
 // Metadata records read per shard visit by list() and verify().
@@ -183,15 +184,34 @@ class Shards {
   // The shard's metadata records, a page at a time, holding the shard only while a
   // page is read. `first`: the first page, fetched ahead by the caller (metaPage()).
   async * metaPages (index, first, { admitted = false } = {}) {
-    for (let page = await (first || this.metaPage(index, undefined, { admitted })); ; page = await this.metaPage(index, page[page.length - 1].key, { admitted })) {
+    for (let page = await (first || this.metaPage(index, undefined, { admitted })); ; page = await this.metaPage(index, page[page.length - 1].key, { admitted, files: page[FILES] })) {
       if (page.length) yield page
       if (page.length < META_PAGE) return
     }
   }
 
-  // One page of metadata records after the key `after` (from the first without it).
-  metaPage (index, after, { admitted = false } = {}) {
+  // One page of metadata records after the key `after` (from the first without it). A
+  // shard nobody has open is read from its files, neither opened nor changed
+  // (file-pages.js), unless they hold what the reader does not know; one open in this
+  // process (or opening, closing, held), through LevelDB: its files may change under a
+  // reader meanwhile. `files`: page[FILES] of the page before, if it was read so.
+  async metaPage (index, after, { admitted = false, files } = {}) {
+    if (this.#closedForGood(index)) {
+      const leave = this.#operations.enter({ admitted })
+      try {
+        const page = await filePage(this.locationOf(index), index, after, META_PAGE, files)
+        if (page && this.#closedForGood(index)) return page // else its open may have raced the read
+      } finally {
+        leave()
+      }
+    }
     return this.inShard(index, (shard) => shard.metaPage(after, META_PAGE), { useReserve: true, admitted })
+  }
+
+  // Whether the shard is closed, and would open as LevelDB left it: no repair
+  // interrupted, no records LevelDB dropped left to note, its placement synced.
+  #closedForGood (index) {
+    return !this.#pool.closing && !this.#pool.inUse(index) && !this.usage.isRepairing(index) && !this.#unnoted.has(index) && !this.#unsynced.has(index)
   }
 
   // Exact figures: live for an open shard, cached at close for the others. Only a
