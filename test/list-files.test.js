@@ -236,6 +236,8 @@ describe('reading a closed LevelDB from its files (lib/leveldb/files.js)', () =>
 
 describe('list() of shards nobody has open', () => {
   const t = useTmp()
+  // Shards open only when used: a store opens its shards in the background otherwise.
+  const CLOSED = { openAhead: false }
 
   // A store with files in several shards, some overwritten, some removed, some named,
   // and one shard of more than a page (1,000 records).
@@ -257,11 +259,11 @@ describe('list() of shards nobody has open', () => {
     const before = shardFiles(store.location)
     const shards = fs.readdirSync(store.location).filter((d) => d.endsWith('.s')).length
     let listed
-    const read = await filesOpened(async () => { listed = await listing(t.open({}, 'store')) })
+    const read = await filesOpened(async () => { listed = await listing(t.open(CLOSED, 'store')) })
     expect(shardFiles(store.location)).to.deep.equal(before)
     expect(listed.entries).to.have.length(1100 + 30)
     expect(read).to.have.length(shards) // each once, however many pages
-    const nine = await listing(t.open({}, 'store'), 9)
+    const nine = await listing(t.open(CLOSED, 'store'), 9)
     expect(nine.entries).to.have.length(1100)
     expect(shardFiles(store.location)).to.deep.equal(before)
     expect(nine).to.deep.equal(await throughLevelDb(() => listing(t.open({}, 'store'), 9)))
@@ -275,11 +277,11 @@ describe('list() of shards nobody has open', () => {
     const first = keyInShard(REF, 7, 'a')
     const second = keyInShard(REF, 8, 'b')
     await run(`
-      const store = require('./')(process.argv[1], { referenceId: '${REF}' })
+      const store = require('./')(process.argv[1], { referenceId: '${REF}', openAhead: false })
       store.writeFile(process.argv[2], 'one').then(() => store.writeFile(process.argv[3], 'two')).then(() => process.exit(0))`, [dir, first, second])
     const copy = path.join(t.dir, 'copy')
     fs.cpSync(dir, copy, { recursive: true, filter: (file) => !file.endsWith('.sock') })
-    const store = t.open({ idleTimeout: scaled(60000) })
+    const store = t.open({ ...CLOSED, idleTimeout: scaled(60000) })
     await store.writeFile(keyInShard(REF, 7, 'c'), 'three') // shard 7 open from here on
     let listed
     const read = await filesOpened(async () => { listed = await listing(store) })
@@ -309,7 +311,7 @@ describe('list() of shards nobody has open', () => {
     fs.writeFileSync(table, buf)
     // Shard 6's log, left by a process that did not close the store, loses a record.
     await run(`
-      const store = require('./')(process.argv[1], { referenceId: '${REF}' })
+      const store = require('./')(process.argv[1], { referenceId: '${REF}', openAhead: false })
       store.writeFile(process.argv[2], 'logged').then(() => process.exit(0))`, [dir, logged])
     const log = fs.readdirSync(shardDir(store, 6)).filter((f) => f.endsWith('.log')).map((f) => path.join(shardDir(store, 6), f)).find((f) => fs.statSync(f).size > 0)
     const logBuf = fs.readFileSync(log)
@@ -318,7 +320,7 @@ describe('list() of shards nobody has open', () => {
     const copy = path.join(t.dir, 'copy')
     fs.cpSync(dir, copy, { recursive: true, filter: (file) => !file.endsWith('.sock') })
 
-    store = t.open()
+    store = t.open(CLOSED)
     const { Shard } = require('../lib/shard/shard')
     const realOpen = Shard.open
     const opened = []
