@@ -51,10 +51,15 @@ describe('the JavaScript heap a store holds', function () {
     }
     await make(Array.from({ length: 4 }, () => new Fingerprints())) // the code that makes them made, and run
     await new Promise((resolve) => setImmediate(resolve)) // and what it made let go
-    const before = heapUsed()
-    const shards = await make(Array.from({ length: 4 }, () => new Fingerprints()))
-    const grown = (heapUsed() - before) / shards.length
-    expect(shards.every((prints) => !prints.lacks(keys[8191]))).to.equal(true)
+    // The least of three: a store another test left open may allocate meanwhile (it
+    // opens and makes its shards in the background).
+    let grown = Infinity
+    for (let round = 0; round < 3; round++) {
+      const before = heapUsed()
+      const shards = await make(Array.from({ length: 4 }, () => new Fingerprints()))
+      grown = Math.min(grown, (heapUsed() - before) / shards.length)
+      expect(shards.every((prints) => !prints.lacks(keys[8191]))).to.equal(true)
+    }
     expect(grown).to.be.below(16 * 1024)
   })
 
