@@ -28,10 +28,12 @@ function cli (uid, dir, args, input) {
   return spawnSync(process.execPath, [BIN, '-d', dir, ...args], { uid, gid: uid, input, encoding: 'utf8', env: { ...process.env, KFS_DEBUG: '' }, timeout: scaled(30000) })
 }
 
+// The stores of these scripts make only the shards they write (openAhead false): the tests
+// are about which user made which file.
 const OPEN = 'return kfs(process.argv[1], { readOnly: process.argv[2] === "ro" }).open()'
-const READ = 'const s = kfs(process.argv[1], { readOnly: process.argv[2] === "ro" }); try { return String(await s.readFile(process.argv[3])) } finally { await s.close() }'
-const MAKE = 'const s = kfs(process.argv[1]); await s.open(); await s.close()'
-const WRITE = 'const s = kfs(process.argv[1]); await s.writeFile(process.argv[2], process.argv[3]); await s.close()'
+const READ = 'const s = kfs(process.argv[1], { readOnly: process.argv[2] === "ro", openAhead: false }); try { return String(await s.readFile(process.argv[3])) } finally { await s.close() }'
+const MAKE = 'const s = kfs(process.argv[1], { openAhead: false }); await s.open(); await s.close()'
+const WRITE = 'const s = kfs(process.argv[1], { openAhead: false }); await s.writeFile(process.argv[2], process.argv[3]); await s.close()'
 
 describe('stores this user may not create or write', function () {
   this.timeout(scaled(60000))
