@@ -2,6 +2,7 @@
 
 // Reads a LevelDB manifest as LevelDB does, from bytes alone: the log guard must know
 // which logs LevelDB will replay before it opens the database.
+const { varint, lengthPrefixed } = require('./coding')
 
 // The manifest is a LevelDB log of VersionEdits; the last log numbers set win.
 // { logNumber, prevLogNumber, nextFile }, or undefined where LevelDB would not read it.
@@ -99,23 +100,9 @@ function fields (input, layout) {
   return [...layout].map((field) => (field === 'v' ? varint(input) : bytes(input)))
 }
 
-// Varint32 or varint64, by arithmetic: exact up to 2^53, which file numbers never reach.
-function varint (input) {
-  let value = 0
-  for (let shift = 0; shift < 64; shift += 7) {
-    if (input.pos >= input.buffer.length) throw new Error('truncated varint')
-    const byte = input.buffer[input.pos++]
-    value += (byte & 0x7f) * 2 ** shift
-    if (byte < 0x80) return value
-  }
-  throw new Error('overlong varint')
-}
-
 function bytes (input) {
-  const length = varint(input)
-  if (input.pos + length > input.buffer.length) throw new Error('truncated field')
-  input.pos += length
-  return input.buffer.subarray(input.pos - length, input.pos)
+  const [start, end] = lengthPrefixed(input)
+  return input.buffer.subarray(start, end)
 }
 
 module.exports = { parseManifest, manifestEdits, replay, decodeEdit }
