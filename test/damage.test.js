@@ -4,28 +4,16 @@
 const { expect } = require('chai')
 const fs = require('node:fs')
 const path = require('node:path')
-const { spawn } = require('node:child_process')
 const { LevelDb } = require('../lib/leveldb/leveldb')
 const { ChunkWriter } = require('../lib/data/chunk-writer')
 const { encodeHead, decodeHead } = require('../lib/shard/head-record')
-const { useTmp, rejects, bytes, sha256, collect, keyInShard, REF, killingDigestThread, scaled } = require('./helpers')
+const { useTmp, rejects, bytes, sha256, collect, keyInShard, REF, killingDigestThread, scaled, runNode } = require('./helpers')
 const { shardFor } = require('../lib/shard/routing')
 const { coerceKey } = require('../lib/api/keys')
 const { shardDirName } = require('../lib/base/shard-names')
 
 const C = 1024
-const ROOT = path.join(__dirname, '..')
 const shardDir = (store, shard) => path.join(store.location, `${String(shard).padStart(3, '0')}.s`)
-
-function run (script, args) {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['-e', script, ...args], { cwd: ROOT })
-    let stderr = ''
-    child.stderr.on('data', (d) => (stderr += d))
-    child.on('error', reject)
-    child.on('exit', (code) => (code === 0 ? resolve() : reject(new Error(`child exited ${code}: ${stderr}`))))
-  })
-}
 
 async function rawDb (dir, fn) {
   const db = await LevelDb.open(dir)
@@ -77,7 +65,7 @@ describe('damage is named', () => {
     const last = keyInShard(REF, 7, 'b')
     // A process writes two files and dies without closing: the shard's log holds both.
     // The last is larger than one batch, so its chunks went ahead of its commit.
-    await run(`
+    await runNode(`
       const store = require('./')(process.argv[1], { chunkSize: ${C}, referenceId: '${REF}' })
       store.writeFile(process.argv[2], Buffer.alloc(${3 * C}, 1))
         .then(() => store.writeFile(process.argv[3], Buffer.alloc(${1.25 * 1024 * 1024}, 2)))
@@ -108,7 +96,7 @@ describe('damage is named', () => {
   it('a damage note that was not written the first time is kept and written on the next open', async function () {
     this.timeout(scaled(20000))
     const dir = path.join(t.dir, 'store')
-    await run(`
+    await runNode(`
       const store = require('./')(process.argv[1], { shardCount: 1 })
       ;(async () => {
         for (let i = 0; i < 20; i++) await store.writeFile('f' + i, Buffer.alloc(20000, i))

@@ -4,7 +4,7 @@ const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
 const crypto = require('node:crypto')
-const { spawnSync } = require('node:child_process')
+const { spawn, spawnSync } = require('node:child_process')
 const { expect } = require('chai')
 const kfs = require('..')
 const { decodeHead, HEAD_FIELDS } = require('../lib/shard/head-record')
@@ -295,10 +295,22 @@ async function killingDigestThread (method, nth, fn) {
 // What an open store has in tmp/ but the shards it makes there (lib/shard/spares.js,
 // create.js: spares, the template of a new shard, a shard being made ahead): spooled
 // input, half-made shards left behind.
+// Runs `script` in a Node process of its own from the package's root (require('./') is
+// kfs), with `args` after it; resolves once it exited 0, else rejects with its stderr.
+function runNode (script, args) {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ['-e', script, ...args], { cwd: path.join(__dirname, '..') })
+    let stderr = ''
+    child.stderr.on('data', (d) => (stderr += d))
+    child.on('error', reject)
+    child.on('exit', (code) => (code === 0 ? resolve() : reject(new Error(`child exited ${code}: ${stderr}`))))
+  })
+}
+
 function tmpLeftovers (location) {
   return fs.readdirSync(path.join(location, 'tmp')).filter((name) => !/^(spare|template|\d{3}\.s)-/.test(name))
 }
 
 const REF = '00112233445566778899aabbccddeeff00112233'
 
-module.exports = { SLOWDOWN, scaled, sleep, within, unmount, isMountPoint, tmpLeftovers, useTmp, rejects, throws, bytes, sha256, openShardLocks, keysForShards, keyInShard, collect, assertNoStrayChunks, damageChunk, toFormat1, toFormat2, killingDigestThread, REF }
+module.exports = { SLOWDOWN, scaled, sleep, within, runNode, unmount, isMountPoint, tmpLeftovers, useTmp, rejects, throws, bytes, sha256, openShardLocks, keysForShards, keyInShard, collect, assertNoStrayChunks, damageChunk, toFormat1, toFormat2, killingDigestThread, REF }

@@ -4,14 +4,12 @@ const { expect } = require('chai')
 const fs = require('node:fs')
 const path = require('node:path')
 const crypto = require('node:crypto')
-const { spawn } = require('node:child_process')
 const leveldown = require('leveldown')
 const { DbFiles } = require('../lib/leveldb/files')
 const { manifestEdits } = require('../lib/leveldb/manifest')
 const { createShard, makeTemplate } = require('../lib/shard/create')
-const { useTmp, rejects, keyInShard, scaled, REF } = require('./helpers')
+const { useTmp, rejects, keyInShard, scaled, REF, runNode } = require('./helpers')
 
-const ROOT = path.join(__dirname, '..')
 const promised = (fn) => new Promise((resolve, reject) => fn((err, value) => (err ? reject(err) : resolve(value))))
 const shardDir = (store, shard) => path.join(store.location, `${String(shard).padStart(3, '0')}.s`)
 
@@ -125,16 +123,6 @@ async function listing (store, shard) {
   return { entries }
 }
 
-function run (script, args) {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['-e', script, ...args], { cwd: ROOT })
-    let stderr = ''
-    child.stderr.on('data', (d) => (stderr += d))
-    child.on('error', reject)
-    child.on('exit', (code) => (code === 0 ? resolve() : reject(new Error(`child exited ${code}: ${stderr}`))))
-  })
-}
-
 describe('reading a closed LevelDB from its files (lib/leveldb/files.js)', () => {
   const t = useTmp()
 
@@ -197,7 +185,7 @@ describe('reading a closed LevelDB from its files (lib/leveldb/files.js)', () =>
 
     // The log LevelDB's open just wrote is empty: one with records, from a database not closed.
     const logged = path.join(t.dir, 'logged')
-    await run(`
+    await runNode(`
       const db = require('leveldown')(process.argv[1])
       db.open((err) => { if (err) throw err; db.put('!m!k', 'v', (err) => { if (err) throw err; process.exit(0) }) })`, [logged])
     const log = fs.readdirSync(logged).find((f) => f.endsWith('.log'))
@@ -276,7 +264,7 @@ describe('list() of shards nobody has open', () => {
     const dir = path.join(t.dir, 'store')
     const first = keyInShard(REF, 7, 'a')
     const second = keyInShard(REF, 8, 'b')
-    await run(`
+    await runNode(`
       const store = require('./')(process.argv[1], { referenceId: '${REF}', openAhead: false })
       store.writeFile(process.argv[2], 'one').then(() => store.writeFile(process.argv[3], 'two')).then(() => process.exit(0))`, [dir, first, second])
     const copy = path.join(t.dir, 'copy')
@@ -310,7 +298,7 @@ describe('list() of shards nobody has open', () => {
     buf[at] = 'x'.charCodeAt(0)
     fs.writeFileSync(table, buf)
     // Shard 6's log, left by a process that did not close the store, loses a record.
-    await run(`
+    await runNode(`
       const store = require('./')(process.argv[1], { referenceId: '${REF}', openAhead: false })
       store.writeFile(process.argv[2], 'logged').then(() => process.exit(0))`, [dir, logged])
     const log = fs.readdirSync(shardDir(store, 6)).filter((f) => f.endsWith('.log')).map((f) => path.join(shardDir(store, 6), f)).find((f) => fs.statSync(f).size > 0)

@@ -106,6 +106,15 @@ async function unflushed (dir) {
   await db.close()
 }
 
+// One record written and flushed into a table: a database whose log holds nothing.
+async function flushed (dir) {
+  const db = raw(dir)
+  await db.open()
+  await db.put('k', 'v')
+  await db.flush()
+  await db.close()
+}
+
 // A database with two live logs, as a crash right after LevelDB switched to a new one
 // leaves: `a` written in both, `b` only in the older. Resolves to the logs' numbers.
 async function twoLogs (dir) {
@@ -516,11 +525,7 @@ describe('the log guard', function () {
   describe('saying whether LevelDB replayed a log', () => {
     it('no for a flushed database, yes for one whose log holds records', async () => {
       const dir = path.join(t.dir, 'db')
-      const db = raw(dir)
-      await db.open()
-      await db.put('k', 'v')
-      await db.flush()
-      await db.close()
+      await flushed(dir)
       const binding = (d) => ({ open: () => d.open({ createIfMissing: false }), close: () => d.close(), classify: (status) => new Error(status) })
       let opened = raw(dir)
       expect(await guardedOpen(dir, binding(opened))).to.equal(false)
@@ -554,11 +559,7 @@ describe('the log guard', function () {
 
   it('adds nothing to a cleanly closed database: no link, no file left', async () => {
     const dir = path.join(t.dir, 'db')
-    const db = raw(dir)
-    await db.open()
-    await db.put('k', 'v')
-    await db.flush()
-    await db.close()
+    await flushed(dir)
     const before = fs.readdirSync(dir).sort()
     const opened = await LevelDb.open(dir)
     await opened.close()
