@@ -12,15 +12,11 @@ const { Memtables } = require('./memtables')
 const { ownersRefusal } = require('../dir/owner')
 const { WRITE_BUFFER } = require('../leveldb/leveldb')
 const { filePage, FILES } = require('./file-pages')
+const { openAhead } = require('./open-ahead')
 const errors = require('../api/errors')
 
 // Metadata records read per shard visit by list() and verify().
 const META_PAGE = 1000
-// Shards opened ahead of need at a time (openAhead). An open is a few calls on libuv's
-// 4 threads, which the store's gets share: two leave them two.
-const AHEAD = 2
-// Failures that stop opening ahead: no descriptor is left for another shard.
-const NO_DESCRIPTORS = new Set(['EMFILE', 'ENFILE'])
 // A new shard's figures: the template's accounting record (create.js).
 const NEW_FIGURES = { used: 0, files: 0, diskBytes: 0 }
 
@@ -331,33 +327,13 @@ class Shards {
     return shard
   }
 
-  // Opens every shard that exists, then makes and opens those not made yet, AHEAD at a
-  // time, in the background of a store just opened, so that its first calls find their
-  // shards open and its first writes find their shards made (a shard's making and open
-  // cost its first write 5 to 30 ms otherwise). A call that needs a shard not open or
-  // not made yet opens or makes it at once, beside these. Stops at shutdown(), when the
-  // pool has no free slot or a caller waits for one (it never closes a shard for this),
-  // once the process is out of descriptors, and makes none once the disk reserve was
-  // given up. Each round of AHEAD begins from an unref'd timer once the last ended (an
-  // immediate would run before the event loop checks whether anything keeps it alive):
-  // a process with nothing else to do exits then. A shard that fails to open or to be
-  // made is left closed, or unmade: the next call on it tries again and reports the
-  // failure, as it would have without this. Resolves once done; never rejects.
-  async openAhead () {
-    const made = this.indices()
-    const waiting = [...made, ...this.#unmade()]
-    let stop = false
-    const open = (index) => {
-      if (!this.has(index) && this.reserve.low) return // made on a write's need only
-      return this.#pool.openAhead(index, { ahead: true }).catch((err) => {
-        if (NO_DESCRIPTORS.has(err.code)) stop = true
-      })
-    }
-    while (!stop && waiting.length > 0) {
-      await new Promise((resolve) => setTimeout(resolve, 0).unref())
-      if (this.#pool.full) return
-      await Promise.all(waiting.splice(0, AHEAD).map(open))
-    }
+  // Opens every shard that exists, then makes and opens those not made yet, in the
+  // background of a store just opened (open-ahead.js). Resolves once done; never rejects.
+  openAhead () {
+    return openAhead([...this.indices(), ...this.#unmade()], {
+      pool: this.#pool,
+      mayMake: (index) => this.has(index) || !this.reserve.low // made on a write's need only
+    })
   }
 
   // The shards of this store not made yet; none for a store opened read-only.
