@@ -13,7 +13,10 @@
 // file of every size on each engine, engines interleaved; rows are written as they
 // are measured. Each engine runs in its own child process: LevelDB runs every flush and
 // compaction of a process on one background thread, so two engines in one process
-// would delay each other's writes.
+// would delay each other's writes. For the same reason an engine's turn starts once the
+// other engines' processes are quiet (perf/child.js, quiet): the compactions one leaves
+// behind would otherwise share the disk with the next one's writes. What an engine
+// leaves for its own next turn still counts against it.
 
 const fs = require('node:fs')
 const os = require('node:os')
@@ -25,6 +28,7 @@ const { diskUsage } = require('../lib/dir/disk-usage')
 const { Progress } = require('../lib/cli/progress')
 const { humanSize } = require('../lib/cli/text')
 const { cli, parseCommandLine, UsageError, machineOf, quickMark } = require('./script')
+const { quiet } = require('./child')
 
 const MiB = 1024 * 1024
 const ENGINES = { kfs: {}, vanilla: { shardCount: 1 } }
@@ -106,6 +110,7 @@ async function run (args, log = process.stderr) {
       // Alternate which engine goes first, so drift and caches favour neither.
       const engines = trial % 2 ? args.engines : [...args.engines].reverse()
       for (const engine of engines) {
+        await quiet(args.engines.filter((e) => e !== engine).map((e) => workers[e].child.pid))
         for (const size of args.sizes) {
           if (progress) progress.label = `trial ${trial}/${args.trials} ${engine} ${size} MiB`
           const rows = await workers[engine].ask({ size, grow: args.grow })

@@ -146,4 +146,44 @@ function cliList (dir, shard) {
   return msSince(start)
 }
 
-module.exports = { inChild, serve, runSteps, Stepped, cliList, now, msSince }
+// Resolves once each process of `pids` has gone `quietMs` using under 5% of a core and
+// writing under 1 MiB, or after `timeoutMs`, to the milliseconds waited: an engine's
+// background work (the compactions after a large unlink, a flush when it goes idle) must
+// not run into another engine's turn, as the two would share the disk and the cores.
+// Reads /proc: elsewhere it resolves at once.
+async function quiet (pids, { quietMs = 1000, timeoutMs = 30000, everyMs = 100 } = {}) {
+  const start = now()
+  if (!pids.length) return 0
+  const tick = 1000 / 100 // Linux's USER_HZ: CPU times in /proc are in hundredths of a second
+  let window = []
+  for (;;) {
+    const sample = pids.map(activity)
+    if (sample.includes(undefined)) return msSince(start)
+    window.push({ at: msSince(start), sample })
+    while (window.length > 1 && window.at(-1).at - window[1].at >= quietMs) window.shift()
+    const first = window[0]
+    const last = window.at(-1)
+    const span = last.at - first.at
+    if (span >= quietMs && pids.every((_, i) => {
+      const cpuMs = (last.sample[i].cpu - first.sample[i].cpu) * tick
+      return cpuMs < 0.05 * span && last.sample[i].written - first.sample[i].written < 1024 * 1024
+    })) return msSince(start)
+    if (msSince(start) >= timeoutMs) return msSince(start)
+    await new Promise((resolve) => setTimeout(resolve, everyMs))
+  }
+}
+
+// A process's CPU time (utime + stime, in ticks) and bytes written to storage so far;
+// undefined where /proc does not tell (not Linux, or the process is gone).
+function activity (pid) {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8')
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ') // fields from the 3rd
+    const io = fs.readFileSync(`/proc/${pid}/io`, 'utf8')
+    return { cpu: Number(fields[11]) + Number(fields[12]), written: Number(/^write_bytes: (\d+)/m.exec(io)[1]) }
+  } catch {
+    return undefined
+  }
+}
+
+module.exports = { inChild, serve, runSteps, Stepped, cliList, quiet, now, msSince }
