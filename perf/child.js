@@ -155,7 +155,7 @@ async function quiet (pids, { quietMs = 1000, timeoutMs = 30000, everyMs = 100 }
   const start = now()
   if (!pids.length) return 0
   const tick = 1000 / 100 // Linux's USER_HZ: CPU times in /proc are in hundredths of a second
-  let window = []
+  const window = []
   for (;;) {
     const sample = pids.map(activity)
     if (sample.includes(undefined)) return msSince(start)
