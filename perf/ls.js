@@ -22,11 +22,11 @@ const path = require('node:path')
 const crypto = require('node:crypto')
 const { execFileSync } = require('node:child_process')
 const async = require('async')
-const { inChild, cliList, now, msSince } = require('./child')
-const { cli, runScript, writeOut, chartsOf, quickMark, machineOf, machineFor, MACHINE_OPTION, MIN_N, fewNote, fmt } = require('./script')
-const { lineChart, barChart } = require('./svg')
+const { inChild, cliList, now, msSince } = require('./harness/child')
+const { cli, runScript, writeOut, chartsOf, quickMark, machineOf, machineFor, MACHINE_OPTION, MIN_N, fewNote, fmt } = require('./harness/script')
+const { lineChart, barChart } = require('./harness/svg')
 const { shardFor } = require('../lib/shard/routing')
-const { median } = require('./stats')
+const { median } = require('./harness/stats')
 
 const SELF = __filename
 const ENGINES = { kfs: {}, vanilla: { shardCount: 1 } }

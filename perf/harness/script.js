@@ -11,6 +11,7 @@ const { pipeline } = require('node:stream/promises')
 const { execFileSync } = require('node:child_process')
 const { serve } = require('./child')
 
+const ROOT = path.join(__dirname, '..', '..')
 const KiB = 1024
 const MiB = 1024 * KiB
 const GiB = 1024 * MiB
@@ -81,12 +82,15 @@ function topComment (file) {
 
 // A command line: cli(file, { run, options, positional, check }).
 // file: the script's __filename; run: how it is started (`npm run benchmark:fio --`), by
-// default `node perf/<name>.js`; options: [{ name: '--file-size', type, default, arg,
-// help, key, of, values, sets, hidden }]; positional: [{ key, name, type, help, required }];
-// defaults: values of what no option sets (--quick's presets may); check(args): throws
-// UsageError for a bad combination, and may complete args. Returns { parse(argv), usage() }.
+// default `node FILE`, FILE its path from the checkout's root (perf/probes/costs.js);
+// options: [{ name: '--file-size', type, default, arg, help, key, of, values, sets,
+// hidden }]; positional: [{ key, name, type, help, required }]; defaults: values of what
+// no option sets (--quick's presets may); check(args): throws UsageError for a bad
+// combination, and may complete args. Returns { parse(argv), usage(), script: the file's
+// name without .js, name: FILE, as messages name the script }.
 function cli (file, { run, options = [], positional = [], defaults = {}, check } = {}) {
   const script = path.basename(file, '.js')
+  const name = path.relative(ROOT, file)
   const all = [
     ...options.map((o) => ({ key: camel(o.name), ...o })),
     { name: '--out', key: 'out', type: 'string', arg: 'DIR', help: OUT_HELP },
@@ -98,7 +102,7 @@ function cli (file, { run, options = [], positional = [], defaults = {}, check }
     byName.set(o.name, o)
     if (o.short) byName.set(o.short, o)
   }
-  const invocation = run || `node perf/${script}.js`
+  const invocation = run || `node ${name}`
 
   function usage () {
     const shown = all.filter((o) => !o.hidden)
@@ -156,7 +160,7 @@ function cli (file, { run, options = [], positional = [], defaults = {}, check }
     return args
   }
 
-  return { parse, usage, script }
+  return { parse, usage, script, name }
 }
 
 const shownDefault = (o) => (o.shown !== undefined ? o.shown : Array.isArray(o.default) ? o.default.join(',') : o.default)
@@ -188,7 +192,7 @@ function parseCommandLine (command, argv = process.argv.slice(2)) {
     args = command.parse(argv)
   } catch (err) {
     if (!(err instanceof UsageError)) throw err
-    process.stderr.write(`perf/${command.script}.js: ${err.message}\n`)
+    process.stderr.write(`${command.name}: ${err.message}\n`)
     process.exit(2)
   }
   if (args.help) {
@@ -198,18 +202,18 @@ function parseCommandLine (command, argv = process.argv.slice(2)) {
   return args
 }
 
-// What the script prints on standard output, also written to DIR/<script>.md; on exit,
-// where it went, on stderr.
-function teeOutput (args, script) {
+// What the script of `command` prints on standard output, also written to
+// DIR/<script>.md; on exit, where it went, on stderr.
+function teeOutput (args, command) {
   fs.mkdirSync(args.out, { recursive: true })
-  const file = path.join(args.out, `${script}.md`)
+  const file = path.join(args.out, `${command.script}.md`)
   const fd = fs.openSync(file, 'w')
   const write = process.stdout.write.bind(process.stdout)
   process.stdout.write = (chunk, ...rest) => {
     fs.writeSync(fd, chunk)
     return write(chunk, ...rest)
   }
-  process.on('exit', () => process.stderr.write(`perf/${script}.js: output also in ${file}\n`))
+  process.on('exit', () => process.stderr.write(`${command.name}: output also in ${file}\n`))
   return file
 }
 
@@ -220,9 +224,9 @@ function teeOutput (args, script) {
 // exit with 2, a failed run with 1, each with one line on stderr.
 function runScript (command, { cases, main, redraw, tee }) {
   const args = parseCommandLine(command)
-  const name = `perf/${command.script}.js`
+  const name = command.name
   if (args.child) return serve(cases, args.child)
-  if (tee && !args.fromCsv) teeOutput(args, command.script)
+  if (tee && !args.fromCsv) teeOutput(args, command)
   const run = args.fromCsv ? async () => drawAgain(name, args, redraw) : main
   run(args).catch((err) => {
     process.stderr.write(`${name}: ${err.message}\n`)

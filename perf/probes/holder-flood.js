@@ -16,9 +16,9 @@ const os = require('node:os')
 const net = require('node:net')
 const path = require('node:path')
 const { spawn, spawnSync } = require('node:child_process')
-const { cli, runScript, fmt, quickMark } = require('./script')
+const { cli, runScript, fmt, quickMark } = require('../harness/script')
 
-const ROOT = path.join(__dirname, '..')
+const ROOT = path.join(__dirname, '..', '..')
 
 const COMMAND = cli(__filename, {
   options: [

@@ -21,8 +21,8 @@ const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
 const crypto = require('node:crypto')
-const { inChild, now, msSince } = require('./child')
-const { cli, drain, inFlight, runScript, fmt, MiB } = require('./script')
+const { inChild, now, msSince } = require('../harness/child')
+const { cli, drain, inFlight, runScript, fmt, MiB } = require('../harness/script')
 
 const KEY = crypto.createHash('sha256').update('read-path').digest('hex')
 
@@ -64,7 +64,7 @@ async function timed (fn) {
 const cases = {
   // Writes the file and closes the store: { shardDir, version, chunks, width }.
   async setup ({ dir, size }) {
-    const kfs = require('..')
+    const kfs = require('../..')
     const store = kfs(dir)
     const piece = crypto.randomBytes(MiB)
     const ws = store.createWriteStream(KEY)
@@ -81,7 +81,7 @@ const cases = {
     return { shardDir: path.join(dir, shards[0]) }
   },
 
-  async kfs ({ dir, reps, offsets, checkout = path.join(__dirname, '..') }) {
+  async kfs ({ dir, reps, offsets, checkout = path.join(__dirname, '..', '..') }) {
     const kfs = require(checkout)
     const { UNCHECKED } = require(path.join(checkout, 'lib/data/chunk-reader'))
     const store = kfs(dir)
@@ -105,8 +105,8 @@ const cases = {
   // The bare binding on the shard's directory, with kfs's LevelDB options.
   async raw ({ shardDir, reps, offsets }) {
     const leveldown = require('leveldown')
-    const { DEFAULTS } = require('../lib/leveldb/leveldb')
-    const { META } = require('../lib/shard/records')
+    const { DEFAULTS } = require('../../lib/leveldb/leveldb')
+    const { META } = require('../../lib/shard/records')
     const db = leveldown(shardDir)
     const call = (fn) => new Promise((resolve, reject) => fn((err, ...r) => (err ? reject(err) : resolve(r[0]))))
     await call((cb) => db.open({ ...DEFAULTS, writeBufferSize: 1.5 * MiB, createIfMissing: false }, cb))
@@ -116,7 +116,7 @@ const cases = {
     const chunkSize = meta.size / meta.chunks
     const times = {}
     const record = (name, t) => (times[name] = times[name] || []).push(t)
-    const { intact } = require('../lib/shard/chunk-record')
+    const { intact } = require('../../lib/shard/chunk-record')
     // crc: also each record's CRC32, as kfs checks it.
     const iterate = (highWaterMark, crc = false) => new Promise((resolve, reject) => {
       const it = db.iterator({ gte: keys[0], lte: keys[keys.length - 1], keyAsBuffer: false, valueAsBuffer: true, fillCache: false, highWaterMark })
