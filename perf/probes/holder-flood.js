@@ -9,7 +9,7 @@
 // file through the holder and the holder writes --writes files itself. Then, after
 // --wait seconds, how many of the flood's connections the holder still keeps.
 //
-// Target (issue 40): every connection queued, the stat answered and every write made.
+// Target: every connection queued, the stat answered and every write made.
 
 const fs = require('node:fs')
 const os = require('node:os')

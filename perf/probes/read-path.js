@@ -143,8 +143,8 @@ const cases = {
     }
     await iterate(MiB) // untimed, as in the kfs process
     for (let rep = 0; rep < reps; rep++) {
-      // 1 MiB a trip (kfs before this was measured), 3 chunks a trip (kfs now), and
-      // leveldown's default (16 KiB: one chunk a trip).
+      // 1 MiB a trip, 3 chunks a trip (kfs's), and leveldown's default (16 KiB: one
+      // chunk a trip).
       const shapes = [['iterator 1 MiB', MiB], ['iterator 3 a trip', 2.5 * chunkSize], ['iterator default', undefined], ['iterator 3 a trip + crc32', 2.5 * chunkSize, true]]
       for (const [name, highWaterMark, crc] of rep % 2 ? shapes.reverse() : shapes) record(name, await timed(() => iterate(highWaterMark, crc)))
       record('gets 1', await timed(() => inFlight(1, offsets, range)))

@@ -13,11 +13,11 @@
 // report gives the median and the spread of those ratios.
 //
 // Engines: kfs (writeFile); raw256 (256 leveldown databases; an 8 MiB file is 1 MiB
-// batches of kfs's chunk records, as kfs sent them before, the first with the pending
+// batches of kfs's chunk records (8 chunks a batch), the first with the pending
 // record and awaited, then at most two in flight, then the commit batch of metadata,
 // pending delete and accounting; a small file is one batch of chunk, metadata and
 // accounting); raw256c (the same records, one chunk per batch and at most four in
-// flight, as kfs sends them now: the fastest way found for raw leveldown); base (with
+// flight, as kfs sends them: the fastest way found for raw leveldown); base (with
 // --base: the kfs of another checkout, its root directory, to measure a change before
 // and after side by side).
 //
