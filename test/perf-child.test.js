@@ -17,8 +17,8 @@ function gone (pid) {
   }
 }
 
-// The stepped cases of perf/probes/costs.js and perf/probes/write-path.js: engines in processes kept
-// for the case, asked for one step each in turn.
+// The stepped cases of perf/probes/costs.js and perf/probes/write-path.js: engines in
+// processes kept for the case, asked for one step each in turn.
 describe('perf/harness/child.js runSteps', function () {
   this.timeout(scaled(30000))
   const tmp = useTmp()

@@ -3,7 +3,7 @@
 // kfs's own work, as the perf scripts that compare kfs with raw LevelDB need it: the
 // records kfs writes for a file and how it sends them, for a raw engine to write the
 // same; kfs's options for a shard's LevelDB and raw LevelDBs laid out as kfs's shards;
-// and a kfs store whose shards all exist.
+// keys for distinct shards; and a kfs store whose shards all exist.
 
 const fs = require('node:fs')
 const path = require('node:path')
