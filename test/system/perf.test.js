@@ -160,6 +160,22 @@ describe('perf/probes/large-files.js', function () {
   })
 })
 
+// The read path against the raw binding on the file's shard, once at a tiny size: the
+// store may hold shards other than the file's, made ahead of their first file.
+describe('perf/probes/read-path.js', function () {
+  this.timeout(scaled(120000))
+  const { tmp, run } = usePerf()
+
+  it('reads the file with kfs and with the raw binding on its shard, and gives each ratio', async () => {
+    const { stdout } = await run('probes/read-path.js', ['--size', '4', '--rounds', '1', '--reps', '1', '--ranges', '2', '--dir', tmp.dir, '--out', path.join(tmp.dir, 'out')])
+    for (const row of ['kfs ranges 1', 'kfs stream checked', 'raw gets 1', 'raw iterator 3 a trip + crc32', 'raw meta + gets + crc32 16']) {
+      expect(stdout).to.match(new RegExp(`\\| ${row.replace(/\+/g, '\\+')} \\| [\\d,]+ \\| [\\d,]+-[\\d,]+ \\|`))
+    }
+    expect(stdout).to.match(/checked stream \/ raw iterator checking the same CRC32s \(3 a trip\): [\d.]+ \([\d.]+-[\d.]+\), target >= 0.8/)
+    expect(fs.readdirSync(tmp.dir).filter((name) => name.startsWith('kfs-read-path-')), 'its data is removed').to.deep.equal([])
+  })
+})
+
 // The cost of a new shard, once at tiny sizes.
 describe('perf/probes/new-shards.js', function () {
   this.timeout(scaled(60000))
