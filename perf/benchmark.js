@@ -14,7 +14,7 @@
 // are measured. Each engine runs in its own child process: LevelDB runs every flush and
 // compaction of a process on one background thread, so two engines in one process
 // would delay each other's writes. For the same reason an engine's turn starts once the
-// other engines' processes are quiet (perf/child.js, quiet): the compactions one leaves
+// other engines' processes are quiet (perf/harness/child.js, quiet): the compactions one leaves
 // behind would otherwise share the disk with the next one's writes. What an engine
 // leaves for its own next turn still counts against it.
 
@@ -27,8 +27,8 @@ const kfs = require('..')
 const { diskUsage } = require('../lib/dir/disk-usage')
 const { Progress } = require('../lib/cli/progress')
 const { humanSize } = require('../lib/cli/text')
-const { cli, parseCommandLine, UsageError, machineOf, quickMark } = require('./script')
-const { quiet } = require('./child')
+const { cli, parseCommandLine, UsageError, machineOf, quickMark } = require('./harness/script')
+const { quiet } = require('./harness/child')
 
 const MiB = 1024 * 1024
 const ENGINES = { kfs: {}, vanilla: { shardCount: 1 } }

@@ -17,12 +17,12 @@
 
 const os = require('node:os')
 const crypto = require('node:crypto')
-const { now, msSince } = require('./child')
-const { cli, inFlight, runScript, writeOut, quickMark, fmt, MiB } = require('./script')
-const { median, percentile } = require('./stats')
-const { diskBytes } = require('./node')
-const { openStore } = require('./kfs-work')
-const { machine, runRounds } = require('./pieces')
+const { now, msSince } = require('./harness/child')
+const { cli, inFlight, runScript, writeOut, quickMark, fmt, MiB } = require('./harness/script')
+const { median, percentile } = require('./harness/stats')
+const { diskBytes } = require('./harness/usage')
+const { openStore } = require('./harness/kfs-work')
+const { machine, runRounds } = require('./harness/rounds')
 
 const SELF = __filename
 const ENGINES = ['kfs', 'kfs-no-reclaim']
@@ -55,7 +55,7 @@ const CASES = {
       return { key: crypto.randomBytes(32).toString('hex'), data: pool.subarray(at, at + size) }
     }
     const disk = () => diskBytes(dir, { allocated: true })
-    const store = await openStore(dir, undefined, '..', { reclaim: engine === 'kfs' })
+    const store = await openStore(dir, undefined, undefined, { reclaim: engine === 'kfs' })
     await store.open()
     const stored = [] // keys in the order their uploads ended; the oldest at `oldest`
     let oldest = 0

@@ -21,12 +21,12 @@ const os = require('node:os')
 const path = require('node:path')
 const crypto = require('node:crypto')
 const async = require('async')
-const { inChild, now, msSince } = require('./child')
-const { cli, runScript, writeOut, chartsOf, quickMark, machineOf, machineFor, MACHINE_OPTION, fmt, KiB, MiB, GiB } = require('./script')
-const { barChart } = require('./svg')
-const stats = require('./stats')
+const { inChild, now, msSince } = require('./harness/child')
+const { cli, runScript, writeOut, chartsOf, quickMark, machineOf, machineFor, MACHINE_OPTION, fmt, KiB, MiB, GiB } = require('./harness/script')
+const { barChart } = require('./harness/svg')
+const stats = require('./harness/stats')
 // Published figures of other systems on other hardware, beside ours in the report.
-const PUBLISHED = require('./published')
+const PUBLISHED = require('./harness/published')
 
 const SELF = __filename
 const ENGINES = ['kfs', 'vanilla', 'fs']

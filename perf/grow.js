@@ -13,7 +13,7 @@
 //   LevelDB: a keys-only iterator; files: a read of the 256 directories), ms, the count
 //   checked against the pieces held;
 // - memory: the peak of private memory (RssAnon) in each phase and over the checkpoint,
-//   and of RSS and open descriptors, sampled every 20 ms (perf/piece-engines.js);
+//   and of RSS and open descriptors, sampled every 20 ms (perf/harness/piece-engines.js);
 // - disk: blocks allocated to the engine's directory (as `du` counts them) over the
 //   live pieces' bytes, after the listing.
 // Pieces are random bytes under random 32-byte IDs in hex, both derived from the piece's
@@ -38,12 +38,12 @@ const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
 const crypto = require('node:crypto')
-const { runSteps, now, msSince } = require('./child')
-const { cli, inFlight, runScript, writeOut, chartsOf, quickMark, machineFor, commitOf, filesystemOf, UsageError, MACHINE_OPTION, fmt, MiB } = require('./script')
-const { lineChart } = require('./svg')
-const { diskBytes } = require('./node')
-const { pieceSet, openEngine, sampler, shuffled } = require('./piece-engines')
-const { machine } = require('./pieces')
+const { runSteps, now, msSince } = require('./harness/child')
+const { cli, inFlight, runScript, writeOut, chartsOf, quickMark, machineFor, commitOf, filesystemOf, UsageError, MACHINE_OPTION, fmt, MiB } = require('./harness/script')
+const { lineChart } = require('./harness/svg')
+const { diskBytes } = require('./harness/usage')
+const { pieceSet, openEngine, sampler, shuffled } = require('./harness/piece-engines')
+const { machine } = require('./harness/rounds')
 const { MEMORY } = require('../lib/api/memory')
 
 const SELF = __filename

@@ -22,11 +22,11 @@ const path = require('node:path')
 const crypto = require('node:crypto')
 const { execFileSync } = require('node:child_process')
 const async = require('async')
-const { inChild, cliList, now, msSince } = require('./child')
-const { cli, runScript, writeOut, chartsOf, quickMark, machineOf, machineFor, MACHINE_OPTION, MIN_N, fewNote, fmt } = require('./script')
-const { lineChart, barChart } = require('./svg')
+const { inChild, cliList, now, msSince } = require('./harness/child')
+const { cli, runScript, writeOut, chartsOf, quickMark, machineOf, machineFor, MACHINE_OPTION, MIN_N, fewNote, fmt } = require('./harness/script')
+const { lineChart, barChart } = require('./harness/svg')
 const { shardFor } = require('../lib/shard/routing')
-const { median } = require('./stats')
+const { median } = require('./harness/stats')
 
 const SELF = __filename
 const ENGINES = { kfs: {}, vanilla: { shardCount: 1 } }
@@ -202,8 +202,8 @@ function report (args, engines, rows) {
 // Median times to list a whole store against its files, drawn from the CSV's rows
 // (chartsOf), the run's and --from-csv's alike. Log on both axes: the stores grow
 // 200-fold and the times span 10 ms to seconds, and time growing in proportion to the
-// files is a slope of 1. Then kfs / vanilla by store size, 1.0 marked. LeoFS's figures,
-// once drawn beside them, are not: their source could not be found again.
+// files is a slope of 1. Then kfs / vanilla by store size, 1.0 marked. No LeoFS figures
+// beside them: no source for them can be cited (perf/harness/published.js).
 function charts (rows, args) {
   const get = summarize(rows)
   const engines = [...new Set(rows.map((r) => r.engine))]

@@ -8,9 +8,9 @@
 
 const fs = require('node:fs')
 const path = require('node:path')
-const stats = require('./stats')
-const { lineChart, barChart } = require('./svg')
-const { cli, parseCommandLine, UsageError, MACHINE_OPTION, MIN_N, fewNote } = require('./script')
+const stats = require('./harness/stats')
+const { lineChart, barChart } = require('./harness/svg')
+const { cli, parseCommandLine, UsageError, MACHINE_OPTION, MIN_N, fewNote } = require('./harness/script')
 
 const ALPHA = 0.05
 const OPERATIONS = ['write', 'read', 'unlink']

@@ -1,8 +1,8 @@
 'use strict'
 
 const { expect } = require('chai')
-const fs = require('node:fs')
 const path = require('node:path')
+const { sources, requiresOf } = require('./requires')
 
 // lib/ is in layers (doc/about.md, "Map of the code"): a module may require modules of
 // its own layer and of the layers below it, never of one above. From the top:
@@ -13,38 +13,8 @@ const LIB = path.join(ROOT, 'lib')
 // entry only (and reads the package's version).
 const CLI_MAY_LEAVE = new Set([path.join(ROOT, 'index.js'), path.join(ROOT, 'package.json')])
 
-function sources (dir) {
-  return fs.readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
-    const file = path.join(dir, entry.name)
-    if (entry.isDirectory()) return sources(file)
-    return entry.name.endsWith('.js') ? [file] : []
-  })
-}
-
 // The layer a file of lib/ is in: its folder, or store.js itself.
 const layerOf = (file) => path.relative(LIB, file).split(path.sep)[0]
-
-// Every require() of a file, by where it leads; a module outside the package (node:*,
-// a dependency) leads nowhere in it. A require of anything but a string literal cannot
-// be checked, so it is reported as such.
-function requiresOf (file) {
-  const text = fs.readFileSync(file, 'utf8')
-  const calls = text.match(/\brequire\s*\(/g) || []
-  const found = [...text.matchAll(/\brequire\s*\(\s*(['"])([^'"]+)\1\s*\)/g)].map((m) => m[2])
-  const unchecked = calls.length - found.length
-  const local = found.filter((spec) => spec.startsWith('.'))
-    .map((spec) => ({ spec, target: resolved(path.resolve(path.dirname(file), spec)) }))
-  return { local, unchecked }
-}
-
-// The file a require of `where` loads, or undefined if there is none.
-function resolved (where) {
-  try {
-    return require.resolve(where)
-  } catch (err) {
-    if (err.code !== 'MODULE_NOT_FOUND') throw err
-  }
-}
 
 // What is wrong with one file's requires, one line each.
 function violations (file) {

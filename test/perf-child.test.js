@@ -3,7 +3,7 @@
 const { expect } = require('chai')
 const fs = require('node:fs')
 const path = require('node:path')
-const { runSteps } = require('../perf/child')
+const { runSteps } = require('../perf/harness/child')
 const { useTmp, scaled } = require('./helpers')
 
 const FIXTURE = path.join(__dirname, 'fixtures', 'stepped-engine.js')
@@ -17,9 +17,9 @@ function gone (pid) {
   }
 }
 
-// The stepped cases of perf/costs.js and perf/write-path.js: engines in processes kept
-// for the case, asked for one step each in turn.
-describe('perf/child.js runSteps', function () {
+// The stepped cases of perf/probes/costs.js and perf/probes/write-path.js: engines in
+// processes kept for the case, asked for one step each in turn.
+describe('perf/harness/child.js runSteps', function () {
   this.timeout(scaled(30000))
   const tmp = useTmp()
   const job = (engine, extra) => ({ name: 'count', engine, pidFile: path.join(tmp.dir, engine), ...extra })

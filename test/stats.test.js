@@ -1,7 +1,7 @@
 'use strict'
 
 const { expect } = require('chai')
-const stats = require('../perf/stats')
+const stats = require('../perf/harness/stats')
 
 describe('benchmark statistics', () => {
   it('mean, sample standard deviation, median and percentiles', () => {

@@ -17,7 +17,7 @@ const BATCH_BYTES = 1024 * 1024
 const MAX_IN_FLIGHT = 4
 // With sync, the first batches of a write are synced one by one; past this many, the
 // rest are written unsynced and the shard's memtable is flushed to a synced table
-// before the commit, which costs less than an fsync per batch (perf/throughput.js).
+// before the commit, which costs less than an fsync per batch (perf/probes/throughput.js).
 const SYNCED_BATCHES = 4
 
 // Writes one version of one file into a leased shard and commits it. Nothing is

@@ -13,7 +13,7 @@ const CHECK_BATCH = 8
 const THREAD_FAILED = Symbol('the digest thread failed')
 
 // The whole file `key` in one Buffer, every byte checked before it is returned.
-// files: the store's Files; digester: its Digester. unchecked: perf/throughput.js only.
+// files: the store's Files; digester: its Digester. unchecked: perf/probes/throughput.js only.
 async function readFile (files, digester, key, { unchecked = false } = {}) {
   const small = await files.readSmall(key, { unchecked })
   if (small.data) return small.data
@@ -42,7 +42,7 @@ async function readFile (files, digester, key, { unchecked = false } = {}) {
 // once copied into place, CHECK_BATCH at a time, while this thread copies the next;
 // nothing is returned before every one matched. Should the thread fail, the records
 // it held are gone: THREAD_FAILED, and readFile reads again, checking here. ('no' is
-// for perf/throughput.js.)
+// for perf/probes/throughput.js.)
 async function readChecked (reader, digester, check) {
   const out = Buffer.allocUnsafe(reader.length)
   const { shard, meta } = reader

@@ -46,7 +46,7 @@ const NOT_DURABLE = Symbol('kfs.notDurable')
 // hold together is the store's memory budget's business (shard/memtables.js).
 const WRITE_BUFFER = 4 * 1024 * 1024
 
-// Tuned for 128 KiB values (perf/throughput.js): no compression (stored files are
+// Tuned for 128 KiB values (perf/probes/throughput.js): no compression (stored files are
 // mostly compressed or encrypted already); table files large enough that a full 32 GiB
 // shard is not tens of thousands of files. The block cache stays empty: every read
 // passes fillCache: false, and LevelDB never caches the blocks of a table it maps.

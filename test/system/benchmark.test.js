@@ -6,7 +6,7 @@ const os = require('node:os')
 const path = require('node:path')
 const { parseArgs, HEADER } = require('../../perf/benchmark')
 const { parseCsv, summarize, report } = require('../../perf/report')
-const { machineOf } = require('../../perf/script')
+const { machineOf } = require('../../perf/harness/script')
 const { scaled } = require('../helpers')
 const { usePerf } = require('./perf-harness')
 

@@ -4,28 +4,29 @@ const { expect } = require('chai')
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
-const { cli, UsageError, topComment } = require('../../perf/script')
+const { cli, UsageError, topComment } = require('../../perf/harness/script')
 const { scaled } = require('../helpers')
 const { usePerf, PERF } = require('./perf-harness')
 
 const pkg = require('../../package.json')
-// Every script package.json runs, and every other perf script a person runs by hand.
-const fromPackage = Object.values(pkg.scripts).map((command) => /^node (perf\/[\w-]+\.js)$/.exec(command)).filter(Boolean).map((m) => path.basename(m[1]))
-const SCRIPTS = [...new Set([...fromPackage, 'read-path.js', 'large-files.js', 'share.js', 'holder-flood.js', 'parallel-commands.js', 'new-shards.js', 'write-path.js', 'small-own.js'])]
+// Every script package.json runs, and every other perf script a person runs by hand, by
+// their paths under perf/.
+const fromPackage = Object.values(pkg.scripts).map((command) => /^node perf\/([\w/-]+\.js)$/.exec(command)).filter(Boolean).map((m) => m[1])
+const SCRIPTS = [...new Set([...fromPackage, ...['read-path.js', 'large-files.js', 'share.js', 'holder-flood.js', 'parallel-commands.js', 'new-shards.js', 'write-path.js', 'small-own.js'].map((probe) => `probes/${probe}`)])]
 
 describe('perf scripts: one command line', function () {
   this.timeout(scaled(60000))
   const { run } = usePerf()
 
   it('package.json runs the benchmarks it should', () => {
-    expect(fromPackage).to.include.members(['benchmark.js', 'report.js', 'fio.js', 'ls.js', 'pieces.js', 'grow.js', 'churn.js', 'micro.js', 'throughput.js', 'node.js', 'costs.js', 'slow-readers.js', 'synced-writes.js'])
+    expect(fromPackage).to.include.members(['benchmark.js', 'report.js', 'fio.js', 'ls.js', 'pieces.js', 'grow.js', 'churn.js', ...['micro.js', 'throughput.js', 'node.js', 'costs.js', 'slow-readers.js', 'synced-writes.js'].map((probe) => `probes/${probe}`)])
   })
 
   for (const script of SCRIPTS) {
     it(`${script}: --help prints the usage and exits with 0; an unknown argument exits with 2, one line, no stack`, async () => {
       for (const help of ['--help', '-h']) {
         const { stdout, stderr } = await run(script, [help])
-        expect(stdout, help).to.match(/^usage: (npm run [\w:-]+ --|node perf\/[\w-]+\.js) /)
+        expect(stdout, help).to.match(/^usage: (npm run [\w:-]+ --|node perf\/(probes\/)?[\w-]+\.js) /)
         expect(stdout).to.contain('--out DIR').and.contain('-h, --help').and.contain('in the temp dir')
         expect(stdout, 'the top comment follows').to.contain(topComment(path.join(PERF, script)).split('\n')[0])
         expect(stderr).to.equal('')

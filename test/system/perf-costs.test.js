@@ -6,11 +6,11 @@ const path = require('node:path')
 const { scaled } = require('../helpers')
 const { usePerf } = require('./perf-harness')
 
-// perf/costs.js, once at tiny sizes: every figure is printed beside its target.
-describe('perf/costs.js', function () {
+// perf/probes/costs.js, once at tiny sizes: every figure is printed beside its target.
+describe('perf/probes/costs.js', function () {
   this.timeout(scaled(120000))
   const { tmp, run } = usePerf()
-  const script = 'costs.js'
+  const script = 'probes/costs.js'
 
   it('--quick prints every figure with its target and verdict, and leaves no data behind', async () => {
     const { stdout } = await run(script, ['--quick', '--dir', tmp.dir, '--out', path.join(tmp.dir, 'out')])

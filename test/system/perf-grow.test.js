@@ -6,7 +6,7 @@ const path = require('node:path')
 const { scaled } = require('../helpers')
 const { usePerf } = require('./perf-harness')
 const { HEADER, ENGINES, MEASURES } = require('../../perf/grow')
-const { machineOf } = require('../../perf/script')
+const { machineOf } = require('../../perf/harness/script')
 
 const NAMES = ['kfs', 'one raw LevelDB', 'files (temp file, rename)']
 const escape = (s) => s.replace(/[+().]/g, '\\$&')

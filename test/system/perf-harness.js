@@ -107,7 +107,7 @@ function usePerf () {
     running.delete(entry)
     if (outcome === entry) {
       await killTree(child, exited)
-      const name = `perf/${path.basename(file)}${argv.length ? ` ${argv.join(' ')}` : ''}`
+      const name = `${path.relative(path.join(PERF, '..'), file)}${argv.length ? ` ${argv.join(' ')}` : ''}`
       throw new Error(`${name} was still running ${Date.now() - started} ms into a test bounded at ${timeout} ms: killed it and the processes it started. On a slow or busy machine, KFS_TEST_SLOWDOWN=3 (now ${SLOWDOWN}) scales every time bound of the tests.`)
     }
     if (outcome instanceof Error) throw outcome

@@ -7,10 +7,10 @@ const { expect } = require('chai')
 const { useTmp, scaled } = require('../helpers')
 
 // A holder under a flood of connections, once with few: every row and the target line.
-describe('perf/holder-flood.js', function () {
+describe('perf/probes/holder-flood.js', function () {
   this.timeout(scaled(60000))
   const tmp = useTmp()
-  const script = path.join(__dirname, '..', '..', 'perf', 'holder-flood.js')
+  const script = path.join(__dirname, '..', '..', 'perf', 'probes', 'holder-flood.js')
 
   it('--quick: the flood queued, the stat answered, the holder\'s writes made, and the store removed', async function () {
     if (spawnSync('prlimit', ['--version']).error) this.skip() // the holder's descriptor limit is set through prlimit

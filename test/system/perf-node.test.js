@@ -6,12 +6,12 @@ const { scaled } = require('../helpers')
 const { usePerf } = require('./perf-harness')
 
 // The storage-node workload script, once at tiny sizes: every case runs and reports.
-describe('perf/node.js', function () {
+describe('perf/probes/node.js', function () {
   this.timeout(scaled(240000))
   const { tmp, run } = usePerf()
 
   it('--quick runs every case, each engine in its own process, and prints every table', async () => {
-    const script = 'node.js'
+    const script = 'probes/node.js'
     const { stdout } = await run(script, ['--quick', '--out', path.join(tmp.dir, 'out')])
     expect(stdout).to.match(/\| kfs \| [\d,]+ \| [\d,]+ \| 1\.00 \| [\d,]+ \| 1\.00 \|/)
     expect(stdout).to.match(/\| one raw LevelDB \(put\) \| [\d,]+ \|/)

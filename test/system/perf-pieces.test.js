@@ -6,7 +6,7 @@ const path = require('node:path')
 const { scaled } = require('../helpers')
 const { usePerf } = require('./perf-harness')
 const { HEADER, ENGINES, PHASES } = require('../../perf/pieces')
-const { machineOf } = require('../../perf/script')
+const { machineOf } = require('../../perf/harness/script')
 
 // Storj's piece workload, once at tiny sizes: every engine and phase measured, in the
 // CSV, the report and the chart.

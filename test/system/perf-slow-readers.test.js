@@ -7,10 +7,10 @@ const { usePerf } = require('./perf-harness')
 
 // The memory of slow readers and writers, once at a tiny size: every case moves every
 // byte and reports its growth, and the target lines are printed.
-describe('perf/slow-readers.js', function () {
+describe('perf/probes/slow-readers.js', function () {
   this.timeout(scaled(60000))
   const { tmp, run } = usePerf()
-  const script = 'slow-readers.js'
+  const script = 'probes/slow-readers.js'
 
   it('--quick: kfs, through a holder, raw LevelDB iterators, fs and the writers each move every byte, with their memory growth and the targets', async () => {
     const { stdout } = await run(script, ['--quick', '--rounds', '2', '--readers', '20', '--range', '200K', '--memory', '16M', '--out', path.join(tmp.dir, 'out')])

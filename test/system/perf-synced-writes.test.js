@@ -7,10 +7,10 @@ const { usePerf } = require('./perf-harness')
 
 // Synced writes and their directory syncs, once at a tiny size, compared with this
 // checkout itself.
-describe('perf/synced-writes.js', function () {
+describe('perf/probes/synced-writes.js', function () {
   this.timeout(scaled(60000))
   const { tmp, run } = usePerf()
-  const script = 'synced-writes.js'
+  const script = 'probes/synced-writes.js'
 
   it('prints ms per write and directory syncs per write, side by side, and the time to make a store', async () => {
     const { stdout } = await run(script, ['--sizes', '1M', '--bytes', '8M', '--shards', '1', '--rounds', '1', '--compare', path.join(__dirname, '..', '..'), '--out', path.join(tmp.dir, 'out')])

@@ -5,9 +5,9 @@ const fs = require('node:fs')
 const path = require('node:path')
 const { scaled } = require('../helpers')
 const { usePerf } = require('./perf-harness')
-const { lineChart, barChart, linearAxis, logAxis } = require('../../perf/svg')
-const { median } = require('../../perf/stats')
-const { machineOf } = require('../../perf/script')
+const { lineChart, barChart, linearAxis, logAxis } = require('../../perf/harness/svg')
+const { median } = require('../../perf/harness/stats')
+const { machineOf } = require('../../perf/harness/script')
 
 // What a chart shows, read from its SVG: its width, notes, legend (names and where they
 // start) and tick values.
@@ -52,7 +52,7 @@ function expectNarrowTables (md) {
   for (const row of rows) expect(row.length, row).to.be.at.most(100)
 }
 
-describe('perf/svg.js', () => {
+describe('perf/harness/svg.js', () => {
   it('axes have round ticks that take in both ends of the data', () => {
     for (const [min, max] of [[0, 16440], [1, 100], [500, 100000], [0, 0.37], [3, 3], [-5, 12], [0, 0]]) {
       const { ticks } = linearAxis(min, max)
@@ -112,12 +112,12 @@ describe('perf/svg.js', () => {
 })
 
 // Runs the throughput benchmark once at a tiny size so it cannot silently rot.
-describe('perf/throughput.js', function () {
+describe('perf/probes/throughput.js', function () {
   this.timeout(scaled(120000))
   const { tmp, run } = usePerf()
 
   it('runs at a tiny size and reports every operation (streams, random ranges and put too), the targets and memory', async () => {
-    const script = 'throughput.js'
+    const script = 'probes/throughput.js'
     const { stdout } = await run(script, ['--sizes', '1,2', '--reps', '1', '--out', path.join(tmp.dir, 'out')])
     for (const op of ['write', 'read', 'unlink']) expect(stdout).to.match(new RegExp(`\\| 1 MiB \\| sync \\| ${op} \\|`))
     expect(stdout).to.match(/\| 2 MiB \| async \| read stream \(fs: 1 MiB highWaterMark\) \| \d+ \(\d+ ms\) \| \d+ \(\d+ ms\) \| [\d.]+ \|/)
@@ -131,7 +131,7 @@ describe('perf/throughput.js', function () {
   })
 
   it('rejects unknown arguments', async () => {
-    const script = 'throughput.js'
+    const script = 'probes/throughput.js'
     const err = await run(script, ['--bogus']).then(() => undefined, (e) => e)
     expect(err, 'expected a failure').to.be.an('error')
     expect(err.stderr).to.contain('unknown argument --bogus')
@@ -139,12 +139,12 @@ describe('perf/throughput.js', function () {
 })
 
 // Large files against plain files and the raw binding, once at tiny sizes.
-describe('perf/large-files.js', function () {
+describe('perf/probes/large-files.js', function () {
   this.timeout(scaled(120000))
   const { tmp, run } = usePerf()
 
   it('reads each size with every engine, kfs at --before too, and gives each ratio with its spread over rounds', async () => {
-    const script = 'large-files.js'
+    const script = 'probes/large-files.js'
     const before = path.join(__dirname, '..', '..')
     const { stdout } = await run(script, ['--sizes', '1,2', '--rounds', '2', '--reps', '1', '--before', before, '--dir', tmp.dir, '--out', path.join(tmp.dir, 'out')])
     for (const size of [1, 2]) {
@@ -160,13 +160,29 @@ describe('perf/large-files.js', function () {
   })
 })
 
+// The read path against the raw binding on the file's shard, once at a tiny size: the
+// store may hold shards other than the file's, made ahead of their first file.
+describe('perf/probes/read-path.js', function () {
+  this.timeout(scaled(120000))
+  const { tmp, run } = usePerf()
+
+  it('reads the file with kfs and with the raw binding on its shard, and gives each ratio', async () => {
+    const { stdout } = await run('probes/read-path.js', ['--size', '4', '--rounds', '1', '--reps', '1', '--ranges', '2', '--dir', tmp.dir, '--out', path.join(tmp.dir, 'out')])
+    for (const row of ['kfs ranges 1', 'kfs stream checked', 'raw gets 1', 'raw iterator 3 a trip + crc32', 'raw meta + gets + crc32 16']) {
+      expect(stdout).to.match(new RegExp(`\\| ${row.replace(/\+/g, '\\+')} \\| [\\d,]+ \\| [\\d,]+-[\\d,]+ \\|`))
+    }
+    expect(stdout).to.match(/checked stream \/ raw iterator checking the same CRC32s \(3 a trip\): [\d.]+ \([\d.]+-[\d.]+\), target >= 0.8/)
+    expect(fs.readdirSync(tmp.dir).filter((name) => name.startsWith('kfs-read-path-')), 'its data is removed').to.deep.equal([])
+  })
+})
+
 // The cost of a new shard, once at tiny sizes.
-describe('perf/new-shards.js', function () {
+describe('perf/probes/new-shards.js', function () {
   this.timeout(scaled(60000))
   const { tmp, run } = usePerf()
 
   it('makes shards with LevelDB and from the template, stores a new store\'s first files next to raw LevelDBs\', and prints a row per round', async () => {
-    const script = 'new-shards.js'
+    const script = 'probes/new-shards.js'
     const { stdout } = await run(script, ['--shards', '3', '--files', '10', '--rounds', '2', '--out', path.join(tmp.dir, 'out')])
     const rows = stdout.split('\n').filter((line) => /^\| \d+ \|/.test(line))
     expect(rows).to.have.length(2)

@@ -18,13 +18,13 @@ const path = require('node:path')
 const crypto = require('node:crypto')
 const { PerformanceObserver, constants: { NODE_PERFORMANCE_GC_MAJOR } } = require('node:perf_hooks')
 const { fsWrite, MiB } = require('./script')
-const { memory, descriptors } = require('./node')
+const { memory, descriptors } = require('./usage')
 const { call, chunkKeys, countKeys, openRaw, openStore, rawShards, writeRecords } = require('./kfs-work')
-const { MEMORY } = require('../lib/api/memory')
-const records = require('../lib/shard/records')
-const chunkRecord = require('../lib/shard/chunk-record')
-const { decodeHead } = require('../lib/shard/head-record')
-const { DEFAULTS: STORE } = require('../lib/api/options')
+const { MEMORY } = require('../../lib/api/memory')
+const records = require('../../lib/shard/records')
+const chunkRecord = require('../../lib/shard/chunk-record')
+const { decodeHead } = require('../../lib/shard/head-record')
+const { DEFAULTS: STORE } = require('../../lib/api/options')
 
 // A piece is a slice of a random pool at an offset up to this.
 const POOL_SLACK = 4 * MiB
@@ -50,7 +50,7 @@ function pieceSet (size) {
 async function openEngine (engine, dir, fresh, budget) {
   if (engine === 'kfs' || engine === 'kfs-operator' || engine === 'kfs-sync') {
     const options = { sync: engine === 'kfs-sync', memory: budget }
-    const store = fresh ? require('..')(dir, options) : await openStore(dir, undefined, '..', options)
+    const store = fresh ? require('../..')(dir, options) : await openStore(dir, undefined, undefined, options)
     await store.open()
     return {
       put: (k, data) => store.writeFile(k, data),
@@ -66,7 +66,7 @@ async function openEngine (engine, dir, fresh, budget) {
   }
   if (engine === 'raw-kfs') return openRawKfs(dir, budget ?? MEMORY)
   if (engine === 'leveldb') {
-    const db = await openRaw(dir, require('../lib/leveldb/leveldb').DEFAULTS)
+    const db = await openRaw(dir, require('../../lib/leveldb/leveldb').DEFAULTS)
     return {
       put: (k, data) => call((cb) => db.put(k, data, cb)),
       get: (k) => call((cb) => db.get(k, { asBuffer: true }, cb)),

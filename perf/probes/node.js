@@ -12,24 +12,13 @@ const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
 const crypto = require('node:crypto')
-const { inChild: runChild, cliList, now, msSince } = require('./child')
-const { cli, runScript, fmt } = require('./script')
+const { inChild: runChild, cliList, now, msSince } = require('../harness/child')
+const { cli, runScript, fmt } = require('../harness/script')
+const { diskBytes, memory, descriptors } = require('../harness/usage')
+const { keysForShards, shardOptions, countKeys, REF } = require('../harness/kfs-work')
 
 const MiB = 1024 * 1024
 const SELF = __filename
-const REF = '00112233445566778899aabbccddeeff00112233'
-
-// Keys that route to distinct shards of a store with reference ID REF.
-function keysForShards (count) {
-  const { shardFor } = require('../lib/shard/routing')
-  const ref = Buffer.from(REF, 'hex')
-  const seen = new Map()
-  for (let i = 0; seen.size < count; i++) {
-    const k = crypto.createHash('sha256').update(`key ${i}`).digest('hex')
-    if (!seen.has(shardFor(ref, k))) seen.set(shardFor(ref, k), k)
-  }
-  return [...seen.values()].map((k) => ({ key: k }))
-}
 
 const COMMAND = cli(__filename, {
   run: 'npm run perf:node --',
@@ -47,7 +36,7 @@ const percentile = (sorted, p) => sorted[Math.min(sorted.length - 1, Math.floor(
 const key = () => crypto.randomBytes(20).toString('hex')
 
 function openKfs (dir, options = {}) {
-  return require('..')(dir, options)
+  return require('../..')(dir, options)
 }
 
 function openRaw (dir, options = {}) {
@@ -57,38 +46,6 @@ function openRaw (dir, options = {}) {
 }
 
 const call = (fn) => new Promise((resolve, reject) => fn((err, value) => (err ? reject(err) : resolve(value))))
-
-function descriptors () {
-  try {
-    return fs.readdirSync('/proc/self/fd').length
-  } catch {
-    return undefined
-  }
-}
-
-// Bytes under `dir`: the files' sizes, or (allocated) the blocks the files and
-// directories, `dir` too, take on the disk, as `du` counts them. LevelDB removes files
-// while this walks, so one that vanished counts as gone (du exits non-zero then).
-function diskBytes (dir, { allocated = false } = {}) {
-  let sum = allocated ? fs.statSync(dir).blocks * 512 : 0
-  for (const entry of fs.readdirSync(dir, { withFileTypes: true, recursive: true })) {
-    try {
-      const stat = (entry.isFile() || (allocated && entry.isDirectory())) && fs.statSync(path.join(entry.parentPath || entry.path, entry.name))
-      if (stat) sum += allocated ? stat.blocks * 512 : stat.size
-    } catch (err) {
-      if (err.code !== 'ENOENT') throw err
-    }
-  }
-  return sum
-}
-
-// Private (anonymous) and file-backed resident memory. LevelDB maps the table files it
-// reads, so file-backed RSS grows by what was read: page cache the kernel may drop.
-function memory () {
-  const status = fs.readFileSync('/proc/self/status', 'utf8')
-  const field = (name) => Number((status.match(new RegExp(`^${name}:\\s+(\\d+) kB`, 'm')) || [])[1] || 0) * 1024
-  return { anon: field('RssAnon'), file: field('RssFile') }
-}
 
 // The cases, each run in a child process: (engine, options) -> result object.
 const CASES = {
@@ -118,7 +75,7 @@ const CASES = {
     if (engine === 'raw256') {
       // What sharding alone costs: 256 LevelDBs with kfs's shard settings, one put per
       // file into the one its key picks, so successive puts land in different databases.
-      const options = require('./kfs-work').shardOptions()
+      const options = shardOptions()
       fs.mkdirSync(dir, { recursive: true })
       const dbs = []
       for (let i = 0; i < 256; i++) dbs.push(await openRaw(path.join(dir, String(i)), options))
@@ -143,7 +100,7 @@ const CASES = {
     let count = 0
     if (engine === 'raw') {
       const db = await openRaw(dir)
-      count = await require('./kfs-work').countKeys(db)
+      count = await countKeys(db)
       const ms = msSince(start)
       await call((cb) => db.close(cb))
       return { ms, count }
@@ -270,7 +227,7 @@ async function main (args) {
   const place = (name) => fs.mkdirSync(path.join(base, name), { recursive: true }) || path.join(base, name)
   const print = (line = '') => process.stdout.write(line + '\n')
   try {
-    print(`# perf/node.js: ${args.files} small files, ${args.big} MiB big files, ${args.reclaimFiles} x ${args.reclaimSize} MiB reclaimed${args.quick ? ' (--quick: measures nothing)' : ''}`)
+    print(`# perf/probes/node.js: ${args.files} small files, ${args.big} MiB big files, ${args.reclaimFiles} x ${args.reclaimSize} MiB reclaimed${args.quick ? ' (--quick: measures nothing)' : ''}`)
     print()
     // 1-3. Small files and listing.
     const small = {}
@@ -344,5 +301,3 @@ async function main (args) {
 }
 
 if (require.main === module) runScript(COMMAND, { cases: CASES, main, tee: true })
-
-module.exports = { keysForShards, REF, diskBytes, memory, descriptors }

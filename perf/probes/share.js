@@ -15,10 +15,10 @@ const os = require('node:os')
 const path = require('node:path')
 const crypto = require('node:crypto')
 const { spawn } = require('node:child_process')
-const { cli, runScript, fmt, quickMark, MiB } = require('./script')
-const { median } = require('./stats')
+const { cli, runScript, fmt, quickMark, MiB } = require('../harness/script')
+const { median } = require('../harness/stats')
 
-const ROOT = path.join(__dirname, '..')
+const ROOT = path.join(__dirname, '..', '..')
 const CLI = path.join(ROOT, 'bin', 'kfs.js')
 
 const COMMAND = cli(__filename, {
@@ -93,7 +93,7 @@ async function main (args) {
     const small = path.join(base, 'small')
     fs.mkdirSync(small)
     for (let round = 0; round < args.rounds; round++) {
-      process.stderr.write(`perf/share.js: round ${round + 1}\n`)
+      process.stderr.write(`perf/probes/share.js: round ${round + 1}\n`)
       gets.push(await sideBySide(store, round, () => kfs(store, ['get', 'big', '/dev/null'])))
       puts.push(await sideBySide(store, round, async () => {
         let ms = 0

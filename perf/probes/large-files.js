@@ -18,8 +18,8 @@ const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
 const crypto = require('node:crypto')
-const { inChild, now, msSince } = require('./child')
-const { cli, drain, runScript, fmt, MiB } = require('./script')
+const { inChild, now, msSince } = require('../harness/child')
+const { cli, drain, runScript, fmt, MiB } = require('../harness/script')
 
 const COMMAND = cli(__filename, {
   options: [
@@ -64,7 +64,7 @@ function piece (seed, i) {
 const cases = {
   // Writes each file into a store and as a plain file, then closes the store: { shardDirs }.
   async setup ({ dir, sizes }) {
-    const kfs = require('..')
+    const kfs = require('../..')
     const store = kfs(path.join(dir, 'store'))
     const seed = crypto.randomBytes(MiB)
     for (const size of sizes) {
@@ -92,7 +92,7 @@ const cases = {
     }, reps)
   },
 
-  async kfs ({ dir, size, reps, checkout = path.join(__dirname, '..') }) {
+  async kfs ({ dir, size, reps, checkout = path.join(__dirname, '..', '..') }) {
     const store = require(checkout)(path.join(dir, 'store'))
     const key = keyOf(size)
     const times = await repeat({
@@ -109,8 +109,8 @@ const cases = {
   // The bare binding on the file's shard, with kfs's LevelDB options.
   async floor ({ dir, size, reps }) {
     const leveldown = require('leveldown')
-    const { DEFAULTS } = require('../lib/leveldb/leveldb')
-    const { intact } = require('../lib/shard/chunk-record')
+    const { DEFAULTS } = require('../../lib/leveldb/leveldb')
+    const { intact } = require('../../lib/shard/chunk-record')
     const key = keyOf(size)
     const call = (fn) => new Promise((resolve, reject) => fn((err, r) => (err ? reject(err) : resolve(r))))
     const storeDir = path.join(dir, 'store')

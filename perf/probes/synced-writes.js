@@ -14,9 +14,9 @@ const fs = require('node:fs')
 const fsp = require('node:fs/promises')
 const os = require('node:os')
 const path = require('node:path')
-const { inChild } = require('./child')
-const { cli, runScript, KiB, MiB } = require('./script')
-const { median } = require('./stats')
+const { inChild } = require('../harness/child')
+const { cli, runScript, KiB, MiB } = require('../harness/script')
+const { median } = require('../harness/stats')
 
 const COMMAND = cli(__filename, {
   run: 'npm run perf:synced-writes --',
@@ -78,7 +78,7 @@ async function creates ({ kfs, dir, count }) {
 }
 
 async function main (args) {
-  const engines = [['this', path.join(__dirname, '..')], ...(args.compare ? [['compared', args.compare]] : [])]
+  const engines = [['this', path.join(__dirname, '..', '..')], ...(args.compare ? [['compared', args.compare]] : [])]
   const rows = []
   for (const shards of args.shards) {
     for (const size of args.sizes) {

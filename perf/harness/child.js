@@ -137,7 +137,7 @@ function cliList (dir, shard) {
   const start = now()
   const devNull = fs.openSync('/dev/null', 'w')
   try {
-    const argv = [path.join(__dirname, '..', 'bin', 'kfs.js'), 'list', '-d', dir]
+    const argv = [path.join(__dirname, '..', '..', 'bin', 'kfs.js'), 'list', '-d', dir]
     if (shard !== undefined) argv.push(String(shard))
     execFileSync(process.execPath, argv, { stdio: ['ignore', devNull, 'inherit'] })
   } finally {

@@ -13,10 +13,10 @@ const os = require('node:os')
 const path = require('node:path')
 const crypto = require('node:crypto')
 const { spawn } = require('node:child_process')
-const { cli, runScript, fmt, quickMark } = require('./script')
-const { lockHolder } = require('../lib/leveldb/log-guard')
+const { cli, runScript, fmt, quickMark } = require('../harness/script')
+const { lockHolder } = require('../../lib/leveldb/log-guard')
 
-const ROOT = path.join(__dirname, '..')
+const ROOT = path.join(__dirname, '..', '..')
 const CLI = path.join(ROOT, 'bin', 'kfs.js')
 
 const COMMAND = cli(__filename, {
@@ -115,7 +115,7 @@ async function main (args) {
     const mixed = keys.map((key, i) => [['get', key, '/dev/null'], ['stat', key], ['exists', key], ['list']][i % 4])
     const counts = { put: [], mixed: [] }
     for (let run = 0; run < args.runs; run++) {
-      process.stderr.write(`perf/parallel-commands.js: run ${run + 1}\n`)
+      process.stderr.write(`perf/probes/parallel-commands.js: run ${run + 1}\n`)
       const store = path.join(base, `store${run}`)
       for (const [kind, commands] of [['put', inputs.map((file) => ['put', file])], ['mixed', mixed]]) {
         const failures = await atOnce(store, commands)

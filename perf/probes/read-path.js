@@ -21,8 +21,8 @@ const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
 const crypto = require('node:crypto')
-const { inChild, now, msSince } = require('./child')
-const { cli, drain, inFlight, runScript, fmt, MiB } = require('./script')
+const { inChild, now, msSince } = require('../harness/child')
+const { cli, drain, inFlight, runScript, fmt, MiB } = require('../harness/script')
 
 const KEY = crypto.createHash('sha256').update('read-path').digest('hex')
 
@@ -62,10 +62,14 @@ async function timed (fn) {
 
 
 const cases = {
-  // Writes the file and closes the store: { shardDir, version, chunks, width }.
+  // Writes the file and closes the store: { shardDir }, the directory of the file's shard
+  // (a new store may make others ahead of their first file).
   async setup ({ dir, size }) {
-    const kfs = require('..')
-    const store = kfs(dir)
+    const kfs = require('../..')
+    const { REF } = require('../harness/kfs-work')
+    const { shardFor } = require('../../lib/shard/routing')
+    const { shardDirName } = require('../../lib/base/shard-names')
+    const store = kfs(dir, { referenceId: REF })
     const piece = crypto.randomBytes(MiB)
     const ws = store.createWriteStream(KEY)
     for (let i = 0; i < size; i++) {
@@ -76,12 +80,10 @@ const cases = {
     await new Promise((resolve, reject) => ws.once('finish', resolve).once('error', reject))
     await store.compact()
     await store.close()
-    const shards = fs.readdirSync(dir).filter((name) => name.endsWith('.s'))
-    if (shards.length !== 1) throw new Error(`expected one shard, found ${shards.join(', ')}`)
-    return { shardDir: path.join(dir, shards[0]) }
+    return { shardDir: path.join(dir, shardDirName(shardFor(Buffer.from(REF, 'hex'), KEY))) }
   },
 
-  async kfs ({ dir, reps, offsets, checkout = path.join(__dirname, '..') }) {
+  async kfs ({ dir, reps, offsets, checkout = path.join(__dirname, '..', '..') }) {
     const kfs = require(checkout)
     const { UNCHECKED } = require(path.join(checkout, 'lib/data/chunk-reader'))
     const store = kfs(dir)
@@ -105,8 +107,8 @@ const cases = {
   // The bare binding on the shard's directory, with kfs's LevelDB options.
   async raw ({ shardDir, reps, offsets }) {
     const leveldown = require('leveldown')
-    const { DEFAULTS } = require('../lib/leveldb/leveldb')
-    const { META } = require('../lib/shard/records')
+    const { DEFAULTS } = require('../../lib/leveldb/leveldb')
+    const { META } = require('../../lib/shard/records')
     const db = leveldown(shardDir)
     const call = (fn) => new Promise((resolve, reject) => fn((err, ...r) => (err ? reject(err) : resolve(r[0]))))
     await call((cb) => db.open({ ...DEFAULTS, writeBufferSize: 1.5 * MiB, createIfMissing: false }, cb))
@@ -116,7 +118,7 @@ const cases = {
     const chunkSize = meta.size / meta.chunks
     const times = {}
     const record = (name, t) => (times[name] = times[name] || []).push(t)
-    const { intact } = require('../lib/shard/chunk-record')
+    const { intact } = require('../../lib/shard/chunk-record')
     // crc: also each record's CRC32, as kfs checks it.
     const iterate = (highWaterMark, crc = false) => new Promise((resolve, reject) => {
       const it = db.iterator({ gte: keys[0], lte: keys[keys.length - 1], keyAsBuffer: false, valueAsBuffer: true, fillCache: false, highWaterMark })
@@ -143,8 +145,8 @@ const cases = {
     }
     await iterate(MiB) // untimed, as in the kfs process
     for (let rep = 0; rep < reps; rep++) {
-      // 1 MiB a trip (kfs before this was measured), 3 chunks a trip (kfs now), and
-      // leveldown's default (16 KiB: one chunk a trip).
+      // 1 MiB a trip, 3 chunks a trip (kfs's), and leveldown's default (16 KiB: one
+      // chunk a trip).
       const shapes = [['iterator 1 MiB', MiB], ['iterator 3 a trip', 2.5 * chunkSize], ['iterator default', undefined], ['iterator 3 a trip + crc32', 2.5 * chunkSize, true]]
       for (const [name, highWaterMark, crc] of rep % 2 ? shapes.reverse() : shapes) record(name, await timed(() => iterate(highWaterMark, crc)))
       record('gets 1', await timed(() => inFlight(1, offsets, range)))
@@ -172,7 +174,6 @@ function listKeys (db, prefix) {
 }
 
 async function main (args) {
-  fs.mkdirSync(args.dir, { recursive: true })
   fs.mkdirSync(args.dir, { recursive: true })
   const base = fs.mkdtempSync(path.join(args.dir, 'kfs-read-path-'))
   const { bavail, bsize } = fs.statfsSync(base)

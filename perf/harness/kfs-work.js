@@ -3,36 +3,52 @@
 // kfs's own work, as the perf scripts that compare kfs with raw LevelDB need it: the
 // records kfs writes for a file and how it sends them, for a raw engine to write the
 // same; kfs's options for a shard's LevelDB and raw LevelDBs laid out as kfs's shards;
-// and a kfs store whose shards all exist.
+// keys for distinct shards; and a kfs store whose shards all exist.
 
 const fs = require('node:fs')
 const path = require('node:path')
 const crypto = require('node:crypto')
-const records = require('../lib/shard/records')
-const chunkRecord = require('../lib/shard/chunk-record')
-const { encodeHead } = require('../lib/shard/head-record')
-const { shardFor } = require('../lib/shard/routing')
-const { Memtables } = require('../lib/shard/memtables')
-const { DEFAULTS: STORE } = require('../lib/api/options')
-const { BATCH_BYTES, MAX_IN_FLIGHT } = require('../lib/data/chunk-writer')
-const { keysForShards, REF } = require('./node')
+const records = require('../../lib/shard/records')
+const chunkRecord = require('../../lib/shard/chunk-record')
+const { encodeHead } = require('../../lib/shard/head-record')
+const { shardFor } = require('../../lib/shard/routing')
+const { Memtables } = require('../../lib/shard/memtables')
+const { DEFAULTS: STORE } = require('../../lib/api/options')
+const { BATCH_BYTES, MAX_IN_FLIGHT } = require('../../lib/data/chunk-writer')
+
+const ROOT = path.join(__dirname, '..', '..') // this checkout
+
+// The reference ID of the stores the perf scripts make, so that they can pick keys for a
+// shard.
+const REF = '00112233445566778899aabbccddeeff00112233'
 
 const call = (fn) => new Promise((resolve, reject) => fn((err, value) => (err ? reject(err) : resolve(value))))
 const randomKey = () => crypto.randomBytes(32).toString('hex')
 const chunkKeys = () => new records.ChunkKeys(STORE.maxTableSize / STORE.shardCount, STORE.chunkSize)
 
+// Keys that route to distinct shards of a store with reference ID REF.
+function keysForShards (count) {
+  const ref = Buffer.from(REF, 'hex')
+  const seen = new Map()
+  for (let i = 0; seen.size < count; i++) {
+    const k = crypto.createHash('sha256').update(`key ${i}`).digest('hex')
+    if (!seen.has(shardFor(ref, k))) seen.set(shardFor(ref, k), k)
+  }
+  return [...seen.values()].map((k) => ({ key: k }))
+}
+
 // kfs's options for a shard's LevelDB. A memory budget over these databases is
 // rawShards' `memory`.
 function shardOptions () {
-  return { ...require('../lib/leveldb/leveldb').DEFAULTS }
+  return { ...require('../../lib/leveldb/leveldb').DEFAULTS }
 }
 
 // The records kfs writes for `data` under `key`: its batches of chunk records, then the
-// commit batch, with its head record (holding the data of a file of one chunk). `account`: the shard's accounting before the file, updated. Chunks are
-// held until their records reach BATCH_BYTES, then sent `perBatch` to a batch (1, as
-// lib/data/chunk-writer.js sends them when the store does not sync; 8 is how it sent
-// them before); a file whose whole chunks never reach it goes into the commit batch,
-// with no pending record.
+// commit batch, with its head record (holding the data of a file of one chunk).
+// `account`: the shard's accounting before the file, updated. Chunks are held until
+// their records reach BATCH_BYTES, then sent `perBatch` to a batch (1, as
+// lib/data/chunk-writer.js sends them when the store does not sync); a file whose whole
+// chunks never reach it goes into the commit batch, with no pending record.
 function fileRecords (key, data, account, { keys = chunkKeys(), perBatch = 1 } = {}) {
   const version = records.newVersion()
   const chunks = Math.ceil(data.length / STORE.chunkSize)
@@ -163,7 +179,7 @@ async function rawShards (dir, shards, { lazy = false, perBatch = 1, options = s
 // any clock starts: a shard's first commit in a process makes its key fingerprints, a
 // scan of its keys. A new tiny file into each (one written again would leave a dead
 // version instead). `options`: the store's others.
-async function openStore (dir, shards = STORE.shardCount, lib = '..', options = {}) {
+async function openStore (dir, shards = STORE.shardCount, lib = ROOT, options = {}) {
   const store = require(lib)(dir, { ...options, referenceId: REF })
   const ref = Buffer.from(REF, 'hex')
   const wanted = new Set(keysForShards(shards).map(({ key }) => shardFor(ref, key)))
@@ -174,4 +190,4 @@ async function openStore (dir, shards = STORE.shardCount, lib = '..', options = 
   return store
 }
 
-module.exports = { call, randomKey, chunkKeys, shardOptions, fileRecords, writeRecords, openRaw, countKeys, rawShards, openStore, REF }
+module.exports = { call, randomKey, chunkKeys, keysForShards, shardOptions, fileRecords, writeRecords, openRaw, countKeys, rawShards, openStore, REF }

@@ -26,9 +26,9 @@ const os = require('node:os')
 const path = require('node:path')
 const crypto = require('node:crypto')
 const { once } = require('node:events')
-const { inChild, Stepped } = require('./child')
-const { cli, runScript, fmt, KiB, MiB } = require('./script')
-const { MEMORY } = require('../lib/api/memory')
+const { inChild, Stepped } = require('../harness/child')
+const { cli, runScript, fmt, KiB, MiB } = require('../harness/script')
+const { MEMORY } = require('../../lib/api/memory')
 
 const PAUSE_MS = 500
 const REF = '00112233445566778899aabbccddeeff00112233'
@@ -205,7 +205,7 @@ async function writeAll (store, { writers, writeMin, writeMax }) {
 
 // The store at `dir`/store, every shard open (so that the growth counts none opening).
 async function openStore (dir, memory) {
-  const store = require('..')(path.join(dir, 'store'), { memory })
+  const store = require('../..')(path.join(dir, 'store'), { memory })
   await Promise.all(keysOf(dir).map((key) => store.exists(key)))
   return store
 }
@@ -222,10 +222,10 @@ async function inStore (job, run) {
 
 const cases = {
   // A kfs store with one file of `size` random bytes in each of `readers` shards (at
-  // most 256), and (unless plain is false: perf/costs.js) the same bytes as plain files.
+  // most 256), and (unless plain is false: perf/probes/costs.js) the same bytes as plain files.
   async make ({ dir, size, readers, plain = true }) {
-    const { shardFor } = require('../lib/shard/routing')
-    const store = require('..')(path.join(dir, 'store'), { referenceId: REF })
+    const { shardFor } = require('../../lib/shard/routing')
+    const store = require('../..')(path.join(dir, 'store'), { referenceId: REF })
     const keys = new Map()
     for (let i = 0; keys.size < Math.min(256, readers); i++) {
       const key = crypto.createHash('sha256').update(`key ${i}`).digest('hex')
@@ -244,7 +244,7 @@ const cases = {
   },
   kfs: (job) => inStore(job, readAll),
   writers: (job) => inStore(job, writeAll),
-  // The process holding the store (stepped: perf/child.js): its first step starts
+  // The process holding the store (stepped: perf/harness/child.js): its first step starts
   // sampling its memory, the second ends it and returns the growth.
   async holder ({ dir, memory }) {
     const store = await openStore(dir, memory)
@@ -264,7 +264,7 @@ const cases = {
   },
   // A client of the holder: the readers, or (`write`) the writers, through it.
   async client (job) {
-    const store = require('..')(path.join(job.dir, 'store'))
+    const store = require('../..')(path.join(job.dir, 'store'))
     await store.open()
     if (store.heldBy === process.pid) throw new Error('the store is not held by another process')
     try {
@@ -345,7 +345,7 @@ async function main (args) {
     await inChild(__filename, { name: 'make', dir: root, size: args.size, readers: args.readers })
     const files = Math.min(256, args.readers)
     const what = args.range === undefined ? `${fmt(args.size / MiB, 2)} MiB each` : `${fmt(args.range / MiB, 2)} MiB of files of ${fmt(args.size / MiB, 2)} MiB`
-    print(`# perf/slow-readers.js: ${args.readers} slow readers of ${what}, ${files} files, one per shard; ${args.writers} slow writers of ${fmt(args.writeMin / MiB, 2)} to ${fmt(args.writeMax / MiB, 2)} MiB; memory budget ${fmt(args.memory / MiB)} MiB; ${args.rounds} round${args.rounds === 1 ? '' : 's'}${args.quick ? ' (--quick: measures nothing)' : ''}`)
+    print(`# perf/probes/slow-readers.js: ${args.readers} slow readers of ${what}, ${files} files, one per shard; ${args.writers} slow writers of ${fmt(args.writeMin / MiB, 2)} to ${fmt(args.writeMax / MiB, 2)} MiB; memory budget ${fmt(args.memory / MiB)} MiB; ${args.rounds} round${args.rounds === 1 ? '' : 's'}${args.quick ? ' (--quick: measures nothing)' : ''}`)
     print()
     print('| round | case | s | RSS growth MiB | private MiB | file-backed MiB | of which mapped tables MiB |')
     print('|---|---|---|---|---|---|---|')

@@ -13,11 +13,11 @@
 // report gives the median and the spread of those ratios.
 //
 // Engines: kfs (writeFile); raw256 (256 leveldown databases; an 8 MiB file is 1 MiB
-// batches of kfs's chunk records, as kfs sent them before, the first with the pending
+// batches of kfs's chunk records (8 chunks a batch), the first with the pending
 // record and awaited, then at most two in flight, then the commit batch of metadata,
 // pending delete and accounting; a small file is one batch of chunk, metadata and
 // accounting); raw256c (the same records, one chunk per batch and at most four in
-// flight, as kfs sends them now: the fastest way found for raw leveldown); base (with
+// flight, as kfs sends them: the fastest way found for raw leveldown); base (with
 // --base: the kfs of another checkout, its root directory, to measure a change before
 // and after side by side).
 //
@@ -29,9 +29,9 @@ const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
 const crypto = require('node:crypto')
-const { runSteps, now, msSince } = require('./child')
-const { randomKey: key, writeRecords, rawShards, openStore } = require('./kfs-work')
-const { cli, runScript } = require('./script')
+const { runSteps, now, msSince } = require('../harness/child')
+const { randomKey: key, writeRecords, rawShards, openStore } = require('../harness/kfs-work')
+const { cli, runScript } = require('../harness/script')
 
 const MiB = 1024 * 1024
 
@@ -51,13 +51,13 @@ const median = (xs) => {
   return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2
 }
 
-// In the child (perf/child.js, Stepped): makes the engine; each step writes `perStep`
+// In the child (perf/harness/child.js, Stepped): makes the engine; each step writes `perStep`
 // files and gives its ms.
 async function makeEngine ({ kind, dir, lib, size, perStep, perBatch, inFlight, fresh }) {
   const value = crypto.randomBytes(size)
   let write, close
   if (kind === 'kfs') {
-    const store = fresh ? require(lib || '..')(dir) : await openStore(dir, 256, lib)
+    const store = fresh ? require(lib || '../..')(dir) : await openStore(dir, 256, lib)
     await store.open()
     write = (k) => store.writeFile(k, value)
     close = () => store.close()
@@ -111,7 +111,7 @@ async function main (args) {
   const root = fs.mkdtempSync(path.join(args.dir, 'kfs-write-path-'))
   const names = ['kfs', 'raw256', ...(args.base ? ['base'] : [])]
   try {
-    console.log(`# perf/write-path.js: 256 shards created first; each engine in its own process, steps interleaved${args.base ? `; base: ${args.base}` : ''}`)
+    console.log(`# perf/probes/write-path.js: 256 shards created first; each engine in its own process, steps interleaved${args.base ? `; base: ${args.base}` : ''}`)
     if (args.only.includes('big')) {
       const bigNames = [...names, 'raw256c']
       const times = await runCase(root, bigNames, { size: 8 * MiB, perStep: 1, steps: args.big, base: args.base })

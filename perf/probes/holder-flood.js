@@ -9,16 +9,16 @@
 // file through the holder and the holder writes --writes files itself. Then, after
 // --wait seconds, how many of the flood's connections the holder still keeps.
 //
-// Target (issue 40): every connection queued, the stat answered and every write made.
+// Target: every connection queued, the stat answered and every write made.
 
 const fs = require('node:fs')
 const os = require('node:os')
 const net = require('node:net')
 const path = require('node:path')
 const { spawn, spawnSync } = require('node:child_process')
-const { cli, runScript, fmt, quickMark } = require('./script')
+const { cli, runScript, fmt, quickMark } = require('../harness/script')
 
-const ROOT = path.join(__dirname, '..')
+const ROOT = path.join(__dirname, '..', '..')
 
 const COMMAND = cli(__filename, {
   options: [

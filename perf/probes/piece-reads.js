@@ -21,9 +21,10 @@ const os = require('node:os')
 const path = require('node:path')
 const crypto = require('node:crypto')
 const { PerformanceObserver } = require('node:perf_hooks')
-const { inChild, now, msSince } = require('./child')
-const { cli, inFlight, runScript, fmt } = require('./script')
-const { median } = require('./stats')
+const { inChild, now, msSince } = require('../harness/child')
+const { cli, inFlight, runScript, fmt } = require('../harness/script')
+const { median } = require('../harness/stats')
+const { openStore, REF } = require('../harness/kfs-work')
 
 const COMMAND = cli(__filename, {
   options: [
@@ -73,11 +74,10 @@ async function pass (keys, workers, size, read) {
 
 const CASES = {
   async reads ({ checkout, dir, size, pieces, workers, passes }) {
-    const { openStore, REF } = require(path.join(checkout, 'perf/kfs-work'))
-    const { shardFor } = require('../lib/shard/routing')
-    const { decodeHead } = require('../lib/shard/head-record')
-    const { DEFAULTS } = require('../lib/leveldb/leveldb')
-    const { shardDirName } = require('../lib/base/shard-names')
+    const { shardFor } = require('../../lib/shard/routing')
+    const { decodeHead } = require('../../lib/shard/head-record')
+    const { DEFAULTS } = require('../../lib/leveldb/leveldb')
+    const { shardDirName } = require('../../lib/base/shard-names')
     const ref = Buffer.from(REF, 'hex')
     const pool = crypto.randomBytes(size + 4 * 1024 * 1024)
     const keys = Array.from({ length: pieces }, () => crypto.randomBytes(32).toString('hex'))
@@ -107,7 +107,7 @@ const CASES = {
 }
 
 async function main (args) {
-  const here = path.join(__dirname, '..')
+  const here = path.join(__dirname, '..', '..')
   const checkouts = args.before ? [here, path.resolve(args.before)] : [here]
   const passes = new Map(checkouts.map((c) => [c, []]))
   fs.mkdirSync(args.dir, { recursive: true })
@@ -118,7 +118,7 @@ async function main (args) {
       for (let i = 0; i < checkouts.length; i++) {
         const checkout = checkouts[(i + round) % checkouts.length]
         const dir = path.join(base, `${round}-${i}`)
-        process.stderr.write(`perf/piece-reads.js: round ${round + 1}, ${checkout}\n`)
+        process.stderr.write(`perf/probes/piece-reads.js: round ${round + 1}, ${checkout}\n`)
         const { kfs, floor } = await inChild(__filename, { name: 'reads', checkout, dir, size: args.size, pieces: args.pieces, workers: args.workers, passes: args.passes })
         fs.rmSync(dir, { recursive: true, force: true })
         kfs.forEach((k, p) => passes.get(checkout).push({ kfs: k, floor: floor[p] }))

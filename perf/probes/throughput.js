@@ -18,9 +18,9 @@ const crypto = require('node:crypto')
 const { spawn } = require('node:child_process')
 const { Readable, Writable } = require('node:stream')
 const { pipeline } = require('node:stream/promises')
-const kfs = require('..')
-const { UNCHECKED } = require('../lib/data/chunk-reader')
-const { cli, parseCommandLine, teeOutput, drain, fsWrite } = require('./script')
+const kfs = require('../..')
+const { UNCHECKED } = require('../../lib/data/chunk-reader')
+const { cli, parseCommandLine, teeOutput, drain, fsWrite } = require('../harness/script')
 
 const MiB = 1024 * 1024
 
@@ -234,7 +234,7 @@ async function main () {
   const argv = process.argv.slice(2)
   if (argv[0] === '--memory-child') return runMemoryChild({ direction: argv[1], size: Number(argv[2]), dir: argv[3] })
   const args = parseCommandLine(COMMAND, argv)
-  teeOutput(args, COMMAND.script)
+  teeOutput(args, COMMAND)
   fs.mkdirSync(args.dir, { recursive: true })
   const base = fs.mkdtempSync(path.join(args.dir, 'kfs-perf-'))
   const need = Math.max(...args.sizes) * MiB * 6

@@ -5,7 +5,7 @@
 // (LevelDB runs all compactions of a process on one background thread), engines
 // alternating their order round by round. Figures 1 and 4 time one operation at a time:
 // their engines' processes are kept for the round and asked for one step each in turn
-// (perf/child.js, runSteps), so that each step's ratio compares steps measured next to
+// (perf/harness/child.js, runSteps), so that each step's ratio compares steps measured next to
 // each other. A figure is the median of its ratios (each step's, or each read pass's,
 // of every round), with the spread of the rounds' medians.
 //
@@ -34,10 +34,10 @@
 //    open, against 256 raw LevelDBs (kfs's shard options) each file's batch of the
 //    three records kfs writes (chunk, metadata, accounting), built before the clock,
 //    into the database its key routes to.
-// 5. A new store's first 1,000 small files (perf/new-shards.js), against the floor: the
+// 5. A new store's first 1,000 small files (perf/probes/new-shards.js), against the floor: the
 //    same files into 256 raw LevelDBs with kfs's shard options, each made by LevelDB
 //    (createIfMissing) when its first file comes, and all made at once, concurrently.
-// 6. 256 slow readers, one per shard, of 8 MiB each (perf/slow-readers.js), against raw
+// 6. 256 slow readers, one per shard, of 8 MiB each (perf/probes/slow-readers.js), against raw
 //    leveldown iterators reading the same shards' records, the floor LevelDB sets.
 //
 // glibc's malloc settings in the environment (doc/performance.md) apply to every process.
@@ -47,14 +47,14 @@ const os = require('node:os')
 const path = require('node:path')
 const crypto = require('node:crypto')
 const { pipeline } = require('node:stream/promises')
-const { inChild, runSteps, now, msSince } = require('./child')
-const { cli, drain, inFlight, runScript, fmt, quickMark, UsageError, MiB } = require('./script')
-const { median } = require('./stats')
-const { call, randomKey, chunkKeys, shardOptions, writeRecords, openRaw, rawShards, openStore, REF } = require('./kfs-work')
-const records = require('../lib/shard/records')
-const chunkRecord = require('../lib/shard/chunk-record')
-const { shardFor } = require('../lib/shard/routing')
-const { DEFAULTS: STORE } = require('../lib/api/options')
+const { inChild, runSteps, now, msSince } = require('../harness/child')
+const { cli, drain, inFlight, runScript, fmt, quickMark, UsageError, MiB } = require('../harness/script')
+const { median } = require('../harness/stats')
+const { call, randomKey, chunkKeys, shardOptions, writeRecords, openRaw, rawShards, openStore, REF } = require('../harness/kfs-work')
+const records = require('../../lib/shard/records')
+const chunkRecord = require('../../lib/shard/chunk-record')
+const { shardFor } = require('../../lib/shard/routing')
+const { DEFAULTS: STORE } = require('../../lib/api/options')
 
 const SELF = __filename
 const SLOW_READERS = path.join(__dirname, 'slow-readers.js')
@@ -116,7 +116,7 @@ function kfs4Write (table, key, data) {
 }
 
 const CASES = {
-  // Figure 1, in steps (perf/child.js): ms of one 8 MiB write per step, after 2 untimed.
+  // Figure 1, in steps (perf/harness/child.js): ms of one 8 MiB write per step, after 2 untimed.
   async write ({ engine, dir, size, kfs4, shards }) {
     const data = crypto.randomBytes(size)
     let write, close
@@ -131,7 +131,7 @@ const CASES = {
       // Its S-buckets keep timers for a minute: it exits when asked to stop.
       close = async () => process.exit(0)
     } else {
-      const raw = engine === 'raw256' ? await rawShards(dir, shards) : await rawShards(dir, 1, { options: engine === 'rawShard' ? shardOptions() : require('../lib/leveldb/leveldb').DEFAULTS })
+      const raw = engine === 'raw256' ? await rawShards(dir, shards) : await rawShards(dir, 1, { options: engine === 'rawShard' ? shardOptions() : require('../../lib/leveldb/leveldb').DEFAULTS })
       write = () => {
         const { db, file } = raw.route(randomKey(), data)
         return timed(() => writeRecords(db, file))
@@ -194,13 +194,13 @@ const CASES = {
   // pass by pass), then as many random 1 MiB ranges as the file has MiB, one at a time
   // and 16 in flight: a ratio compares reads made one after the other in one process.
   async read ({ dir, key, mib, order, passes, setup }) {
-    const store = require('..')(dir, { referenceId: REF })
+    const store = require('../..')(dir, { referenceId: REF })
     if (setup) {
       await pipeline(blocks(mib), store.createWriteStream(key))
       await store.close()
       return { shard: shardFor(Buffer.from(REF, 'hex'), key) }
     }
-    const { UNCHECKED } = require('../lib/data/chunk-reader')
+    const { UNCHECKED } = require('../../lib/data/chunk-reader')
     const rate = (ms) => mib / (ms / 1000)
     await drain(store.createReadStream(key)) // untimed
     const result = {}
@@ -230,8 +230,8 @@ const CASES = {
   async iterate ({ dir, key, mib, order, passes }) {
     const db = await openRaw(dir, shardOptions())
     const meta = JSON.parse(await call((cb) => db.get(records.metaKey(key), { asBuffer: false }, cb)))
-    const { readAheadShape, MAX_EACH } = require('../lib/data/read-ahead')
-    const { Iterator } = require('../lib/leveldb/iterator')
+    const { readAheadShape, MAX_EACH } = require('../../lib/data/read-ahead')
+    const { Iterator } = require('../../lib/leveldb/iterator')
     const keys = chunkKeys()
     const { highWaterMark, prefetch } = readAheadShape(MAX_EACH, STORE.chunkSize)
     const open = () => db.iterator({ gte: keys.key(key, meta.version, 0), lte: keys.key(key, meta.version, meta.chunks - 1), keyAsBuffer: false, valueAsBuffer: true, fillCache: false, highWaterMark })
@@ -299,7 +299,7 @@ const randomOffsets = (mib) => Array.from({ length: mib }, () => crypto.randomIn
 // entry, the rest in a second trip), checked alike. `getsFirst` alternates their order.
 // Then 3b's: the same ranges by gets, 16 in flight. Returns ms by name.
 async function rawRanges (db, keys, key, meta, mib, getsFirst) {
-  const { ReadAhead } = require('../lib/data/read-ahead')
+  const { ReadAhead } = require('../../lib/data/read-ahead')
   const per = MiB / STORE.chunkSize
   const keysOf = (offset) => Array.from({ length: per }, (_, i) => keys.key(key, meta.version, offset / STORE.chunkSize + i))
   const check = (k, value) => {
@@ -458,7 +458,7 @@ function report (args, results, print) {
   figure('3a', 'random 1 MiB ranges one at a time / kfs\'s checked stream, MiB/s', reads('ranges', 'checked'), '>= 0.9', (x) => x >= 0.9)
   print(`  its floor: raw leveldown 1 MiB ranges one at a time / the raw iterator read ahead as kfs's stream reads, CRC32s checked, MiB/s: by gets ${floor(reads('rawRanges', 'iteratorAhead'))}, by a bounded iterator ${floor(reads('rawRangesIterator', 'iteratorAhead'))}; by gets / the raw iterator not read ahead ${floor(reads('rawRanges', 'iteratorChecked'))}`)
   figure('3b', 'random 1 MiB ranges, 16 in flight / one at a time, MiB/s', reads('ranges16', 'ranges'), '> 1', (x) => x > 1)
-  print(`  its floor: raw leveldown 1 MiB ranges by gets (at most ${require('../lib/data/read-ahead').GETS_IN_FLIGHT} in flight in all, as in kfs), 16 in flight / one at a time, MiB/s ${floor(reads('rawRanges16', 'rawRanges'))}`)
+  print(`  its floor: raw leveldown 1 MiB ranges by gets (at most ${require('../../lib/data/read-ahead').GETS_IN_FLIGHT} in flight in all, as in kfs), 16 in flight / one at a time, MiB/s ${floor(reads('rawRanges16', 'rawRanges'))}`)
   figure('4', `1 KiB files, shards created: kfs / ${args.shards} raw LevelDBs, time per file`, (at) => paired(at('small kfs'), at('small raw256')), '<= 1.3', (x) => x <= 1.3)
   const seconds = (engine) => {
     const all = perRound((at) => at(`first ${engine}`) / 1000)
@@ -482,7 +482,7 @@ async function main (args) {
     const { bavail, bsize } = fs.statfsSync(base)
     if (bavail * bsize < need * 1.5) throw new Error(`${base} has ${fmt(bavail * bsize / MiB)} MiB free; this run needs about ${fmt(need * 1.5 / MiB)} MiB`)
     const kfs4 = args.kfs4 ? `kfs4 from ${args.kfs4} (leveldown ${require(require.resolve('leveldown/package.json', { paths: [args.kfs4] })).version})` : 'kfs4 not measured'
-    print(`# perf/costs.js: kfs's costs against the raw binding, ${args.rounds} rounds${args.quick ? ` (${quickMark('sizes')})` : ''}`)
+    print(`# perf/probes/costs.js: kfs's costs against the raw binding, ${args.rounds} rounds${args.quick ? ` (${quickMark('sizes')})` : ''}`)
     print()
     print(`node ${process.version}, ${os.cpus().length} cpus, leveldown ${require('leveldown/package.json').version}, ${kfs4}, data in ${base}`)
     print()

@@ -5,13 +5,13 @@
 
 const { Suite } = require('benchmark')
 const crypto = require('node:crypto')
-const { coerceKey } = require('../lib/api/keys')
-const { shardFor, routingByte } = require('../lib/shard/routing')
-const { ChunkKeys, encodeMeta, decodeMeta } = require('../lib/shard/records')
-const { cli, parseCommandLine, teeOutput } = require('./script')
+const { coerceKey } = require('../../lib/api/keys')
+const { shardFor, routingByte } = require('../../lib/shard/routing')
+const { ChunkKeys, encodeMeta, decodeMeta } = require('../../lib/shard/records')
+const { cli, parseCommandLine, teeOutput } = require('../harness/script')
 
 const COMMAND = cli(__filename, { run: 'npm run bench:micro --' })
-teeOutput(parseCommandLine(COMMAND), COMMAND.script)
+teeOutput(parseCommandLine(COMMAND), COMMAND)
 
 const referenceId = crypto.randomBytes(20)
 const hexKey = crypto.randomBytes(32).toString('hex')

@@ -1,14 +1,14 @@
 'use strict'
 
-// kfs's own work per small file (perf/costs.js's figure 4): 1 KiB files written one at a
+// kfs's own work per small file (perf/probes/costs.js's figure 4): 1 KiB files written one at a
 // time with writeFile (awaited) into a store whose 256 shards exist, with LevelDB's
 // batch call replaced, once the shards exist, by a promise already resolved. What is
 // left is what kfs does around LevelDB on the JS thread: what raw leveldown's loop in
-// perf/write-path.js does not do.
+// perf/probes/write-path.js does not do.
 //
 // Each engine (kfs: this checkout; base: the kfs at DIR) runs in a child process of its
 // own, kept for all steps of `files` files, which are interleaved, the first engine
-// alternating (perf/child.js, runSteps): on a shared machine, the steps compared are
+// alternating (perf/harness/child.js, runSteps): on a shared machine, the steps compared are
 // next to each other in time.
 // Each step gives wall time and the process's CPU time (user + system) per file (with
 // the batch stubbed, the process runs on one thread); the report gives their medians,
@@ -21,9 +21,9 @@ const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
 const crypto = require('node:crypto')
-const { runSteps, now, msSince } = require('./child')
-const { cli, runScript } = require('./script')
-const { randomKey: key, openStore } = require('./kfs-work')
+const { runSteps, now, msSince } = require('../harness/child')
+const { cli, runScript } = require('../harness/script')
+const { randomKey: key, openStore } = require('../harness/kfs-work')
 
 const COMMAND = cli(__filename, {
   options: [
@@ -36,7 +36,7 @@ const COMMAND = cli(__filename, {
 })
 const PROFILED = 20000 // files in the profiled step
 
-// In the child (perf/child.js, Stepped): a store of `lib` whose 256 shards exist; each
+// In the child (perf/harness/child.js, Stepped): a store of `lib` whose 256 shards exist; each
 // step writes `files` files, profiled into `profile` if given.
 async function engine ({ lib, dir, files, profile }) {
   const store = await openStore(dir, 256, lib)
@@ -98,7 +98,7 @@ function topFunctions (profile, files, count = 25) {
 
 async function main (args) {
   const root = fs.mkdtempSync(path.join(args.dir, 'kfs-small-own-'))
-  const engines = [['kfs', path.join(__dirname, '..')], ...(args.base ? [['base', args.base]] : [])]
+  const engines = [['kfs', path.join(__dirname, '..', '..')], ...(args.base ? [['base', args.base]] : [])]
   const job = (name, lib, extra) => ({ name: 'engine', engine: name, lib, dir: path.join(root, name), files: args.files, ...extra })
   let results
   try {
@@ -113,7 +113,7 @@ async function main (args) {
     return [0.25, 0.5, 0.75].map((q) => sorted[Math.round(q * (sorted.length - 1))])
   }
   const f = (xs, d = 1) => { const [q1, m, q3] = quartiles(xs); return `${m.toFixed(d)} (quartiles ${q1.toFixed(d)}-${q3.toFixed(d)})` }
-  console.log(`# perf/small-own.js: ${args.steps} steps of ${args.files} files of 1 KiB, LevelDB's batch call stubbed; µs per file, medians of steps`)
+  console.log(`# perf/probes/small-own.js: ${args.steps} steps of ${args.files} files of 1 KiB, LevelDB's batch call stubbed; µs per file, medians of steps`)
   for (const [name] of engines) console.log(`${name}: wall ${f(results[name].map((x) => x.us))}; CPU ${f(results[name].map((x) => x.cpu))}`)
   if (args.base) {
     const ratios = (what) => results.kfs.map((x, i) => x[what] / results.base[i][what])

@@ -2,7 +2,7 @@
 
 // What a new shard costs (lib/shard/create.js, template.js): shards made one after
 // another with LevelDB and from the template, and a new store's first small files
-// (the target: 1,000 in under 1 s) next to its floors, perf/costs.js's `first`
+// (the target: 1,000 in under 1 s) next to its floors, perf/probes/costs.js's `first`
 // job: 256 raw LevelDBs made when their first file comes, and all made at once. Each
 // case runs in a process of its own, rounds alternating, so that drift hits all.
 
@@ -10,8 +10,8 @@ const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
 const { execFileSync } = require('node:child_process')
-const { median } = require('./stats')
-const { cli, parseCommandLine, teeOutput } = require('./script')
+const { median } = require('../harness/stats')
+const { cli, parseCommandLine, teeOutput } = require('../harness/script')
 
 const COMMAND = cli(__filename, {
   options: [
@@ -26,7 +26,7 @@ const since = (start) => Number(process.hrtime.bigint() - start) / 1e6
 const cases = {
   // ms per shard, `shards` made one after another, from the template or not.
   async shards ({ dir, shards, template }) {
-    const { createShard, makeTemplate } = require('../lib/shard/create')
+    const { createShard, makeTemplate } = require('../../lib/shard/create')
     const tmp = path.join(dir, 'tmp')
     fs.mkdirSync(tmp, { recursive: true })
     const files = template ? await makeTemplate(tmp) : undefined
@@ -36,7 +36,7 @@ const cases = {
   },
   // ms for a new store's first `files` small files, each awaited, after its open.
   async files ({ dir, files }) {
-    const store = require('..')(dir)
+    const store = require('../..')(dir)
     await store.open()
     const start = process.hrtime.bigint()
     for (let i = 0; i < files; i++) await store.writeFile(`small-${i}`, Buffer.alloc(1024, i))
@@ -67,7 +67,7 @@ async function main (args) {
   const root = fs.mkdtempSync(path.join(args.dir, 'kfs-new-shards-'))
   const place = (name) => path.join(root, name)
   try {
-    console.log(`# perf/new-shards.js: ${args.shards} shards made one after another, a new store's first ${args.files} small files, ${args.rounds} rounds`)
+    console.log(`# perf/probes/new-shards.js: ${args.shards} shards made one after another, a new store's first ${args.files} small files, ${args.rounds} rounds`)
     console.log('| round | ms per shard, LevelDB | ms per shard, template | template / LevelDB | first files, s | raw made on first use, s | raw made at once, s |')
     console.log('|---|---|---|---|---|---|---|')
     const firsts = {
@@ -93,8 +93,8 @@ async function main (args) {
 }
 
 const args = parseCommandLine(COMMAND)
-if (!args.child) teeOutput(args, COMMAND.script)
+if (!args.child) teeOutput(args, COMMAND)
 main(args).catch((err) => {
-  process.stderr.write(`perf/new-shards.js: ${err.message}\n`)
+  process.stderr.write(`perf/probes/new-shards.js: ${err.message}\n`)
   process.exitCode = 1
 })

@@ -2,8 +2,8 @@
 
 // Figures published for other storage systems, measured on other hardware, quoted
 // beside ours in the fio report, each with the source it is cited from; the charts draw
-// them in grey, saying so. Never compare them with ours as ratios. LeoFS's listing times,
-// once quoted in the ls report, are not: their source could not be found again.
+// them in grey, saying so. Never compare them with ours as ratios. LeoFS's listing times
+// are not quoted: no source for them can be cited.
 
 module.exports = {
   cubefs: {
