@@ -117,7 +117,8 @@ class LevelDb {
     })
   }
 
-  // memoryUsage() counts the old memtable until it is in a table (which a close may stop).
+  // A switch may wait for its directory sync only past one memtable's worth (memoryUsage()
+  // counts the old one until it is in a table), or once closing (LevelDB may stop first).
   #mayHaveNewLog () {
     return this.#life.closing || this.memoryUsage() > this.#writeBuffer
   }

@@ -96,7 +96,8 @@ async function logsToGuard (dir) {
   return live
 }
 
-// Oldest first, each durable before the next: a crash leaves the newest, harmless again.
+// Removed oldest first, each removal durable before the next: links a crash leaves are
+// the newest logs, harmless to replay again.
 async function dropKept (dir, kept, close) {
   try {
     for (const n of kept) {
@@ -239,8 +240,7 @@ async function readLocks (dir, recent = false) {
   }
 }
 
-// Asked of each device once.
-const overlays = new Map() // dev -> promise of whether it is an overlay
+const overlays = new Map() // dev -> promise of whether it is an overlay, asked once
 function isOverlay (file, dev) {
   if (!overlays.has(dev)) {
     const overlay = fs.statfs(file).then((s) => s.type === OVERLAYFS_MAGIC)
