@@ -8,7 +8,7 @@ const { decodeHead } = require('../shard/head-record')
 const errors = require('../api/errors')
 const { UNCHECKED } = require('../api/args') // perf/ only: skips the chunk digests
 
-// Tries when a commit replaced the version about to be read, in a row.
+// A reader gives up after this many versions in a row replaced before it read them.
 const MAX_ATTEMPTS = 100
 // Metadata read, per database, reused while it had no write since (LevelDb#writeMark).
 const MAX_HINTS = 1024

@@ -71,8 +71,8 @@ class ChunkWriter {
     }, true)
   }
 
-  // At any time, more than once; waits for a write in progress (at once if it waits for
-  // the budget).
+  // Safe at any time, more than once; waits for a write in progress, which stops at once
+  // if it waits for the budget.
   abort () {
     this.aborting = true
     if (this.#stopWait) this.#stopWait.abort(errors.cancelled(this.key))
@@ -178,7 +178,7 @@ class ChunkWriter {
     await this.sent.abandon(this.partial ? [this.partial] : [])
     this.partial = undefined
     this.partialBytes = 0
-    // Before the cleanup, so that other writes do not wait for it.
+    // Space and memory go back before the cleanup, which other writes must not wait for.
     this.ticket.close()
     this.reservation.release()
     try {

@@ -8,7 +8,8 @@ const errors = require('../api/errors')
 // meets the permissions first: LevelDB's LOCK, the log guard's hard link (EPERM on
 // another's file), tmp/ emptied. Such a failure becomes EACCES saying whose the store or
 // file is. `dirs`: the store's, then the database's; `files`: what it writes first.
-// Root's failures are not about owners, nor a read-only open of a readable store.
+// Root passes permission bits: its failures are not about owners, nor are a read-only
+// open's of a store this process may read.
 async function ownersRefusal (err, dirs, files, { readOnly = false, props } = {}) {
   if (!['EACCES', 'EPERM'].includes(err.code) || typeof process.geteuid !== 'function' || process.geteuid() === 0) return err
   const foreign = await foreignOwner([...dirs, ...files, ...namedPaths(err)])

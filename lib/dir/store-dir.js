@@ -83,7 +83,7 @@ async function prepare (dir, given, resolved, { tmpDir, reserve, state }) {
     await writeFormat(dir, { ...format, format: FORMAT_VERSION, upgraded: new Date().toISOString() })
     format = await readFormat(dir)
   }
-  // What tmp/ holds a process that died left, or is a state another process is making
+  // tmp/ holds what a process that died left, or a state another process is making
   // (createState), which then meets ours.
   await fs.rm(tmpDir, { recursive: true, force: true, maxRetries: 5 })
   await fs.mkdir(tmpDir, { recursive: true })

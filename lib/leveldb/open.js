@@ -25,12 +25,12 @@ const MANIFEST = { supports: undefined }
 // LevelDB's default: larger bought no write speed, smaller cost some (doc/performance.md).
 const WRITE_BUFFER = 4 * 1024 * 1024
 
-// For 128 KiB values (perf/throughput.js), mostly compressed already. The block cache
-// stays empty: reads pass fillCache: false, and LevelDB never caches a mapped table's.
+// For 128 KiB values (perf/throughput.js). The block cache stays empty: reads pass
+// fillCache: false, and LevelDB never caches the blocks of a table it maps.
 const DEFAULTS = {
-  compression: false,
+  compression: false, // stored files are mostly compressed or encrypted already
   writeBufferSize: WRITE_BUFFER,
-  maxFileSize: 32 * 1024 * 1024,
+  maxFileSize: 32 * 1024 * 1024, // a full 32 GiB shard is a thousand tables, not tens of thousands
   cacheSize: 4 * 1024 * 1024,
   maxOpenFiles: 64
 }

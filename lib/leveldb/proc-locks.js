@@ -21,8 +21,7 @@ function lockOwners (table, stat, overlay) {
 
 // The pattern of the file in a line of /proc/locks: major:minor:inode.
 function fileOf ({ dev, ino }, overlay) {
-  // glibc's major() and minor()
-  const major = ((dev >> 8n) & 0xfffn) | ((dev >> 32n) & ~0xfffn)
+  const major = ((dev >> 8n) & 0xfffn) | ((dev >> 32n) & ~0xfffn) // glibc's major(), minor()
   const minor = (dev & 0xffn) | ((dev >> 12n) & ~0xffn)
   const device = overlay ? '[0-9a-f]+:[0-9a-f]+' : `${major.toString(16).padStart(2, '0')}:${minor.toString(16).padStart(2, '0')}`
   return `${device}:${ino}`
