@@ -12,7 +12,8 @@ const LIST_AHEAD = 16
 async function * list (shards, only, operations, { admitted = false } = {}) {
   const failed = [] // { shard, error }
   const indices = shards.indices().filter((i) => only === undefined || i === only)
-  // Opening the next shards (a few milliseconds each) overlaps.
+  // The next shards' first pages are fetched ahead, so that their opening (a few
+  // milliseconds each) overlaps; once fetched, they hold no shard.
   const ahead = new Map()
   const fetchAhead = (n) => {
     if (n >= indices.length || ahead.has(n)) return
