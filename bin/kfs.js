@@ -1,9 +1,8 @@
 #!/usr/bin/env node
 'use strict'
 
-// Opening a shard is a few synced writes in LevelDB, run on libuv's threads: commands
-// that open every shard (list, verify) open them 16 at a time instead of 4 (256 shards
-// measured: 234 ms instead of 544). Read when the pool starts, so set before any I/O.
+// Opening a shard is a few synced writes on libuv's threads: list and verify open 16 at
+// a time instead of 4 (256 shards: 234 ms instead of 544). Read when the pool starts.
 process.env.UV_THREADPOOL_SIZE = process.env.UV_THREADPOOL_SIZE || '16'
 
 const fs = require('node:fs')
@@ -16,14 +15,11 @@ const { removeShadowsSync } = require('..')
 // line, exit 1); a reader closing the pipe early (`kfs get KEY | head`) is not an error.
 process.stdout.on('error', () => {})
 
-// Ctrl-C or a kill: a progress bar on screen is cleared, files being written beside
-// their target are removed, and the shadows of a store opened read-only
-// (lib/leveldb/read-only.js), then the signal is raised again, its handler gone, so
-// that its default action ends the process at once, with the status a shell shows as
-// 128 + its number (130, 143, 129).
-// process.exit() could hang: libuv joins its threads at exit, and one may be blocked
-// for good (opening a FIFO that nobody opens for writing). The store needs no closing:
-// an interrupted operation is like a crash, which it survives.
+// Ctrl-C or a kill: the progress bar is cleared, files written beside their target and
+// the shadows of a store opened read-only are removed, then the signal is raised again,
+// its handler gone, so that the process ends at once with status 128 + its number.
+// process.exit() could hang: libuv joins its threads at exit, and one may be blocked for
+// good (opening a FIFO nobody writes). The store needs no closing: it survives a crash.
 const temps = new Set()
 for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP']) {
   process.once(signal, () => {

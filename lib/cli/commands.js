@@ -105,9 +105,7 @@ async function stat (store, io, key, { human, shards }) {
 }
 
 // Lines go out in pieces of about 64 KiB: a write per line would cost more than the
-// listing itself.
-// What was listed is printed even when the listing then fails (shards it could not
-// read): the error follows, on stderr.
+// listing. What was listed is printed even when the listing then fails.
 async function list (store, io, shard) {
   const { json } = io
   const out = new Output(io.stdout)
@@ -182,11 +180,9 @@ async function repair (store, io, shard) {
 
 const files = (n) => `${n} file${n === 1 ? '' : 's'}`
 
-// The space of a file removed or replaced comes back before the command ends, where
-// this process holds the store: the store reclaims it in the background, but only after
-// the process would be gone (a holder elsewhere reclaims it itself). The command itself
-// is done by then: a failure here (a full disk) is a warning, and the space comes back
-// with a later command or kfs compact.
+// Where this process holds the store, a removed or replaced file's space comes back
+// before it exits (the background reclaiming would come too late). The command is done
+// by then: a failure here is a warning, and a later command or kfs compact reclaims it.
 const reclaiming = (command) => async (store, io, ...args) => {
   const code = await command(store, io, ...args)
   if (store.heldBy !== process.pid) return code

@@ -31,8 +31,7 @@ class Output {
     if (this.#error) throw this.#error
   }
 
-  // Resolves once what was written has been handed to the system; an error met on the
-  // way (writing to a full disk, say) is thrown here.
+  // Once what was written is handed to the system; an error met on the way is thrown here.
   async flush () {
     if (!this.#error && !this.#stream.destroyed) await new Promise((resolve) => this.#stream.write('', () => resolve()))
     await new Promise(setImmediate) // a failed write emits 'error' after its callback

@@ -12,12 +12,9 @@ const { version } = require('../../package.json')
 
 const defaultDb = (env) => env.KFS_DB || path.join(os.homedir(), '.kfs', 'default')
 
-// Why the store at `dir` cannot be written by this process ('read-only file system',
-// 'permission denied'...), or undefined if it can, or if there is no store there (or
-// something else is wrong, which the store's open reports). Its directory, state
-// directory and the state's LOCK, which LevelDB opens read-write, are what a read-write
-// open needs first. Root passes the permission bits, not a read-only mount. A store
-// another user owns says whose it is.
+// Why this process cannot write the store at `dir` ('read-only file system', 'permission
+// denied: it belongs to user N'...), else undefined (also for no store: its open says).
+// A read-write open needs its directory, state directory and the state's LOCK first.
 async function notWritable (dir) {
   for (const p of [dir, path.join(dir, 'state'), path.join(dir, 'state', 'LOCK')]) {
     const failed = await fs.access(p, fs.constants.W_OK).then(() => undefined, (err) => err)
@@ -43,8 +40,7 @@ function nonNegativeInteger (value) {
   return Number(value)
 }
 
-// --end: any non-negative integer. No file holds 2^53 bytes, so a larger one means
-// "to the end", as every value past the end does.
+// --end: no file holds 2^53 bytes, so a larger one means "to the end", as past the end does.
 function lastByte (value) {
   if (!/^\d+$/.test(value)) throw new InvalidArgumentError('must be a non-negative integer.')
   return Math.min(Number(value), Number.MAX_SAFE_INTEGER)
@@ -56,9 +52,8 @@ function shardNumber (value) {
   return n
 }
 
-// Builds the command line. `run(name, args)` is called with the command's name and its
-// arguments (commander's parsed options last); `output` ({ writeOut, writeErr }) is
-// where help and errors go, stdout and stderr by default; `json`: usage errors as JSON.
+// `run(name, args)` gets a command's name and arguments (commander's options last);
+// writeOut and writeErr take help and errors; `json`: usage errors as JSON.
 function buildProgram (run, env, { writeOut, writeErr, json = false } = {}) {
   const program = new Command('kfs')
     .description('Store files in a kfs store: sharded, chunked and content-addressed, on LevelDB.')
@@ -71,7 +66,18 @@ function buildProgram (run, env, { writeOut, writeErr, json = false } = {}) {
     .option('--read-only', 'open the store for reads only, writing nothing in it; the default when it cannot be written')
     .option('--json', 'print results as JSON, and errors as one JSON line on stderr: {"error":{"code","message",...}}')
     .exitOverride()
+  addFileCommands(program, run)
+  addStoreCommands(program, run)
+  addHelpCommand(program)
+  // A command copies the program's output settings when it is created: set on each.
+  for (const command of [program, ...program.commands]) {
+    command.configureOutput({ writeOut, writeErr, outputError: (message, write) => write(usageError(message, command, json)) })
+  }
+  return program
+}
 
+// The commands on one file: put, get, unlink, exists, stat.
+function addFileCommands (program, run) {
   program.command('put').alias('write')
     .argument('[file]', 'the file to store; standard input when absent or "-"')
     .option('--key <key>', 'store it under this key (40 or 64 hex characters) or name instead of its SHA-256')
@@ -105,7 +111,10 @@ function buildProgram (run, env, { writeOut, writeErr, json = false } = {}) {
     .option('--shards', 'without a key: a row per shard instead of the summary')
     .description('show a file\'s size, chunks, shard, time and name, or the store\'s usage: used, free, capacity, files, shards, disk, reserve')
     .action((key, options) => run('stat', [key, options]))
+}
 
+// The commands on the whole store or a shard: list, verify, repair, compact.
+function addStoreCommands (program, run) {
   program.command('list')
     .argument('[shard]', 'only this shard (0 to 255)', shardNumber)
     .description('list stored files, one per line: key<TAB>size<TAB>name (with --json, one JSON object per line)')
@@ -124,7 +133,9 @@ function buildProgram (run, env, { writeOut, writeErr, json = false } = {}) {
   program.command('compact')
     .description('compact every shard, reclaiming the space of removed data; prints disk use before and after, or that there was nothing to reclaim')
     .action(() => run('compact', []))
+}
 
+function addHelpCommand (program) {
   program.command('help')
     .argument('[command]', 'the command to describe')
     .description('show help for a command, or the list of commands')
@@ -132,16 +143,9 @@ function buildProgram (run, env, { writeOut, writeErr, json = false } = {}) {
       if (name === undefined) return program.help()
       const command = program.commands.find((c) => c.name() === name || c.aliases().includes(name))
       if (command) return command.help()
-      // Parsed as a command, an unknown name is the usual usage error, with commander's
-      // suggestion of the nearest command.
+      // Parsed, an unknown name is the usual usage error, with commander's suggestion.
       return program.parseAsync([name], { from: 'user' })
     })
-
-  // A command copies the program's output settings when it is created: set on each.
-  for (const command of [program, ...program.commands]) {
-    command.configureOutput({ writeOut, writeErr, outputError: (message, write) => write(usageError(message, command, json)) })
-  }
-  return program
 }
 
 // A usage error as one line: commander's "(Did you mean put?)" goes on the same line,
@@ -162,16 +166,14 @@ function errorLine (err) {
   return JSON.stringify({ error }) + '\n'
 }
 
-// Runs the command line and resolves to the exit code: 0 success, 1 runtime error (or
-// `exists` finding nothing), 2 usage error. `io.rawArgs`: the arguments after the
-// script as the kernel passed them (Buffers, see argv.js), when known.
+// Resolves to the exit code: 0 success, 1 runtime error (or `exists` finding nothing),
+// 2 usage error. `io.rawArgs`: the arguments as the kernel passed them (argv.js).
 async function main (argv, io = { stdin: process.stdin, stdout: process.stdout, stderr: process.stderr }, env = process.env) {
   let store
   const run = async (name, args) => {
     const dir = path.resolve(program.opts().db || defaultDb(env))
-    // A store that cannot be written (a read-only mount, a backup without write
-    // permission), or asked for with --read-only (a backup to inspect without changing a
-    // byte), is opened read-only: the read commands work, the others fail.
+    // A store that cannot be written, or --read-only, is opened read-only: the read
+    // commands work, the others fail.
     const asked = Boolean(program.opts().readOnly)
     const reason = asked ? undefined : await notWritable(dir)
     const readOnly = asked || reason !== undefined
@@ -179,14 +181,12 @@ async function main (argv, io = { stdin: process.stdin, stdout: process.stdout, 
       const why = asked ? 'is opened with --read-only' : `cannot be written (${reason})`
       throw Object.assign(new Error(`the store at ${dir} ${why}: kfs ${name} would change it; get, exists, stat, list and verify read it`), { code: 'EROFS' })
     }
-    // Only put creates a store: any other command on a path that holds none (a
-    // mistyped --db) fails with ENOENT rather than leaving an empty store there.
-    // One command, then the process exits: a shard it does not use is not worth opening.
+    // Only put creates a store: another command on a mistyped --db fails with ENOENT.
+    // One command, then the process exits: no shard is opened ahead.
     store = kfs(dir, { openAhead: false, ...(readOnly ? { readOnly: true } : { create: name === 'put' }) })
     io.exitCode = await commands[name](store, { ...io, json }, ...args)
   }
-  // Known before parsing, so that a usage error is JSON too: --json before any `--`
-  // (after it, `--json` is a file's name).
+  // Known before parsing, so that a usage error is JSON too (after `--`, a file's name).
   const given = argv.slice(2)
   const json = given.slice(0, given.includes('--') ? given.indexOf('--') : given.length).includes('--json')
   const program = buildProgram(run, env, { writeOut: (s) => io.stdout.write(s), writeErr: (s) => io.stderr.write(s), json })

@@ -43,8 +43,7 @@ async function put (store, io, file, { key, size: wanted, allowEmpty }) {
     const written = key === undefined ? store.put(metered(read(), progress)) : writeTo(store, key, read(), progress, size)
     return printKey(await unchanged(file, finished(written, progress))).then(() => 0)
   }
-  // A file can be read twice: hash it first, so stored content is not written again
-  // and nothing is spooled, then stream it into its shard.
+  // A file can be read twice: hashed first, it is neither spooled nor written again.
   const hashing = Progress.create({ stream: io.stderr, total: size, label: 'hash' })
   const hash = crypto.createHash('sha256')
   await finished(pipeline(metered(read(), hashing), hash), hashing)

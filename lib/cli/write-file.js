@@ -7,20 +7,15 @@ const crypto = require('node:crypto')
 // `kfs get KEY FILE`: opens FILE to take what `fill(stream)` pipes into `stream`, as `cp`
 // would put it there. Resolves to { write(fill), close() }:
 // - a regular file, or a path where nothing is, is written beside it, synced and renamed
-//   into place: an error or a crash never leaves a truncated file, and an existing file
-//   is replaced only by a complete one, with its owner, group and mode bits (setuid and
-//   setgid included; the owner only where this process may give it, as root);
-// - anything else that exists (/dev/null, a FIFO, a terminal, a disk) is written
-//   through, opened for writing as it is, here, before write() is called: renaming over
-//   it would replace a device or a FIFO with a regular file (and fail without write
-//   permission on its directory). The caller opens the store only then, as a shell opens
-//   `> FIFO` before the command runs: a FIFO's open waits for a reader, and a store
-//   opened meanwhile would be held, refusing other commands;
-// - a symbolic link is followed, and the rules above apply to what it points to; a
-//   link to nothing is refused (ENOENT), as GNU cp refuses, rather than creating a
-//   file wherever it points;
+//   into place: never a truncated file, and an existing one keeps its owner (where this
+//   process may give it), group and mode bits (setuid and setgid included);
+// - anything else that exists (/dev/null, a FIFO, a terminal, a disk) is opened for
+//   writing here, before write(): renaming over it would replace it with a regular file.
+//   The caller opens the store only then, as a shell opens `> FIFO` first: a FIFO's open
+//   waits for a reader, and a store opened meanwhile would be held;
+// - a symbolic link is followed; a link to nothing is refused (ENOENT), as GNU cp does;
 // - a directory is refused (EISDIR), and a socket (ENXIO), before anything is read.
-// An interruption (Ctrl-C) removes the temporary file: it is in `temps` meanwhile.
+// Ctrl-C removes the temporary file: it is in `temps` meanwhile.
 async function openTarget (file, temps) {
   for (let attempt = 1; ; attempt++) {
     const { target, stats } = await resolve(file)
@@ -28,9 +23,8 @@ async function openTarget (file, temps) {
     if (stats.isDirectory()) throw Object.assign(new Error(`${file} is a directory: name the file to write`), { code: 'EISDIR', path: file })
     if (stats.isSocket()) throw Object.assign(new Error(`${file} is a socket: kfs writes to files, devices and FIFOs`), { code: 'ENXIO', path: file })
     const handle = await fs.promises.open(target, fs.constants.O_WRONLY | fs.constants.O_NOCTTY)
-    // What was opened is what lstat saw, not a regular file put there since, which
-    // would be written in place, neither truncated nor replaced whole (its inode number
-    // may be the removed FIFO's: the type is compared too).
+    // What was opened is what lstat saw, not a regular file put there since (its inode
+    // number may be the removed FIFO's: the type is compared too).
     const opened = await handle.stat().catch((err) => handle.close().then(() => { throw err }))
     if (opened.dev === stats.dev && opened.ino === stats.ino && (opened.mode & fs.constants.S_IFMT) === (stats.mode & fs.constants.S_IFMT)) return { write: (fill) => writeThrough(handle, stats, fill), close: () => handle.close() }
     await handle.close()
@@ -38,10 +32,9 @@ async function openTarget (file, temps) {
   }
 }
 
-// What `file` names, with its stats (none when nothing is there): through a symbolic
-// link, its stats, and the final path of a regular file, to rename over. Anything else
-// is opened through the link: /dev/stdout's target (/proc/self/fd/1) may be a pipe,
-// which has no path.
+// What `file` names, with its stats (none when nothing is there), through a symbolic
+// link; a regular file's final path, to rename over. Anything else is opened through the
+// link: /dev/stdout's target may be a pipe, which has no path.
 async function resolve (file) {
   const link = await fs.promises.lstat(file).catch(absent)
   if (!link) return { target: file }
@@ -58,11 +51,8 @@ function absent (err) {
   if (err.code !== 'ENOENT') throw err
 }
 
-// Neither created nor truncated: a device or a FIFO takes the bytes as they come. Only
-// a disk is synced: fsync means nothing to the others, and fails on some. The stream
-// holds a reference to the handle until it is destroyed, and a handle's close() waits
-// for its references: left alive, it kept the close from ever ending, and the
-// descriptor was closed by the garbage collector, with a warning on stderr.
+// Neither created nor truncated. Only a disk is synced: fsync fails on some others. The
+// stream is destroyed before the handle's close(), which waits for its references.
 async function writeThrough (handle, stats, fill) {
   const stream = handle.createWriteStream({ autoClose: false })
   try {
@@ -73,9 +63,9 @@ async function writeThrough (handle, stats, fill) {
   }
 }
 
-// The temporary file replacing an existing one is made 0600, and given the file's mode
-// once complete: others never read, while it is written, what they may not read in the
-// file. A new file is made with the mode it keeps (0666 less the umask), as cp makes it.
+// The temporary file replacing an existing one is 0600 until complete, then gets the
+// file's mode: nobody reads it meanwhile who may not read the file. A new file is made
+// with the mode it keeps (0666 less the umask), as cp makes it.
 async function replace (file, target, stats, temps, fill) {
   const dir = path.dirname(path.resolve(target))
   const tmp = path.join(dir, `.${path.basename(target)}.kfs-${crypto.randomBytes(4).toString('hex')}`)
@@ -99,8 +89,7 @@ async function replace (file, target, stats, temps, fill) {
   }
 }
 
-// The owner and group are given where this process may (root; a user only a group of
-// its own), then the mode bits, which chown clears setuid and setgid from.
+// Owner and group where this process may, then the mode bits (chown clears setuid).
 async function keepOwnerAndMode (handle, stats) {
   await handle.chown(stats.uid, stats.gid).catch((err) => {
     if (err.code !== 'EPERM') throw err
@@ -108,9 +97,8 @@ async function keepOwnerAndMode (handle, stats) {
   await handle.chmod(stats.mode & 0o7777)
 }
 
-// An error of the temporary file names the target: the user named it. One creating it
-// without permission says so: the file itself may be writable (cp writes in place),
-// its directory is not.
+// An error of the temporary file names the target. Without permission to create it,
+// it says so: the file may be writable (cp writes in place), its directory is not.
 function ownError (err, file, target, tmp, stats) {
   if (err.path !== tmp) return err
   if (stats && err.syscall === 'open' && (err.code === 'EACCES' || err.code === 'EPERM')) {

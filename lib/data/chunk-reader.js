@@ -8,25 +8,21 @@ const { decodeHead } = require('../shard/head-record')
 const errors = require('../api/errors')
 const { UNCHECKED } = require('../api/args') // perf/ only: skips the chunk digests
 
-// A reader retries when a commit replaced the version it was about to read; past this
-// many replacements in a row it gives up rather than spin.
+// A reader gives up after this many versions in a row replaced before it read them.
 const MAX_ATTEMPTS = 100
-// Metadata records readers read, per database, reused while the database has had no
-// write since (LevelDb#writeMark): then the record is as it was, and a range read needs
-// no round trip to the binding for it before its chunks. At most this many a database.
+// Metadata read, per database, reused while it had no write since (LevelDb#writeMark).
 const MAX_HINTS = 1024
 const metaHints = new WeakMap() // LevelDb -> Map(key -> { mark, meta })
 
 // Reads bytes [start, end] (inclusive, clamped to the file) of one committed version.
-// The iterator reads from a LevelDB snapshot, so a concurrent overwrite or unlink
-// cannot mix versions or cut the file short. Every chunk's index and length is
-// checked, and its digest (format 2 and 3) before any of its bytes are handed out; data
-// in a head record (format 3) is checked with the head. A file written by format 1 has
-// no chunk digests: a whole-file read of it checks the SHA-256 before handing out the
-// last chunk, a range read is not checked.
+// The iterator reads a snapshot: a concurrent overwrite or unlink cannot mix versions or
+// cut the file short. Every chunk's index, length and digest (format 2 and 3) are
+// checked before any of its bytes are handed out; a head's data is checked with the
+// head. Format 1 has no chunk digests: only a whole-file read of it is checked (SHA-256,
+// before the last chunk is handed out).
 class ChunkReader {
-  // sha256: 'always' also checks a whole read's SHA-256 when the chunks have digests
-  // (verify()); false never (readFile checks it itself, on the Digester's thread).
+  // sha256: 'always' checks a whole read's SHA-256 even with chunk digests (verify());
+  // false never (readFile checks it on the Digester's thread).
   constructor ({ lease, share, meta, chunkSize, first, last, start, end, iterator, entries = [], sha256, unchecked = false }) {
     Object.assign(this, { lease, share, shard: lease.shard, meta, chunkSize, last, start, end, iterator, unchecked })
     this.index = first
@@ -35,20 +31,15 @@ class ChunkReader {
     this.length = Math.max(0, end - start + 1)
   }
 
-  // Whether this read checks the file's SHA-256: only a read of the whole file can.
   checksSha256 (sha256) {
     const whole = this.start === 0 && this.end === this.meta.size - 1
     return whole && (sha256 === 'always' || (sha256 !== false && !this.meta.chunkDigest))
   }
 
-  // Opens a reader of `key` in the leased shard: { shard, release }, released by
-  // close(), or now if the open fails. readAhead: the store's ReadAhead, which the reader
-  // takes its share from (what it may fetch ahead of its consumer) and gives it back to
-  // in the same places; without it, the most a reader takes. The binding fetches a few
-  // chunks per trip and the rest waits queued (read-ahead.js), so it fetches the next
-  // trip on its thread while these are checked and handed out. `meta`: the version to
-  // try first, read before (readSmall), read again if a commit replaced it since.
-  // `signal` ends a wait for a place among the store's gets in flight.
+  // A reader of `key` on the lease ({ shard, release }), released by close() or a failed
+  // open. readAhead: the store's ReadAhead, which lends the reader its share (what it may
+  // fetch ahead of its consumer); without it, the most a reader takes. `meta`: the version
+  // to try first (readSmall's). `signal` ends a wait for a place among the gets in flight.
   static async open ({ lease, readAhead, ...options }) {
     const share = readAhead ? readAhead.take() : { bytes: MAX_EACH, give () {}, get: (db, key) => db.get(key) }
     try {
@@ -64,27 +55,23 @@ class ChunkReader {
     const { shard } = lease
     const aheadBytes = share.bytes
     const { chunkKeys } = shard
-    // A verifying read (sha256 'always') reads everything from the database again.
     const get = (k) => share.get(shard.db, k, signal)
-    // A head is checked as it is read, even where the caller checks the chunks itself
-    // (`unchecked`: readFile), which it cannot do for data in a head.
+    // A verifying read (sha256 'always') reads everything again. A head is checked as
+    // read, even when the caller checks the chunks (`unchecked`: readFile).
     return onVersion(shard, key, { meta, fresh: sha256 === 'always', get }, async ({ meta, data }) => {
       const start = range.start || 0
       if (start > meta.size) throw errors.invalidValue('start', `(${start}) is beyond the end of file ${key} (${meta.size} bytes)`, { key })
       const end = Math.min(range.end === undefined ? Infinity : range.end, meta.size - 1)
       const base = { lease, share, meta, chunkSize, start, end, sha256, unchecked }
       if (end < start) return new ChunkReader({ ...base, first: 0, last: -1 })
-      // The head held the data, checked: the file's one chunk.
       if (data) return new ChunkReader({ ...base, first: 0, last: 0, entries: [{ data }] })
       const first = Math.floor(start / chunkSize)
       const last = Math.floor(end / chunkSize)
-      // A range that fits in the reader's read-ahead is fetched with one get per chunk,
-      // all at once (as many as the store lets be in flight): LevelDB reads them on
-      // several threads, and an iterator would take two trips (the binding fetches one
-      // entry first). Gets see no snapshot: a chunk missing because a commit replaced
-      // the version meanwhile means reading again.
+      // A range within the read-ahead: one get per chunk, all at once, which LevelDB
+      // reads on several threads (an iterator takes two trips). Gets see no snapshot: a
+      // chunk missing because a commit replaced the version means reading again.
       if (last - first < Math.max(1, Math.floor(aheadBytes / chunkSize))) {
-        // Each chunk is checked as it arrives, while LevelDB still reads the others.
+        // Each chunk is checked as it arrives, while LevelDB reads the others.
         const check = meta.chunkDigest && !unchecked
         const keys = Array.from({ length: last - first + 1 }, (_, i) => chunkKeys.key(key, meta.version, first + i))
         const entries = await Promise.all(keys.map((k) => get(k).then((value) => ({ key: k, value, intact: check && value ? intact(k, value) : undefined }))))
@@ -107,28 +94,21 @@ class ChunkReader {
     })
   }
 
-  // The whole of `key` in the leased shard when it is a file of at most one chunk:
-  // { meta, data }, data a Buffer of its own or a view of one, not copied, checked as
-  // read() checks it. Otherwise { meta } alone, read no further: open() takes it as the
-  // version to try first. A file whose head holds its data (format 3) is one get; one of
-  // format 2 is a get of its metadata, then one of its chunk. The gets go through the
-  // store's ReadAhead (which bounds the gets in flight); no reader and no read-ahead
-  // share, as the one record is all this read holds. Nothing is kept of a file read
-  // (metaHints): a hint for each file read cost more than the gets it saved
-  // (doc/performance.md, "Storj's piece workload").
+  // A file of at most one chunk: { meta, data }, data not copied, checked as read()
+  // checks it; else { meta } alone, for open() to try first. Format 3 with data in its
+  // head is one get; format 2, a get of its metadata then of its chunk. The gets go
+  // through ReadAhead (which bounds them); no share is taken. No metaHints: a hint per
+  // file read cost more than it saved (doc/performance.md, "Storj's piece workload").
   static async readSmall ({ lease, readAhead, key, chunkSize, unchecked = false }) {
     const { shard } = lease
     const get = (k) => readAhead.get(shard.db, k)
-    // The head, got here rather than through onVersion: a file whose head holds its
-    // data is this one get and nothing more.
     const head = await get(key)
     const first = head !== undefined ? decodeHead(key, head, { unchecked }) : await readVersion(shard, key, { get, unchecked, head })
     if (first && first.data) return first
     return onVersion(shard, key, { first, get, unchecked }, async ({ meta, data }) => {
       if (data) return { meta, data }
-      // Metadata whose chunk count disagrees with its size is left to the reader, which
-      // names the damage; a chunk of OFFLOAD_DIGEST_BYTES or more is checked on the
-      // digest thread by readFile.
+      // A chunk count that disagrees with the size is the reader's to name; a chunk of
+      // OFFLOAD_DIGEST_BYTES or more readFile checks on the digest thread.
       if (meta.chunks > 1 || !meta.chunkDigest || meta.chunks !== Math.ceil(meta.size / chunkSize) || meta.size >= OFFLOAD_DIGEST_BYTES) return { meta }
       if (meta.chunks === 0) return { meta, data: Buffer.alloc(0) }
       const chunkKey = shard.chunkKeys.key(key, meta.version, 0)
@@ -143,7 +123,6 @@ class ChunkReader {
     return this.iterator ? this.iterator.next() : undefined
   }
 
-  // Resolves to the next piece of the range, or undefined at the end.
   async read () {
     if (this.index > this.last) return undefined
     const entry = await this.#nextEntry()
@@ -169,7 +148,7 @@ class ChunkReader {
     checkDigest(this.meta, this.hash.digest('hex'))
   }
 
-  // Ends the read and gives back what open() took: the lease and the read-ahead share.
+  // Gives back the lease and the read-ahead share.
   async close () {
     const { iterator } = this
     this.iterator = undefined
@@ -184,18 +163,14 @@ class ChunkReader {
   }
 }
 
-// What onVersion's fn returns when a commit replaced the version it was given before
-// its chunks were read.
+// onVersion's fn: a commit replaced its version before the chunks were read.
 const REPLACED = Symbol('replaced')
 // readVersion's `head` when the caller got none.
 const NOT_GOT = Symbol('not got')
 
-// The committed version of `key` in `shard` as a reader needs it: { meta, data }, data
-// the file's bytes when its head record holds them (head-record.js: one get, checked
-// unless `unchecked`), or undefined if there is no such file. A file of format 2 (or 1)
-// has no head: its metadata record is read instead. `get`: how to read a record (the
-// store's ReadAhead, which bounds the gets in flight). `head`: what a get of the head
-// found just before (undefined: none), for the first attempt to take rather than get.
+// The committed version of `key`: { meta, data (when its head holds them, checked unless
+// `unchecked`) }, or undefined. Format 2 and 1 have no head: the metadata record is read.
+// `get`: how to read a record. `head`: what a get of the head found just before.
 async function readVersion (shard, key, { get = (k) => shard.db.get(k), unchecked = false, head: got = NOT_GOT } = {}) {
   let seen // the version the metadata named when the head was last found missing
   for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
@@ -204,8 +179,8 @@ async function readVersion (shard, key, { get = (k) => shard.db.get(k), unchecke
     const meta = await shard.getMeta(key)
     if (!meta) return undefined
     if (meta.format === undefined) return { meta }
-    // A version with a head, whose head was not there: written, replaced or removed
-    // between the two gets; but missing twice with the same version between, it is lost.
+    // Written, replaced or removed between the two gets; missing twice with the same
+    // version between, the head is lost.
     if (seen === meta.version) throw errors.integrity(key, 'its head record is missing', { chunk: 0 })
     seen = meta.version
   }
@@ -214,12 +189,9 @@ async function readVersion (shard, key, { get = (k) => shard.db.get(k), unchecke
 
 const replacing = (shard, key) => errors.shardBusy(shard.index, `kept replacing ${key} while it was being read`)
 
-// fn({ meta, data }) on the current version of `key` in `shard` (readVersion),
-// and again on the version current then while it returns REPLACED, at most
-// MAX_ATTEMPTS times. The first version tried: `first` if given (what readVersion
-// resolved to just before: undefined, no such file), else read from the database if
-// `fresh`, else `meta` when given (read before, maybe replaced since), else from
-// metaHints. `get` and `unchecked`: readVersion's.
+// fn({ meta, data }) on the current version of `key`, again while it returns REPLACED.
+// The first version tried: `first` (readVersion's just before) if given, else read
+// afresh if `fresh`, else `meta` if given, else from metaHints.
 async function onVersion (shard, key, { first = NOT_GOT, meta, fresh = false, get, unchecked }, fn) {
   const read = () => readVersion(shard, key, { get, unchecked })
   for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
@@ -231,9 +203,7 @@ async function onVersion (shard, key, { first = NOT_GOT, meta, fresh = false, ge
   throw replacing(shard, key)
 }
 
-// Chunk `index` of meta's version was not found: REPLACED if a commit replaced that
-// version since (or its data moved into its head), EINTEGRITY if it is still the
-// current one.
+// Chunk `index` not found: REPLACED if a commit replaced the version, else EINTEGRITY.
 async function missingChunk (shard, meta, index) {
   const now = await readVersion(shard, meta.key)
   // The same version with its data now in its head: its chunk moved there (upgradeHeads).
@@ -241,9 +211,8 @@ async function missingChunk (shard, meta, index) {
   return REPLACED
 }
 
-// The data of chunk `index` of meta's version, from its record `value` stored under
-// `key`: its length checked, and its digest (format 2 and 3) unless `intactAlready` says it
-// was checked (true) or found damaged (false) as it arrived.
+// Chunk `index`'s data from its record: its length checked, and its digest (format 2 and
+// 3) unless `intactAlready` says it was found intact (true) or damaged (false).
 function chunkData (meta, chunkSize, index, key, value, intactAlready) {
   const header = headerOf(meta)
   const expected = index === meta.chunks - 1 ? meta.size - index * chunkSize : chunkSize
@@ -255,9 +224,8 @@ function chunkData (meta, chunkSize, index, key, value, intactAlready) {
   return payload(value)
 }
 
-// read() (readVersion), or its metadata from metaHints while the database had no
-// write since it was read. A version whose head holds its data is not hinted: the hint
-// would keep the data, and saves no get.
+// read(), or the metadata from metaHints while the database had no write since. A head
+// holding data is not hinted: the hint would keep the data, and saves no get.
 async function hinted (shard, key, read) {
   const { db } = shard
   const mark = db.writeMark()

@@ -4,19 +4,16 @@ const path = require('node:path')
 const { Worker } = require('node:worker_threads')
 const { sha256Of } = require('../api/keys')
 
-// put(buffer) copies the caller's bytes to the thread in pieces this large, at most
-// PIECES_AHEAD of them ahead of the hashing: memory stays bounded for any buffer.
+// put(buffer) copies the caller's bytes to the thread in pieces, at most PIECES_AHEAD
+// ahead of the hashing: memory stays bounded.
 const PIECE = 8 * 1024 * 1024
 const PIECES_AHEAD = 2
-// Below this, put(buffer) and a whole-file read hash or check on their own thread:
-// handing the bytes over costs more.
+// Below this, handing the bytes over costs more than hashing them on the caller's thread.
 const OFFLOAD_DIGEST_BYTES = 4 * 1024 * 1024
 
-// SHA-256 on a worker thread, so a large put(buffer) hashes off the main thread, and a
-// whole-file read of a format 1 file (no chunk digests) hashes while the main thread
-// copies. Started on first use, unref'd whenever no digest is pending so it never keeps
-// the process alive, and terminated by close(). If the worker dies, the jobs it held
-// reject and the next job starts a new one: callers hash inline instead.
+// SHA-256 and chunk checks on a worker thread, for large puts and whole-file reads.
+// Started on first use, unref'd while no digest is pending, terminated by close(). If the
+// worker dies, its jobs reject (callers hash inline) and the next job starts a new one.
 class Digester {
   constructor () {
     this.worker = undefined
@@ -34,8 +31,7 @@ class Digester {
     return job
   }
 
-  // Hands `data` over to the worker: the caller must not use it afterwards. With `ack`,
-  // resolves once the worker has hashed it.
+  // Hands `data` over: the caller must not use it afterwards. `ack`: resolves once hashed.
   update (job, data, { ack = false } = {}) {
     const pending = this.pending.get(job.id)
     if (!pending) return job.digest // failed or cancelled: its digest rejects

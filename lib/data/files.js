@@ -9,8 +9,7 @@ const { copyIn } = require('../shard/chunk-record')
 const errors = require('../api/errors')
 
 // The data path of an open store: routes a key to its shard, and opens writers and
-// readers of files there on shard leases, with the store's write budget and read-ahead.
-// Each is part of a call or stream the store admitted: its lease is `admitted`.
+// readers there on leases (`admitted`: each is part of a call the store admitted).
 class Files {
   constructor ({ shards, referenceId, shardCount, chunkSize, writeBudget, readAhead }) {
     Object.assign(this, { shards, referenceId, shardCount, chunkSize, writeBudget, readAhead })
@@ -28,8 +27,8 @@ class Files {
     return this.shards.has(index) ? this.shards.inShard(index, fn, { useReserve, admitted: true }) : absent()
   }
 
-  // A ChunkWriter of `target` ({ key, name }) on a write lease; size, sha256 and
-  // expectedSha256 and sync as ChunkWriter takes them. `signal` ends a wait for the shard.
+  // A ChunkWriter of `target` ({ key, name }) on a write lease. `signal` ends a wait for
+  // the shard.
   async openWriter (target, { size, sha256, expectedSha256, sync, signal } = {}) {
     const lease = await this.shards.lease(this.route(target.key), { write: true, admitted: true, signal })
     try {
@@ -54,9 +53,8 @@ class Files {
     }
   }
 
-  // A file at hand that is less than a chunk, its SHA-256 known: what a ChunkWriter does
-  // for it (its one record takes no write budget, as a chunk not whole, and goes into
-  // the commit batch), without the machinery of a file that comes in pieces.
+  // A file at hand of less than a chunk, its SHA-256 known: what a ChunkWriter would do
+  // (one record, no write budget, in the commit batch), without its machinery.
   async #writeSmall ({ key, name }, data, { sha256, sync }) {
     const lease = await this.shards.lease(this.route(key), { write: true, admitted: true })
     const { shard } = lease
@@ -79,20 +77,15 @@ class Files {
     }
   }
 
-  // A ChunkReader of bytes `range` of `key`; sha256, unchecked and meta as ChunkReader
-  // takes them. Only opening the shard writes (on a full disk, the lease's useReserve
-  // gives the reserve up for that); the reader's own work is reads. `signal` ends its
-  // waits (for the shard, for a place among the store's gets in flight). `lease`: a read
-  // lease on the key's shard that readSmall handed over, for the reader to hold.
+  // A ChunkReader of bytes `range` of `key`. Only opening the shard writes (useReserve
+  // gives the disk reserve up for it). `signal` ends its waits. `lease`: readSmall's.
   async openReader (key, range, { sha256, unchecked, meta, lease, signal } = {}) {
     const held = lease || (await this.#readLease(key, signal))
     return ChunkReader.open({ lease: held, readAhead: this.readAhead, key, chunkSize: this.chunkSize, range, meta, sha256, unchecked, signal })
   }
 
-  // ChunkReader.readSmall of `key` on a read lease: { data }, the whole file, when it is
-  // at most one chunk (with chunk digests), the lease given back; otherwise { meta, lease },
-  // for the caller to hand both to openReader, so that the read goes on in the shard
-  // it holds rather than queue for it again.
+  // { data } of a file of at most one chunk, the lease given back; else { meta, lease },
+  // for openReader, so that the read goes on in the shard held rather than queue again.
   async readSmall (key, { unchecked } = {}) {
     const index = this.route(key)
     const lease = this.shards.leaseOpen(index, { admitted: true }) || (await this.#readLease(key, undefined, index))

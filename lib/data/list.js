@@ -5,18 +5,15 @@ const errors = require('../api/errors')
 // Shards whose first page of metadata list() fetches ahead of the one it yields from.
 const LIST_AHEAD = 16
 
-// Yields { key, size, name } for every committed file of the store's shards (of shard
-// `only`, if given), shard by shard; reads metadata records only, a page at a time,
-// holding no shard between pages (a paused listing must not keep a slot other
-// operations need). A shard that fails (damaged, or an OS error) or a damaged record
-// does not stop the listing: one error comes at the end, naming them.
-// operations: the store's, closed once it closes; `admitted`: a listing the holder
-// serves (args.SERVED), which goes on to its end while the store closes.
+// Yields { key, size, name } of every committed file (of shard `only`, if given), shard
+// by shard, a page of metadata at a time, holding no shard between pages. A shard or
+// record that fails does not stop the listing: one error at the end names them.
+// `admitted`: a listing the holder serves (args.SERVED), which ends while the store closes.
 async function * list (shards, only, operations, { admitted = false } = {}) {
   const failed = [] // { shard, error }
   const indices = shards.indices().filter((i) => only === undefined || i === only)
-  // The first pages of the next shards are fetched ahead, so that opening them (a few
-  // milliseconds each) overlaps: they hold no shard once fetched.
+  // The next shards' first pages are fetched ahead, so that their opening (a few
+  // milliseconds each) overlaps; once fetched, they hold no shard.
   const ahead = new Map()
   const fetchAhead = (n) => {
     if (n >= indices.length || ahead.has(n)) return

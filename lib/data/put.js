@@ -17,8 +17,7 @@ class Puts {
   #spools = new Set() // AbortControllers of input being spooled
   #stopped = false
 
-  // files: the store's Files; digester: its Digester; tmpDir, cap: where input is
-  // spooled and the most it may hold.
+  // tmpDir, cap: where input is spooled and the most it may hold.
   constructor ({ files, digester, tmpDir, cap }) {
     this.#files = files
     this.#digester = digester
@@ -26,16 +25,13 @@ class Puts {
     this.#cap = cap
   }
 
-  // Resolves to the key of `buffer`'s content. A large buffer is hashed on the
-  // Digester's thread.
   async put (buffer, { sync } = {}) {
     const sha256 = buffer.length >= OFFLOAD_DIGEST_BYTES ? await this.#digester.digestOf(buffer) : sha256Of(buffer)
     await this.#unlessHeld(sha256, buffer.length, sync, () => this.#files.write({ key: sha256 }, [buffer], { size: buffer.length, sha256, sync }))
     return sha256
   }
 
-  // The key must be known before the write, so the input is spooled to tmp/ while it
-  // is hashed, then written from there.
+  // The key is known only once the input is hashed: it is spooled to tmp/ meanwhile.
   async putStream (readable, { sync } = {}) {
     const controller = new AbortController()
     this.#spools.add(controller)
@@ -67,11 +63,9 @@ class Puts {
     for (const controller of this.#spools) controller.abort()
   }
 
-  // Calls write() unless the content is stored. Puts of one content take turns: at
-  // once, each would find it missing and write it, every version but the last then
-  // dead bytes. Once a put is done, the next finds the content stored (or writes it,
-  // if that one failed). A synced put (`sync`, in a store that is not synced) writes the
-  // content even when it is stored, as what is stored may not be durable yet.
+  // Calls write() unless the content is stored. Puts of one content take turns: at once,
+  // each would write it, all versions but the last dead bytes. A synced put (in a store
+  // that is not synced) writes it even if stored, as that may not be durable yet.
   #unlessHeld (sha256, size, sync, write) {
     const run = (this.#putting.get(sha256) || Promise.resolve()).then(async () => {
       if (sync || !(await this.#holds(sha256, size))) await write()

@@ -38,11 +38,9 @@ async function readFile (files, digester, key, { unchecked = false } = {}) {
   }
 }
 
-// Checks every chunk's digest, `check` 'here' or 'thread': on the Digester's thread
-// once copied into place, CHECK_BATCH at a time, while this thread copies the next;
-// nothing is returned before every one matched. Should the thread fail, the records
-// it held are gone: THREAD_FAILED, and readFile reads again, checking here. ('no' is
-// for perf/probes/throughput.js.)
+// Checks every chunk's digest before returning, `check` 'here' or 'thread' (CHECK_BATCH
+// at a time, while this thread copies the next; 'no' is perf/'s). Should the thread
+// fail, the records it held are gone: THREAD_FAILED, and readFile reads again.
 async function readChecked (reader, digester, check) {
   const out = Buffer.allocUnsafe(reader.length)
   const { shard, meta } = reader
@@ -56,12 +54,11 @@ async function readChecked (reader, digester, check) {
   }
   let offset = 0
   for (let index = 0, piece = await reader.read(); piece; index++, piece = await reader.read()) {
-    // The data of a head was checked with it (chunk-reader.js readVersion).
+    // A head's data was checked with it.
     if (meta.inline) {
       offset += piece.copy(out, offset)
       continue
     }
-    // A whole chunk: the reader handed out its record's payload.
     const chunkKey = shard.chunkKeys.key(meta.key, meta.version, index)
     const record = recordOf(piece)
     if (check === 'here' && !intact(chunkKey, record)) throw damagedChunk(meta.key, index)
@@ -77,10 +74,8 @@ async function readChecked (reader, digester, check) {
   return out
 }
 
-// A file written by format 1 has no chunk digests: its SHA-256 is checked here, for a
-// large file on the Digester's thread while this one copies; each chunk is handed
-// over once copied, so it is never touched twice here. If the thread fails, the copy
-// is hashed here instead.
+// Format 1 has no chunk digests: the SHA-256 is checked, for a large file on the
+// Digester's thread (each chunk handed over once copied), here if the thread fails.
 async function readFormat1 (reader, digester) {
   const job = reader.length >= OFFLOAD_DIGEST_BYTES ? digester.begin() : undefined
   const hash = job ? undefined : contentHash()

@@ -2,12 +2,10 @@
 
 const { newRecord, recordLength } = require('../shard/chunk-record')
 
-// Whole chunk records kept for reuse across writes, at most this many bytes of them.
-// A write copies the caller's bytes into chunk records, and the binding copies those
-// into its batch before LevelDb#batch returns (leveldb.js): a record is free again as
-// soon as its batch was sent. Fresh memory is what costs on these machines (every page
-// of a new buffer faults in, and the freed ones go back to the system), not the copy
-// (doc/performance.md, "The write path").
+// Whole chunk records kept for reuse across writes, at most this many bytes. The binding
+// copies records into its batch before LevelDb#batch returns: a record is free once its
+// batch was sent. Fresh memory is what costs here (each page of a new buffer faults in),
+// not the copy (doc/performance.md, "The write path").
 const KEPT_BYTES = 8 * 1024 * 1024
 
 class RecordPool {
@@ -15,8 +13,7 @@ class RecordPool {
   #bytes = 0
   #mine = new WeakSet() // the memory of whole records this pool made: only those come back
 
-  // A record for `length` bytes of data (chunk-record.js): a kept one of that size, or
-  // a new one. Only whole chunks are kept: `whole` says this is one.
+  // A record for `length` bytes of data: a kept one, or new. Only `whole` chunks are kept.
   take (length, whole) {
     const kept = whole && this.#free.get(recordLength(length))
     if (kept && kept.length) {
@@ -29,9 +26,8 @@ class RecordPool {
     return record
   }
 
-  // Takes back records (or leading parts of them) nobody uses any more: the caller
-  // must not touch them afterwards. `length`: the record length of a whole chunk;
-  // records of another size are left to the garbage collector.
+  // Records (or leading parts) the caller no longer touches. `length`: a whole chunk's
+  // record length; others are left to the garbage collector.
   give (records, length) {
     for (const record of records) {
       const buffer = record.buffer

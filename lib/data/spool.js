@@ -8,9 +8,8 @@ const { pipeline } = require('node:stream/promises')
 const { contentHash } = require('../api/keys')
 const errors = require('../api/errors')
 
-// put(readable) needs the content's hash to know the key, and so the shard, before it
-// writes: the input is spooled to a file in the store's tmp/ while it is hashed.
-// Resolves to { file, size, sha256 }; the caller removes the file with remove().
+// put(readable) needs the content's hash to know the key, and so the shard: the input is
+// spooled to a file in tmp/ while hashed. Resolves to { file, size, sha256 }.
 async function spool (readable, { tmpDir, cap, signal }) {
   const file = path.join(tmpDir, `put-${crypto.randomBytes(8).toString('hex')}`)
   const hash = contentHash()

@@ -4,15 +4,11 @@ const { Readable, Writable } = require('node:stream')
 const { controller } = require('../api/abortable')
 const { free } = require('../base/freed')
 
-// Core streams whose hooks hand off to ChunkWriter / ChunkReader. Async setup happens
-// in _construct, the commit in _final, cleanup in _destroy.
-//
-// Node runs _destroy only once _construct is done, so destroy() also aborts the
-// signal that open(signal) was given: a stream destroyed while it waits (for a shard
-// slot) stops waiting at once, and that wait's end is no error of the stream's.
-//
-// Every error the stream emits passes through `named` (errors.named: the file's name
-// added to an error about its key) in _destroy, which each of them reaches.
+// Core streams whose hooks hand off to ChunkWriter / ChunkReader: setup in _construct,
+// the commit in _final, cleanup in _destroy. Node runs _destroy only once _construct is
+// done, so destroy() also aborts open(signal)'s signal: a stream destroyed while it waits
+// for a shard stops waiting at once, and that is no error of the stream's. Every error
+// passes through `named` (errors.named) in _destroy, which each reaches.
 function opening (signal, open, callback) {
   open(signal).then((opened) => callback(null, opened), (err) => callback(signal.aborted ? null : err))
 }
@@ -24,9 +20,8 @@ class WriteStream extends Writable {
   #frees
   #aborter = controller()
 
-  // open: async (signal) => ChunkWriter. `frees`: the stream owns every chunk written to
-  // it (a holder's, of a request's body), and frees each once a writer that copies it
-  // (ChunkWriter#copies) has copied it (base/freed.js).
+  // open: async (signal) => ChunkWriter. `frees`: the stream owns the chunks written to
+  // it (a request's body), freed once a writer that copies them did (base/freed.js).
   constructor (open, named = (err) => err, { frees = false } = {}) {
     super()
     this.#open = open
@@ -70,10 +65,8 @@ class WriteStream extends Writable {
   }
 }
 
-// The version a ReadStream reads, once it is open: stream[READING] is { size, sha256,
-// start, end } (the file's size and SHA-256, the range's first and last byte), from the
-// reader itself, so that no other version can be described. Undefined before, and for a
-// reader that does not know it (a holder's, lib/share/client.js). Not part of the API:
+// Once open, stream[READING] is { size, sha256, start, end } of the version the reader
+// reads, no other. Undefined before, and for a holder's (lib/share/client.js). Not API:
 // the holder sends it in its headers.
 const READING = Symbol('kfs.reading')
 
@@ -83,19 +76,17 @@ class ReadStream extends Readable {
   #named
   #aborter = controller()
 
-  // open: async (signal) => ChunkReader. The stream buffers nothing its consumer did
-  // not ask for (highWaterMark 0): what is fetched ahead is the reader's, bounded by its
-  // read-ahead share (read-ahead.js), and a paused stream holds no chunk besides.
+  // open: async (signal) => ChunkReader. highWaterMark 0: what is fetched ahead is the
+  // reader's, bounded by its read-ahead share, and a paused stream holds no more.
   constructor (open, named = (err) => err) {
     super({ highWaterMark: 0 })
     this.#open = open
     this.#named = named
   }
 
-  // With highWaterMark 0, Node reads once a stream is constructed only if it flows: a
-  // consumer waiting for 'readable' (an async iteration) would wait forever. So the
-  // first chunk, which the reader fetched as it opened, is asked for here, on the tick
-  // after the one on which Node marks the stream constructed.
+  // With highWaterMark 0, Node reads after construction only if the stream flows: a
+  // consumer waiting for 'readable' (async iteration) would wait forever. So the first
+  // chunk is asked for on the tick after Node marks the stream constructed.
   _construct (callback) {
     opening(this.#aborter.signal, this.#open, (err, reader) => {
       this.#reader = reader
@@ -119,8 +110,7 @@ class ReadStream extends Readable {
     this.#reader.read().then((data) => this.push(data === undefined ? null : data), (err) => this.destroy(err))
   }
 
-  // Only stops reading, or waiting to: the iterator is ended and the shard released,
-  // data untouched.
+  // Only stops reading: the iterator ends and the shard is released.
   _destroy (err, callback) {
     err = this.#named(err)
     if (!this.#reader) return callback(err)

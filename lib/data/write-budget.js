@@ -7,15 +7,12 @@ const { memoryParts, MEMORY } = require('../api/memory')
 // granted its bytes past the budget.
 const STALL_MS = 1000
 
-// Bytes of file data that all writers of a store may hold between taking them from
-// the caller and LevelDB having written them (a share of the store's memory budget,
-// api/memory.js): bounds memory when hundreds of streams write at once, while one
-// writer (3 MiB at most, chunk-writer.js) never waits. A writer holds the chunk it is
-// filling, which it cannot send before it is full: should writers whose callers went
-// quiet hold the whole budget, nothing would come back, and a caller that goes on with
-// them only once another write went through would wait for ever. So a budget that gave
-// nothing back for STALL_MS while someone waits grants the first waiter past it: memory
-// goes past the budget only by what writers stalled by their callers hold.
+// Bytes of file data all writers of a store may hold from the caller until LevelDB
+// wrote them (a share of the memory budget, api/memory.js); one writer (3 MiB at most)
+// never waits. A writer cannot send the chunk it is filling before it is full: writers
+// whose callers went quiet could hold the whole budget, and a caller waiting on another
+// write would wait for ever. So after STALL_MS with nothing given back, the first waiter
+// is granted past the budget, by no more than what stalled writers hold.
 class WriteBudget {
   #free
   #waiting = [] // { bytes, resolve }, first come first served
@@ -28,27 +25,23 @@ class WriteBudget {
     this.#free = bytes
   }
 
-  // Bytes writers hold now (more than `total` when one writer took more, alone).
+  // More than `total` when one writer took more, alone.
   get held () {
     return this.total - this.#free
   }
 
-  // A writer's account: what it takes through the ticket it gives back through it.
   ticket () {
     return new Ticket(this)
   }
 
-  // Takes `bytes` now if they are free and nobody waits before this caller.
   tryTake (bytes) {
     if (this.#waiting.length > 0 || !this.#fits(bytes)) return false
     this.#free -= bytes
     return true
   }
 
-  // Whoever waits here makes every holder send what it holds to LevelDB, which then
-  // gives it back: a writer whose caller went quiet must not hold memory others need.
-  // The wait ends with signal.reason when `signal` aborts (a write destroyed), and
-  // with the shutdown error once the store closes: nothing waits here forever.
+  // A wait makes every holder send what it holds to LevelDB, which gives it back. It ends
+  // when `signal` aborts (a write destroyed) or the store closes.
   take (bytes, signal) {
     if (this.tryTake(bytes)) return Promise.resolve()
     let waits = false
@@ -123,9 +116,8 @@ class WriteBudget {
   }
 }
 
-// Every byte one writer takes from the budget, given back by the same ticket: as
-// LevelDB writes each batch (give), and whatever is left when the write ends, however it
-// ends (close, in a finally).
+// One writer's account: given back as LevelDB writes each batch (give), and the rest
+// when the write ends, however it ends (close, in a finally).
 class Ticket {
   #budget
   #held = 0

@@ -15,12 +15,10 @@ const RETRIED = Symbol('kfs.reserve.retried')
 const PIECE = 1024 * 1024
 const HEADROOM = 4 * 1024 * 1024
 
-// Space kept back for a full disk. LevelDB writes even to open a database (a new
-// manifest, the log replayed into a table), to delete (a log record) and to compact,
-// so on a disk filled to the last block a store could neither read its closed shards
-// nor free space. kfs keeps a file of `size` bytes in the store and deletes it when the
-// disk fills up, which lets opens, unlinks and compaction go on; new writes are then
-// refused until the disk has room for the file and HEADROOM more, when it is put back.
+// Space kept back for a full disk. LevelDB writes even to open a database, to delete and
+// to compact: on a full disk a store could neither read closed shards nor free space. A
+// file of `size` bytes is deleted when the disk fills, letting opens, unlinks and
+// compaction go on; new writes wait until there is room for it and HEADROOM more again.
 class DiskReserve {
   #file
   #tmpDir
@@ -37,8 +35,7 @@ class DiskReserve {
     this.#size = size
   }
 
-  // Takes stock once tmp/ exists: a reserve missing (given up by an earlier process, or
-  // never made) is made only if the disk has room for it and some more.
+  // Once tmp/ exists: a missing reserve is made only if there is room for it and more.
   async init () {
     if (this.#size === 0) return
     const existing = await fs.stat(this.#file).catch(() => undefined)
@@ -46,14 +43,12 @@ class DiskReserve {
     await this.roomForWrites()
   }
 
-  // True once the reserve was given up (or could not be made): the disk is full.
   get low () {
     return this.#low
   }
 
-  // Resolves to true if there was a reserve to give up; callers while it is being
-  // removed share the removal. A reserve being made (roomForWrites) is removed once it
-  // is made, so that what met the full disk meanwhile finds its room.
+  // Resolves to whether there was a reserve to give up; concurrent callers share the
+  // removal. One being made (roomForWrites) is removed once made.
   release () {
     if (this.#size === 0) return Promise.resolve(false)
     this.#low = true
@@ -67,15 +62,11 @@ class DiskReserve {
     return this.#removing
   }
 
-  // Runs fn; if it fails because the disk is full, gives up the reserve and tries once
-  // more (LevelDB needs room to open a database, to delete and to compact). Operations
-  // that met the full disk at the same time (list() opens shards at once) all try
-  // again if the reserve was given up since they began, not only the one that removed
-  // it; one that begins later, on a disk still full, is not retried, and a failure
-  // already retried by a withRoom inside fn is not retried again. `reopened(err)`: the
-  // failure left a database refusing writes until reopened (LevelDB keeps the error of
-  // a compaction that met the full disk, and reports it at the next write), which the
-  // next try reopens: that try is made even if the reserve was given up before.
+  // Runs fn; on a full disk, gives up the reserve and tries once more. Each operation
+  // begun before the reserve was given up tries again, whoever gave it up (list() opens
+  // shards at once); one begun after is not, nor a failure a nested withRoom retried.
+  // `reopened(err)`: the failure left a database refusing writes until reopened (LevelDB
+  // keeps a failed compaction's error): that try is made even if begun after.
   withRoom (fn, reopened = () => false) {
     const removals = this.#removals
     let tries = 0
@@ -94,16 +85,14 @@ class DiskReserve {
     })
   }
 
-  // Whether the disk has room for `bytes` and HEADROOM more besides the reserve's, given
-  // up or not: for work that can wait (reclaiming), which must leave the reserve's room.
+  // Room for `bytes` and HEADROOM besides the reserve's, given up or not: for reclaiming.
   async hasRoom (bytes) {
     const { bavail, bsize } = await fs.statfs(this.#tmpDir)
     return bavail * bsize >= bytes + HEADROOM + (this.#low ? this.#size : 0)
   }
 
-  // Whether new data may be written: after a release, only once the reserve is back
-  // (never made again once closed). The wait for it to be made ends with signal.reason
-  // if `signal` aborts; the making goes on for the others.
+  // Whether new data may be written: after a release, once the reserve is back (never
+  // once closed). `signal` ends the wait, not the making.
   async roomForWrites (signal) {
     if (!this.#low || this.#size === 0) return true
     if (this.#life.closing) return false
@@ -115,8 +104,7 @@ class DiskReserve {
     return this.#life.status
   }
 
-  // Every caller's promise settles once the reserve being made or given up, if any, is
-  // in place or gone; none is made after.
+  // Settles once a reserve being made or given up is in place or gone; none is made after.
   close () {
     return this.#life.close(() => Promise.allSettled([this.#ensuring, this.#removing]))
   }
@@ -127,7 +115,6 @@ class DiskReserve {
     return this.#ensuring
   }
 
-  // Made only if the disk has room for it and HEADROOM more.
   async #make () {
     if (this.#size === 0) return
     const { bavail, bsize } = await fs.statfs(this.#tmpDir)
@@ -141,16 +128,14 @@ class DiskReserve {
         for (let done = 0; done < this.#size; done += zeros.length) {
           await handle.write(zeros, 0, Math.min(zeros.length, this.#size - done))
         }
-        // Else a power cut can take the reserve back (ext4 allocates a new file's
-        // blocks late, and a rename onto no file does not make it do so sooner), when
-        // the disk may have filled meanwhile. Some filesystems report a full disk only
-        // here (NFS).
+        // Else a power cut can take the reserve back (ext4 allocates blocks late) once
+        // the disk filled. NFS may report a full disk only here.
         await handle.sync()
       } finally {
         await handle.close()
       }
       await fs.rename(tmp, this.#file)
-      // A release asked meanwhile removes this reserve once made: the disk stays low.
+      // A release asked meanwhile removes it once made.
       if (!this.#removing) this.#low = false
       await syncDir(path.dirname(this.#file))
     } catch (err) {

@@ -4,12 +4,10 @@ const fs = require('node:fs/promises')
 const path = require('node:path')
 const { RESERVE_FILE } = require('./disk-reserve')
 
-// Bytes of every file under dir (the sizes the files report, not blocks), leaving out a
-// store's disk reserve, which holds no data.
+// Bytes of every file under dir (sizes, not blocks), less the disk reserve.
 async function diskUsage (dir, top = true) {
   let total = 0
-  // A directory below gone meanwhile holds nothing: a spare removed, a shard made in
-  // tmp/ and renamed into place (counted there if the walk gets there after).
+  // A directory gone meanwhile (a spare removed, a shard renamed out of tmp/) holds nothing.
   const entries = await fs.readdir(dir, { withFileTypes: true }).catch((err) => {
     if (top || err.code !== 'ENOENT') throw err
     return []
@@ -23,8 +21,7 @@ async function diskUsage (dir, top = true) {
   return total
 }
 
-// Bytes of the store's disk reserve now on disk: 0 while it is given up (a full disk)
-// and in a store opened read-only that never had one.
+// 0 while given up, and in a store opened read-only that never had one.
 async function reserveBytes (dir) {
   const stats = await fs.stat(path.join(dir, RESERVE_FILE)).catch((err) => {
     if (err.code !== 'ENOENT') throw err

@@ -7,11 +7,10 @@ const { syncDir } = require('../base/sync-dir')
 const { SHARD_COUNT } = require('../base/shard-names')
 const errors = require('../api/errors')
 
-// format.json: the options a store was created with, which it keeps for its lifetime.
-// Format 2 added a digest to every chunk record, format 3 a head record to every file
-// (doc/format.md). An older store is upgraded when it opens: its files keep their
-// records (their metadata says which), new writes use the new ones, and format.json
-// then keeps older kfs versions, which would misread those, out with ENOTSUP.
+// format.json: the options a store was created with, for its lifetime. Format 2 added a
+// digest to every chunk record, format 3 a head record to every file (doc/format.md). An
+// older store is upgraded when it opens: its files keep their records, new writes use
+// the new ones, and format.json keeps older kfs versions out (ENOTSUP).
 const FORMAT_VERSION = 3
 const OLDEST_FORMAT = 1
 const FORMAT_FILE = 'format.json'

@@ -4,15 +4,12 @@ const fs = require('node:fs/promises')
 const path = require('node:path')
 const errors = require('../api/errors')
 
-// A store another user owns (or one with files another user made in it, running kfs
-// there as root) fails an open at whatever step meets the permissions first: LevelDB
-// taking its LOCK, a hard link the log guard makes (which Linux refuses to another
-// user's file: EPERM), tmp/ emptied. Such a failure (`err`, EACCES or EPERM) becomes
-// EACCES saying whose the store, or the file, is. `dirs`: the store's directory, then
-// the database's an open reads first; `files`: files in them it writes first, besides
-// those the failure names. Root passes permission bits, so its failures are not about
-// owners, nor is a failure of a read-only open of a store this process may read.
-// `props` (shard) go on the error.
+// An open of a store another user owns (or with their files in it) fails at whatever
+// meets the permissions first: LevelDB's LOCK, the log guard's hard link (EPERM on
+// another's file), tmp/ emptied. Such a failure becomes EACCES saying whose the store or
+// file is. `dirs`: the store's, then the database's; `files`: what it writes first.
+// Root passes permission bits: its failures are not about owners, nor are a read-only
+// open's of a store this process may read.
 async function ownersRefusal (err, dirs, files, { readOnly = false, props } = {}) {
   if (!['EACCES', 'EPERM'].includes(err.code) || typeof process.geteuid !== 'function' || process.geteuid() === 0) return err
   const foreign = await foreignOwner([...dirs, ...files, ...namedPaths(err)])
@@ -22,8 +19,7 @@ async function ownersRefusal (err, dirs, files, { readOnly = false, props } = {}
   return errors.otherUser(dirs[0], foreign.path, foreign.uid, readable, err, props)
 }
 
-// The first of `paths` that another user owns, as { path, uid }; paths that cannot be
-// looked at are passed over.
+// The first of `paths` another user owns, as { path, uid }.
 async function foreignOwner (paths) {
   if (typeof process.geteuid !== 'function') return undefined
   for (const p of paths) {
@@ -33,7 +29,6 @@ async function foreignOwner (paths) {
   return undefined
 }
 
-// The paths an OS error, or one it was caused by, names (a link names both ends).
 function namedPaths (err) {
   const paths = []
   for (let e = err; e; e = e.cause) paths.push(e.path, e.dest)

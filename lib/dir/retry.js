@@ -1,8 +1,7 @@
 'use strict'
 
-// The one "it failed: make room (give up the disk reserve) or reopen, then try once
-// more" of kfs. recover(err) resolves to whether a second try may succeed; if not,
-// err is thrown as it was.
+// The one "make room or reopen, then try once more" of kfs: recover(err) resolves to
+// whether a second try may succeed; if not, err is thrown as it was.
 async function retryOnce (fn, recover) {
   try {
     return await fn()

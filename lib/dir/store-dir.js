@@ -18,8 +18,7 @@ const STATE_DB = 'state'
 const TMP_DIR = 'tmp'
 const SHARD_DIR = /^(\d{3})\.s$/
 
-// Opens (or, with `create`, creates) the store directory (openDir): a store that
-// another user owns fails with EACCES saying so (owner.js).
+// A store another user owns fails with EACCES saying so (owner.js).
 function openStoreDir (dir, given, resolved) {
   return openDir(dir, given, resolved).catch(async (err) => {
     const state = path.join(dir, STATE_DB)
@@ -27,11 +26,10 @@ function openStoreDir (dir, given, resolved) {
   })
 }
 
-// Opens (or, with `create`, creates) the store directory. Everything that can refuse
-// the open (a foreign directory, a format.json that is damaged, newer, or contradicts
-// the options) is decided before anything is written. The `state` LevelDB is then held
-// open for the store's lifetime: its LOCK makes the store single-process (EBUSY).
-// `readOnly`: see openReadOnly.
+// Opens (or, with `create`, creates) the store directory. Whatever can refuse the open (a
+// foreign directory, a bad, newer or contradicting format.json) is decided before anything
+// is written. The `state` LevelDB is then held open: its LOCK makes the store one
+// process's (EBUSY).
 async function openDir (dir, given, resolved) {
   const create = resolved.create && !resolved.readOnly
   const entries = await listDir(dir, create)
@@ -52,8 +50,8 @@ async function openDir (dir, given, resolved) {
   const reserve = new DiskReserve(dir, tmpDir, resolved.diskReserve)
   if (!entries.includes(STATE_DB)) await createState(dir, tmpDir)
   const state = await openState(dir, reserve).catch(async (err) => {
-    // A state an earlier kfs made in place, cut off by a crash, in a store whose creation
-    // never finished: what to do is named, and nothing is removed for the user.
+    // A state made in place by an earlier kfs, cut off by a crash in the store's creation:
+    // what to do is named, nothing removed.
     if (err.code !== 'ECORRUPT' || await exists(path.join(dir, FORMAT_FILE))) throw err
     throw errors.corrupt(`the store state at ${path.join(dir, STATE_DB)}`, `${err.cause ? err.cause.message : err.message}; the store was never fully created (it has no ${FORMAT_FILE}), so it holds no files: if no other program uses ${dir}, remove its ${STATE_DB} directory and open it again`, { path: dir, cause: err })
   })
@@ -66,11 +64,9 @@ async function openDir (dir, given, resolved) {
   }
 }
 
-// Under the state's lock: format.json written or upgraded, tmp/ emptied, the reserve
-// taken stock of.
 async function prepare (dir, given, resolved, { tmpDir, reserve, state }) {
-  // Decided again under the lock: another process may have created the store since
-  // the listing above, and its reference ID must never be replaced.
+  // Decided again under the state's lock: another process may have created the store
+  // since, and its reference ID must never be replaced.
   if (!await exists(path.join(dir, FORMAT_FILE))) {
     await writeFormat(dir, {
       format: FORMAT_VERSION,
@@ -87,21 +83,19 @@ async function prepare (dir, given, resolved, { tmpDir, reserve, state }) {
     await writeFormat(dir, { ...format, format: FORMAT_VERSION, upgraded: new Date().toISOString() })
     format = await readFormat(dir)
   }
-  // Whatever is in tmp/ was left by a process that died (spooled input, half-made
-  // shards), or is a state another process is making for a store it found without one
+  // tmp/ holds what a process that died left, or a state another process is making
   // (createState), which then meets ours.
   await fs.rm(tmpDir, { recursive: true, force: true, maxRetries: 5 })
   await fs.mkdir(tmpDir, { recursive: true })
   await reserve.init()
-  // Reopened after a failed write (UsageCache): whoever needed the write decides
-  // whether it may give up the reserve (DiskReserve#withRoom), never the reopen itself.
+  // Reopened after a failed write (UsageCache): whoever needed the write decides whether
+  // to give up the reserve, never the reopen.
   return { format, state, tmpDir, shards: await listShards(dir), reserve, reopenState: () => openState(dir) }
 }
 
-// A store opened read-only writes nothing in its directory: its state and shards open
-// through shadows (lib/leveldb/read-only.js), which refuse writes; tmp/ is left as it
-// is, there is no disk reserve (of size 0, it is never given up), and an older store
-// stays at its format (its files read as they are: their metadata says how).
+// A store opened read-only writes nothing in its directory: state and shards open through
+// shadows (lib/leveldb/read-only.js); tmp/ is left, the disk reserve is of size 0, and an
+// older store stays at its format (its files' metadata says how to read them).
 async function openReadOnly (dir, format) {
   const state = await openState(dir, undefined, true)
   const tmpDir = path.join(dir, TMP_DIR)
@@ -119,16 +113,13 @@ async function listShards (dir) {
 
 const STATE_OPTIONS = { writeBufferSize: 64 * 1024, maxOpenFiles: 16 }
 
-// Opening writes (a manifest, the log replayed), and every read needs the store open:
-// on a full disk, `reserve` (when given) is given up to make room.
-// On an open's failure that another open at the same moment may have caused: the state
-// was left as it was, to be opened again (log-guard.js, REPLAY_UNKNOWN).
+// A failure another open at the same moment may have caused (REPLAY_UNKNOWN): the state
+// was left as it was, to be opened again.
 const OPEN_AGAIN = Symbol('kfs.openAgain')
 
-// A state another process holds is EBUSY before LevelDB is asked: LevelDB 1.20 starts a
-// new info LOG (renaming the holder's) before it tries the lock, and a holder that is
-// opening reads its LOG (log-guard.js), so clients trying again and again would
-// disturb it.
+// Opening writes: on a full disk, `reserve` is given up. A state another process holds is
+// EBUSY before LevelDB is asked: LevelDB starts a new LOG before it tries the lock, and a
+// holder that is opening reads its LOG (log-guard.js).
 function openState (dir, reserve, readOnly = false) {
   const open = async () => {
     if (!readOnly && (await lockHeld(path.join(dir, STATE_DB)))) stateFailure(dir, Object.assign(new Error(`${path.join(dir, STATE_DB)}/LOCK: already held by process`), { reason: 'locked' }))
@@ -144,10 +135,9 @@ function openState (dir, reserve, readOnly = false) {
   return reserve ? reserve.withRoom(open) : open()
 }
 
-// Makes the `state` LevelDB in tmp/ and renames it into place whole, as shards are
-// made: LevelDB 1.20 makes a new database's first manifest without syncing it, and
-// renames CURRENT without syncing the directory, so a power cut while it made one in
-// place could leave a state that names an empty manifest, which no open accepts.
+// Made in tmp/ and renamed into place whole, as shards are: LevelDB 1.20 neither syncs a
+// new database's first manifest nor the rename of CURRENT, so a power cut could leave a
+// state naming an empty manifest, which no open accepts.
 async function createState (dir, tmpDir) {
   const staging = path.join(tmpDir, `state-${crypto.randomBytes(4).toString('hex')}`)
   let placed = false
@@ -163,8 +153,7 @@ async function createState (dir, tmpDir) {
   } catch (err) {
     if (!placed) {
       await fs.rm(staging, { recursive: true, force: true }).catch(() => {})
-      // Another process made one meanwhile (and may have emptied tmp/ under its lock):
-      // the open that follows meets theirs.
+      // Another process made one meanwhile: the open that follows meets theirs.
       if (await exists(path.join(dir, STATE_DB))) return
     }
     if (!err.syscall) throw err // from LevelDB, classified
@@ -180,12 +169,10 @@ function stateFailure (dir, err) {
   throw openFailure(err, { dir, what: `the store at ${dir}`, damaged: `the store state at ${path.join(dir, STATE_DB)}`, props: { path: dir } })
 }
 
-// fs.mkdir(dir, { recursive: true }), then the entries of `dir` and of each directory
-// made above it synced into their parents: a store whose own name a power cut could
-// take is lost whole. A `dir` that existed may have been made by a process that died
-// before syncing it, or by the user, in a parent this process may not read: its sync
-// is tried, not required. A directory that cannot be made fails with the OS's code,
-// saying which one and why.
+// fs.mkdir(dir, { recursive: true }), then each directory made synced into its parent:
+// a store whose name a power cut takes is lost whole. A `dir` that existed (a process
+// that died before syncing it, or the user's, in a parent perhaps unreadable) is synced
+// if it can be. A failure says which directory and why.
 async function makeDirs (dir) {
   const first = await fs.mkdir(dir, { recursive: true }).catch((err) => {
     const made = err.path || dir
@@ -212,9 +199,8 @@ async function listDir (dir, create) {
   return fs.readdir(dir)
 }
 
-// EBUSY for the store at `dir`, naming the process that holds it (`cause`: the EBUSY of
-// the open); `shared`: whether this open would have used a holder; `why`: what is known
-// of why it could not reach it (errors.busy).
+// EBUSY naming the process holding the store; `shared`: this open would have used a
+// holder; `why`: why it could not reach it (errors.busy).
 async function busy (dir, cause, { shared = false, why } = {}) {
   const pid = await lockHolder(path.join(dir, STATE_DB))
   if (pid === undefined) return cause

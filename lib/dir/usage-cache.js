@@ -4,10 +4,9 @@ const { shardName } = require('../base/shard-names')
 const { retryOnce } = require('./retry')
 const { madeNotDurable } = require('../leveldb/leveldb')
 
-// Each shard's figures { used, files, diskBytes }, kept in the store's `state` LevelDB
-// so usage() need not open every shard. A shard is marked open while this process may
-// change it, and repairing while repair() works on it: a record still marked so at
-// startup means the last process died meanwhile, so its figures are not trusted.
+// Each shard's { used, files, diskBytes } in the `state` LevelDB, so usage() need not open
+// every shard. A shard is marked open while it may change, and repairing during repair():
+// marked so at startup, its figures are not trusted (the last process died).
 const USAGE = 'usage!'
 const REPAIR = 'repair!'
 const usageKey = (index) => USAGE + shardName(index)
@@ -49,13 +48,12 @@ class UsageCache {
     return new UsageCache(state, reopen, trusted, known, repairing)
   }
 
-  // The figures cached when the shard last closed, unless it may have changed since.
   get (index) {
     return this.#trusted.get(index)
   }
 
-  // Synced: after a power cut, figures that changed must never look trusted. Marks of
-  // shards opened at the same time share one synced batch (list() opens many at once).
+  // Synced: after a power cut, changed figures must never look trusted. Shards opened at
+  // once (list()) share one synced batch.
   opened (index, figures) {
     if (this.#state.readOnly) return Promise.resolve() // no shard changes: the figures stay true
     this.#trusted.delete(index)
@@ -73,9 +71,8 @@ class UsageCache {
     return this.#nextBatch
   }
 
-  // LevelDB refuses every write after a background flush failed (a full disk) until the
-  // database is reopened; every shard open writes here, so the state is reopened once,
-  // and writes that failed on the database it replaced try again on the new one.
+  // LevelDB refuses every write after a failed background flush until reopened: the
+  // state is reopened once, and writes that failed on the old one try the new one.
   #write (fn) {
     let state = this.#state
     return retryOnce(() => fn(state), async () => {
@@ -97,8 +94,7 @@ class UsageCache {
     return this.#state.close()
   }
 
-  // If the record cannot be written (a full disk), it stays marked open: the figures
-  // are then read from the shard the next time they are needed.
+  // A record that cannot be written stays marked open: read from the shard when needed.
   async closed (index, figures) {
     if (this.#state.readOnly) return
     try {
@@ -113,8 +109,7 @@ class UsageCache {
     return this.#repairing.has(index)
   }
 
-  // A repair interrupted by a crash leaves its mark: the shard must be repaired again
-  // before it serves, because its chunks and accounting may be half rebuilt.
+  // A repair a crash interrupted leaves its mark: the shard is repaired again first.
   async repairing (index) {
     this.#trusted.delete(index)
     this.#repairing.add(index)
@@ -124,8 +119,7 @@ class UsageCache {
     ], { sync: true }))
   }
 
-  // Made but perhaps not durable (madeNotDurable), the record is what the state holds:
-  // this process goes by it, and the failure is still reported.
+  // Made but perhaps not durable: this process goes by it, and the failure is reported.
   async repaired (index, figures) {
     let failure
     await this.#write((state) => state.batch([

@@ -1,8 +1,7 @@
 'use strict'
 
-// Every error the binding reports leaves lib/leveldb/ through classify(), with a code
-// from doc/api.md's table, naming the shard when the database is one; a failed open
-// through openFailure().
+// Every binding error leaves lib/leveldb/ through classify(), with a code from
+// doc/api.md's table naming the shard; a failed open through openFailure().
 const { shardName } = require('../base/shard-names')
 const errors = require('../api/errors')
 
@@ -18,8 +17,7 @@ const SYSTEM_ERRORS = {
   'Disk quota exceeded': 'EDQUOT'
 }
 
-// The one classifier: damage becomes ECORRUPT naming the shard, an OS failure its own
-// code (a full disk ENOSPC), a closed database ECLOSED, anything else EIO.
+// Damage is ECORRUPT, an OS failure its own code, a closed database ECLOSED, else EIO.
 function classify (err, shard) {
   if (err.code) return err // classified already
   const cause = err.cause && err.cause.message ? err.cause : err
@@ -37,8 +35,7 @@ function classify (err, shard) {
   return errors.system(where, { code: 'EIO', message }, { shard, cause: err })
 }
 
-// What LevelDb.open rejects with: an Error carrying a `reason`, 'missing', 'locked',
-// 'system' (an OS error, with its code) or 'damaged'.
+// An Error with a `reason`: 'missing', 'locked', 'system' (with its code) or 'damaged'.
 function classifyOpenError (err) {
   const cause = err.cause || err
   const message = String(cause.message || cause)
@@ -49,11 +46,8 @@ function classifyOpenError (err) {
   return Object.assign(new Error(message), { reason, code: reason === 'system' ? classify(cause).code : undefined, cause })
 }
 
-// The one mapping of a failed LevelDb.open to a kfs error: held by another process
-// EBUSY naming `dir`, an OS error its own code (`what` could not be opened), anything
-// else damage (`damaged`: what is corrupt; `hint`: what may recover it). `props`
-// (shard, path) go on the error. A read-write open refused for want of write access
-// says how to open the store read-only.
+// A failed LevelDb.open as a kfs error: locked EBUSY naming `dir`, an OS error its own
+// code (refused write access: how to open read-only), else damage to `damaged`.
 function openFailure (err, { dir, what, damaged, hint, props }) {
   if (err.reason === 'locked') return errors.busy(dir, err)
   if (err.reason === 'system') {

@@ -1,11 +1,10 @@
 'use strict'
 
-// LevelDB's encodings (util/coding.cc), as the readers of its files decode them: what
-// they cannot decode rejects with `reason` 'unreadable'.
+// LevelDB's encodings (util/coding.cc); what cannot be decoded rejects as 'unreadable'.
 
 const unreadable = (what) => Object.assign(new Error(what), { reason: 'unreadable' })
 
-// An entry's type, in a table's internal keys and in a log's batches.
+// An entry's type, in tables' internal keys and logs' batches.
 const [DELETION, VALUE] = [0, 1]
 
 const uint64 = (buffer, at) => buffer.readUInt32LE(at) + buffer.readUInt32LE(at + 4) * 0x100000000
@@ -22,7 +21,7 @@ function varint (input) {
   throw unreadable('an overlong varint')
 }
 
-// A varint-prefixed string: its [start, end) in input.buffer.
+// A varint-prefixed string's [start, end) in input.buffer.
 function lengthPrefixed (input) {
   const length = varint(input)
   if (input.pos + length > input.buffer.length) throw unreadable('a string runs past its record')

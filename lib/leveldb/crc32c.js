@@ -27,8 +27,7 @@ function crc32c (buffer, start = 0, end = buffer.length) {
   return (crc ^ -1) >>> 0
 }
 
-// LevelDB stores a CRC rotated and offset, so that a CRC of data holding CRCs is not
-// degenerate (util/crc32c.h, Mask).
+// LevelDB stores a CRC rotated and offset (util/crc32c.h, Mask).
 const MASK_DELTA = 0xa282ead8
 function unmask (masked) {
   const rot = (masked - MASK_DELTA) >>> 0

@@ -4,8 +4,8 @@ const fs = require('node:fs')
 const { promisify } = require('node:util')
 const { unreadable } = require('./coding')
 
-// File descriptors rather than FileHandles: a listing reads a few small files of each
-// of up to 256 shards, and a FileHandle's making and closing cost more than the read.
+// Descriptors, not FileHandles: for a listing's few small files per shard, a FileHandle
+// costs more than the read.
 const [readdir, open, close, stat] = [fs.readdir, fs.open, fs.close, fs.stat].map((fn) => promisify(fn))
 const read = (fd, buffer, offset, length, position) => new Promise((resolve, reject) => {
   fs.read(fd, buffer, offset, length, position, (err, bytesRead) => (err ? reject(err) : resolve(bytesRead)))
@@ -18,9 +18,8 @@ async function readAt (fd, position, length, file) {
   return buffer
 }
 
-// The whole of a file, with no more calls than needed for a small one: a read shorter
-// than asked is taken for its end (a file that grew meanwhile, read short, ends inside a
-// record, which the reader does not read).
+// A read shorter than asked is the file's end (a file that grew meanwhile then ends
+// inside a record, which the reader rejects).
 async function readWhole (file) {
   const fd = await open(file, 'r')
   try {

@@ -1,26 +1,17 @@
 'use strict'
 
-// Reads a LevelDB database that no process has open from its files alone: LevelDB 1.20
-// cannot open one without writing to it (a new manifest and CURRENT, synced: see
-// read-only.js). Nothing in the directory is written, renamed or synced.
-//
-// The files, as LevelDB 1.20 writes them (doc/table_format.md, doc/log_format.md in
-// google/leveldb): CURRENT names the manifest; the manifest, a log of VersionEdits,
-// names the live tables and the first log not yet in a table; a table is blocks of
-// prefix-compressed entries, an index block (a key at or past each block's last, and
-// where that block is) and a 48-byte footer; a log is WriteBatches (puts and deletions
-// from a sequence number on). Every key is an internal key: the user's key, then 8
-// bytes of sequence number and type. The entries of all tables and logs are merged as
-// LevelDB's iterators merge them: per user key, the entry with the highest sequence
-// number is the key's, and a deletion hides the key.
-//
-// Whatever it does not know as LevelDB 1.20 writes it rejects, with `reason`
-// 'unreadable' or an OS error: a compressed block (kfs writes none), a checksum that
-// does not match (every block and log record read is checked), a record cut short, a
-// file gone meanwhile (LevelDB compacts while a database is open, in this process or
-// another), a database a process holds, links an interrupted open left (log-guard.js).
-// The caller then reads through LevelDB, which knows what to do with them, and reports
-// damage as it does.
+// Reads a LevelDB database that no process has open from its files alone (LevelDB 1.20
+// cannot open one without writing: read-only.js). Nothing in it is written or renamed.
+// As LevelDB 1.20 writes them (doc/table_format.md, doc/log_format.md): CURRENT names the
+// manifest, a log of VersionEdits naming the live tables and the first log not yet in a
+// table; a table is blocks of prefix-compressed entries, an index block and a 48-byte
+// footer; a log is WriteBatches. Every key is internal: the user's key, then 8 bytes of
+// sequence number and type. Per user key, the entry with the highest sequence number of
+// all tables and logs is the key's, and a deletion hides it.
+// Whatever it does not know rejects with `reason` 'unreadable' or an OS error: a
+// compressed block, a bad checksum (all are checked), a record cut short, a file gone
+// (compacted meanwhile), a database a process holds, links an interrupted open left. The
+// caller then reads through LevelDB, which knows what to do with them.
 const path = require('node:path')
 const { crc32c, unmask } = require('./crc32c')
 const { unreadable, uint64, lengthPrefixed, DELETION, VALUE } = require('./coding')
@@ -33,10 +24,10 @@ const COMPARATOR = 'leveldb.BytewiseComparator'
 const LOG_FILE = /^(\d+)\.log$/
 const KEPT_FILE = /^kfs-kept-\d+\.log$/
 
-// Keys are handled as latin1 strings of their bytes: one character per byte, so that
-// JavaScript's string order is LevelDB's bytewise order, and none is a Buffer to make.
+// Keys are latin1 strings of their bytes: JavaScript's string order is LevelDB's bytewise
+// order, and no Buffer is made.
 const latin1 = (key) => Buffer.from(key).toString('latin1') // a string as UTF-8, as leveldown stores it
-// Such a key as leveldown reads it back (UTF-8); most keys are ASCII, the same.
+// As leveldown reads it back (UTF-8).
 const utf8 = (key) => (/[\u0080-\u00ff]/.test(key) ? Buffer.from(key, 'latin1').toString() : key)
 
 // A key range of user keys: { gt or gte, lt or lte }, strings or Buffers.
@@ -49,20 +40,17 @@ class Range {
     this.highIncluded = lt === undefined
   }
 
-  // Whether `key` is past the range's low end.
   above (key) {
     return key > this.low || (key === this.low && this.lowIncluded)
   }
 
-  // Whether `key` is past the range's high end.
   past (key) {
     return this.high !== undefined && (key > this.high || (key === this.high && !this.highIncluded))
   }
 }
 
-// The database at `dir` as its files hold it now, for reads of keys in `range` (any
-// read's range must lie within it): its live tables, and the entries of its logs in
-// the range. Holds no file open between reads.
+// The database at `dir` as its files hold it now, for reads within `range`: its live
+// tables and its logs' entries in the range. Holds no file open between reads.
 class DbFiles {
   #tables // Table
   #logged // the logs' entries in the range, in internal key order
@@ -85,8 +73,7 @@ class DbFiles {
     for (const table of state.tables.values()) {
       const base = String(table.number).padStart(6, '0')
       const name = [`${base}.ldb`, `${base}.sst`].find((n) => names.includes(n))
-      // LevelDB's open fails ("missing files"), or kfs puts right what a power cut left
-      // (power-cut.js), whatever keys the table holds.
+      // LevelDB's open fails or power-cut.js puts it right, whatever keys it holds.
       if (!name) throw unreadable(`${dir}: table ${table.number} is missing`)
       if (overlaps(table, range)) tables.push(new Table(path.join(dir, name), table.size))
     }
@@ -102,8 +89,7 @@ class DbFiles {
     return new DbFiles(tables, logged)
   }
 
-  // Up to `limit` live entries { key, value } (strings, UTF-8) with keys in `range`, in
-  // key order.
+  // Up to `limit` live entries { key, value } (UTF-8 strings) in `range`, in key order.
   async read (range, limit) {
     range = new Range(range)
     const opened = new Opened()
@@ -140,8 +126,8 @@ function overlaps (table, range) {
   return range.above(largest.toString('latin1', 0, largest.length - 8)) && !range.past(smallest.toString('latin1', 0, smallest.length - 8))
 }
 
-// The manifest's last state: { logNumber, prevLogNumber, tables (number -> { level,
-// number, size, smallest, largest }) }, as LevelDB's VersionSet::Recover replays it.
+// { logNumber, prevLogNumber, tables (number -> manifest.js's table) }, as
+// VersionSet::Recover replays it.
 function manifestState (buffer, dir) {
   const file = `${dir}: its manifest`
   const state = { logNumber: undefined, prevLogNumber: 0, nextFile: undefined, tables: new Map() }
@@ -161,11 +147,8 @@ function manifestState (buffer, dir) {
   return state
 }
 
-// LevelDB's log format: 32 KiB blocks of records, each a 7-byte header (masked CRC-32C
-// of the type and payload, length LE16, type) and payload; a record split over blocks
-// comes as FIRST, MIDDLE..., LAST. A block's last 6 bytes or fewer are padding. Strict:
-// anything else (a torn tail a crash left, a bad CRC) is unreadable, where LevelDB
-// would drop records.
+// LevelDB's log format (manifest.js), read strictly: the CRC-32C covers type and payload;
+// a torn tail or bad CRC, where LevelDB would drop records, is unreadable.
 const BLOCK = 32768
 const HEADER = 7
 const [FULL, FIRST, MIDDLE, LAST] = [1, 2, 3, 4]

@@ -23,7 +23,6 @@ class Iterator {
     this.#onEnd = onEnd
   }
 
-  // Resolves to the next { key, value }, or undefined at the end.
   async next () {
     if (this.#ended) throw errors.closed()
     this.#fetch()
@@ -47,8 +46,7 @@ class Iterator {
     })
   }
 
-  // Ends the iterator once the fetch in flight is done (the binding refuses end()
-  // during a next()); ending twice is harmless.
+  // After the fetch in flight: the binding refuses end() during a next().
   end () {
     if (!this.#ended) {
       this.#ended = (async () => {

@@ -1,13 +1,12 @@
 'use strict'
 
-// LevelDB 1.20 without paranoid_checks (leveldown cannot set it) skips a write-ahead log
-// it cannot open while opening (out of descriptors: EMFILE), says so only in its info
-// LOG ("Ignoring error ..."), then writes a manifest past that log and deletes it: the
-// writes that were only in it are lost, silently. A log holds writes at open only after
-// a crash or a close without flush, so the guard usually costs a listing and a stat.
-// Otherwise it keeps a hard link to each such log, under a name LevelDB ignores, until
-// LOG shows that LevelDB replayed them all; if it skipped one, the links become logs
-// again, numbered to be replayed at the next open, and this open fails with the cause.
+// LevelDB 1.20 without paranoid_checks (leveldown cannot set it) skips a log it cannot
+// open at open (EMFILE), says so only in LOG ("Ignoring error ..."), then writes a
+// manifest past that log and deletes it: the writes only in it are lost, silently. So
+// while an open replays logs, a hard link to each is kept under a name LevelDB ignores,
+// until LOG shows all replayed; if one was skipped, the links become logs again, numbered
+// to be replayed at the next open, and this open fails. Without logs to replay (no crash,
+// no close without flush) the guard costs a listing and a stat.
 const fs = require('node:fs/promises')
 const path = require('node:path')
 const { syncDir } = require('../base/sync-dir')
@@ -23,8 +22,8 @@ const keptName = (n) => `kfs-kept-${pad(n)}.log`
 const numbers = (names, pattern) => names.map((name) => pattern.exec(name)).filter(Boolean).map((m) => Number(m[1] ?? m[2]))
 const ascending = (list) => [...list].sort((a, b) => a - b)
 
-// One guarded open or repair at a time per directory in this process: another's links
-// would look like the leftovers of a crash, and be restored under its feet.
+// One guarded open or repair per directory at a time: another's links would look like a
+// crash's leftovers.
 const busy = new Map()
 
 function serialized (dir, fn) {
@@ -36,12 +35,9 @@ function serialized (dir, fn) {
   return run
 }
 
-// Opens the database at `dir` through binding.open() (which rejects with a classified
-// error) under the guard, and resolves to whether it had a log with records to replay
-// (false: LevelDB read no log, so it dropped nothing). Rejects with what open()
-// rejected with, or with an error carrying `reason` ('system' with an fs-style `code`,
-// or what binding.classify(text) makes of a LevelDB status). binding.close() closes
-// what open() opened.
+// Opens `dir` through binding.open() under the guard; resolves to whether a log had
+// records to replay. Rejects with what open() did, or with a `reason` ('system' with a
+// `code`, or binding.classify(LevelDB status)). binding.close() closes what open() opened.
 function guardedOpen (dir, binding) {
   return serialized(dir, () => guard(dir, binding).catch((err) => {
     throw err.reason ? err : Object.assign(new Error(`${dir}: ${err.message}`), { reason: 'system', code: err.code || 'EIO', cause: err })
@@ -49,84 +45,83 @@ function guardedOpen (dir, binding) {
 }
 
 async function guard (dir, { open, close, classify }) {
-  let names = await list(dir)
-  const leftovers = names ? numbers(names, KEPT_FILE) : []
-  // No log holds a byte (a new database, or one whose logs hold nothing): nothing to
-  // replay, so nothing LevelDB could drop.
-  if (!names || (leftovers.length === 0 && !(await someNonEmpty(dir, numbers(names, LOG_FILE))))) {
+  const logs = await logsToGuard(dir)
+  if (logs === NOTHING_TO_REPLAY) {
     await open()
     return false
   }
-  const replayed = () => open().then(() => true)
-  // No database yet, though logs hold records: one made there (createIfMissing) replays
-  // every log it finds.
-  if (!names.includes('CURRENT')) return replayed()
-  // Another process has it open: LevelDB will refuse us, and its files are not ours to move.
-  if (await lockHeld(dir)) return replayed()
-  const manifest = await readManifest(dir)
-  if (leftovers.length > 0) {
-    // Links a crash left (it interrupted a guarded open): their logs may be gone.
-    // Replaying them all again, in order, after whatever the database holds is
-    // harmless, as nothing was written since: no write gets through while links exist.
-    await restore(dir, leftovers, manifest ? Math.max(manifest.logNumber, manifest.nextFile - 1) : 0)
-    names = await list(dir)
-  }
-  if (!manifest) return replayed() // LevelDB reports what is wrong with it
-  const live = []
-  for (const n of numbers(names, LOG_FILE)) {
-    if ((n >= manifest.logNumber || n === manifest.prevLogNumber) && (await size(path.join(dir, logName(n)))) > 0) live.push(n)
-  }
-  if (live.length === 0) return replayed()
-
-  const kept = await keep(dir, ascending(live))
-  if (kept.length === 0) return replayed() // the logs went meanwhile: someone else opened it
-  // A LOG that LevelDB could neither rename nor recreate would be an older open's.
+  const kept = logs.length > 0 ? await keep(dir, ascending(logs)) : []
+  if (kept.length === 0) return open().then(() => true)
+  // A LOG LevelDB could neither rename nor recreate is an older open's.
   const before = await fs.stat(path.join(dir, 'LOG')).catch(() => undefined)
   try {
     await open()
   } catch (err) {
-    // A failed open deletes no log: the links are mere copies.
+    // A failed open deletes no log.
     for (const n of kept) await fs.unlink(path.join(dir, keptName(n))).catch(() => {})
     await syncDir(dir).catch(() => {})
     throw err
   }
   const failure = await skipped(dir, kept, before, classify).catch((err) => err)
-  if (!failure) {
-    try {
-      // Oldest first, each removal durable before the next: links a crash leaves are
-      // then the newest logs, and replaying those again on top is harmless.
-      for (const n of kept) {
-        await unlinkIfThere(path.join(dir, keptName(n)))
-        await syncDir(dir)
-      }
-    } catch (err) {
-      // Nothing has been written: a link left behind is replayed again, harmlessly.
-      await close()
-      throw err
-    }
-    return true
-  }
-  // Restored while the database is still open, so its LOCK keeps other processes out.
-  // Should this fail, the next open restores what is left over.
+  if (!failure) return dropKept(dir, kept, close).then(() => true)
+  // Restored while open, so its LOCK keeps others out; the next open restores the rest.
   await restore(dir, kept).catch(() => {})
   await close()
   throw failure
 }
 
-// Turns kept links back into logs LevelDB replays at the next open, numbered past every
-// file (and `floor`) in their original order: a log replayed after a newer one would
-// shadow its records (level-0 tables are searched newest number first). Renamed, not
-// linked and unlinked, and each rename durable before the next: a crash must never
-// leave an older log to be replayed after a newer one.
+const NOTHING_TO_REPLAY = Symbol('nothing to replay')
+
+// The logs LevelDB will replay that the guard keeps, or NOTHING_TO_REPLAY.
+async function logsToGuard (dir) {
+  let names = await list(dir)
+  const leftovers = names ? numbers(names, KEPT_FILE) : []
+  if (!names || (leftovers.length === 0 && !(await someNonEmpty(dir, numbers(names, LOG_FILE))))) return NOTHING_TO_REPLAY
+  // No database yet: one made there (createIfMissing) replays every log it finds.
+  if (!names.includes('CURRENT')) return []
+  // Another process has it open: LevelDB will refuse us.
+  if (await lockHeld(dir)) return []
+  const manifest = await readManifest(dir)
+  if (leftovers.length > 0) {
+    // Links an interrupted open left. No write gets through while links exist, so
+    // replaying them again, in order, after whatever the database holds is harmless.
+    await restore(dir, leftovers, manifest ? Math.max(manifest.logNumber, manifest.nextFile - 1) : 0)
+    names = await list(dir)
+  }
+  if (!manifest) return [] // LevelDB reports what is wrong with it
+  const live = []
+  for (const n of numbers(names, LOG_FILE)) {
+    if ((n >= manifest.logNumber || n === manifest.prevLogNumber) && (await size(path.join(dir, logName(n)))) > 0) live.push(n)
+  }
+  return live
+}
+
+// Removed oldest first, each removal durable before the next: links a crash leaves are
+// the newest logs, harmless to replay again.
+async function dropKept (dir, kept, close) {
+  try {
+    for (const n of kept) {
+      await unlinkIfThere(path.join(dir, keptName(n)))
+      await syncDir(dir)
+    }
+  } catch (err) {
+    await close() // nothing written yet: a link left behind is replayed again, harmlessly
+    throw err
+  }
+}
+
+// Turns kept links back into logs for the next open, numbered past every file (and
+// `floor`) in their order: a log replayed after a newer one would shadow its records
+// (level-0 tables are searched newest number first). Renamed, each rename durable before
+// the next, so that a crash never leaves an older log to be replayed after a newer one.
 async function restore (dir, kept, floor = 0) {
   let next = Math.max(floor, ...numbers(await fs.readdir(dir), NUMBERED)) + 1
   for (const n of ascending(kept)) {
     try {
       await fs.rename(path.join(dir, keptName(n)), path.join(dir, logName(next++)))
     } catch (err) {
-      // Another process is restoring them at the same moment: the first rename of each
-      // link wins, the other process stops at its first miss, and the logs still end
-      // numbered in their order (each process numbers past the files it listed).
+      // Another process restoring them at once: the first rename of each link wins, the
+      // other stops at its first miss, and the logs still end numbered in their order.
       if (err.code === 'ENOENT') throw Object.assign(new Error(`${dir}: another process is opening this database`), { reason: 'locked', cause: err })
       throw err
     }
@@ -134,8 +129,7 @@ async function restore (dir, kept, floor = 0) {
   }
 }
 
-// Before RepairDB, which turns every log into a table: the links an interrupted open
-// left become logs again.
+// Before RepairDB (which turns every log into a table), links left become logs again.
 function settleForRepair (dir) {
   return serialized(dir, async () => {
     const names = await list(dir)
@@ -152,7 +146,7 @@ async function keep (dir, logs) {
         await fs.link(path.join(dir, logName(n)), path.join(dir, keptName(n)))
         kept.push(n)
       } catch (err) {
-        if (err.code === 'ENOENT') continue // replayed and deleted meanwhile: by its holder, who keeps us out
+        if (err.code === 'ENOENT') continue // replayed and deleted meanwhile by its holder
         if (err.code === 'EEXIST') throw Object.assign(new Error(`${dir}: another process is opening this database`), { reason: 'locked', cause: err })
         throw err
       }
@@ -165,15 +159,12 @@ async function keep (dir, logs) {
   return kept
 }
 
-// On an open's failure: LevelDB's LOG did not show every kept log replayed, and they
-// are kept for the next open. Another process's attempt to open the database at the
-// same moment replaces the LOG too (LevelDB 1.20 starts a new one before it tries the
-// lock), so an open that may meet others (a store's state, when its holder died) may
-// try again.
+// On an open's failure: LOG did not show every kept log replayed. Another process's
+// open at the same moment replaces LOG too (LevelDB starts one before it tries the lock),
+// so an open that may meet others (a store's state, its holder dead) may try again.
 const REPLAY_UNKNOWN = Symbol('kfs.replayUnknown')
 
-// Undefined when LevelDB's LOG shows that it replayed every kept log, otherwise the
-// error to fail the open with.
+// Undefined when LOG shows every kept log replayed, else the error to fail the open with.
 async function skipped (dir, kept, before, classify) {
   let text
   try {
@@ -187,9 +178,8 @@ async function skipped (dir, kept, before, classify) {
   } catch (err) {
     if (err.code !== 'ENOENT') throw err
   }
-  // LevelDB runs without an info log when it cannot create one, which in practice means
-  // no descriptor was free (it renamed the old one to LOG.old first). EMFILE lets the
-  // shard pool retry once another shard has closed.
+  // LevelDB runs without LOG when it cannot create one: in practice no descriptor was
+  // free. EMFILE lets the shard pool retry once another shard has closed.
   if (text === undefined) {
     return Object.assign(new Error(`${dir}: LevelDB opened without its info log (no file descriptor free to create LOG, most likely), so whether it replayed every log is unknown; the logs are kept for the next open`), { reason: 'system', code: 'EMFILE', [REPLAY_UNKNOWN]: true })
   }
@@ -203,8 +193,8 @@ async function skipped (dir, kept, before, classify) {
   return undefined
 }
 
-// The log numbers from which LevelDB replays: { logNumber, prevLogNumber, nextFile }, or
-// undefined when there is no database or its manifest cannot be read as LevelDB would.
+// { logNumber, prevLogNumber, nextFile }, or undefined when there is no database or
+// LevelDB would not read its manifest.
 async function readManifest (dir) {
   try {
     const current = await fs.readFile(path.join(dir, 'CURRENT'), 'latin1')
@@ -216,11 +206,9 @@ async function readManifest (dir) {
   }
 }
 
-// Whether a process holds the database's LOCK (LevelDB takes a POSIX lock on it), as
-// /proc/locks says (proc-locks.js). False where that cannot be read. `recent`: from a
-// read of /proc/locks at most RECENT_MS old, for callers that ask about many databases
-// in turn and read what a holder could change under them anyway (a lock taken right
-// after any check) as a reader that gives up on what it meets (files.js).
+// Whether a process holds the database's LOCK (a POSIX lock), as /proc/locks says; false
+// where that cannot be read. `recent`: a read of /proc/locks up to RECENT_MS old, for
+// callers asking about many databases that give up on whatever they meet (files.js).
 async function lockHeld (dir, { recent = false } = {}) {
   const locks = await readLocks(dir, recent)
   return locks ? lockListed(locks.table, locks.stat, locks.overlay) : false
@@ -235,15 +223,13 @@ function locksTable (recent) {
   return recentLocks.table
 }
 
-// The ID of the process holding the LOCK of the database at `dir`, or undefined when
-// /proc/locks does not say.
+// The ID of the process holding the database's LOCK, or undefined.
 async function lockHolder (dir) {
   const locks = await readLocks(dir)
   return locks ? lockOwners(locks.table, locks.stat, locks.overlay)[0] : undefined
 }
 
-// /proc/locks and what proc-locks.js needs to find the LOCK of the database at `dir`
-// in it, or undefined where either cannot be read.
+// What proc-locks.js needs to find the database's LOCK in /proc/locks, or undefined.
 async function readLocks (dir, recent = false) {
   const file = path.join(dir, 'LOCK')
   try {
@@ -254,8 +240,7 @@ async function readLocks (dir, recent = false) {
   }
 }
 
-// Whether `file`, on the device `dev`, is on an overlay: asked of each device once.
-const overlays = new Map() // dev -> promise of whether it is an overlay
+const overlays = new Map() // dev -> promise of whether it is an overlay, asked once
 function isOverlay (file, dev) {
   if (!overlays.has(dev)) {
     const overlay = fs.statfs(file).then((s) => s.type === OVERLAYFS_MAGIC)

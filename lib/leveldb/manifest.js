@@ -1,20 +1,19 @@
 'use strict'
 
-// Reads a LevelDB manifest as LevelDB does, from bytes alone: the log guard must know
+// A LevelDB manifest read as LevelDB does, from bytes alone: the log guard must know
 // which logs LevelDB will replay before it opens the database.
 const { varint, lengthPrefixed } = require('./coding')
 
-// The manifest is a LevelDB log of VersionEdits; the last log numbers set win.
-// { logNumber, prevLogNumber, nextFile }, or undefined where LevelDB would not read it.
+// A log of VersionEdits; the last numbers set win. { logNumber, prevLogNumber,
+// nextFile }, or undefined where LevelDB would not read it.
 function parseManifest (buffer) {
   const list = manifestEdits(buffer)
   return list && replay(list).state
 }
 
-// The manifest's edits in order, each { start (its first byte), logNumber,
-// prevLogNumber, nextFile, comparator (each where it sets it), added, deleted (table file
-// numbers), tables (the added ones: { level, number, size, smallest, largest }, the keys
-// internal ones) }, or undefined where LevelDB would not read it.
+// The edits in order, each { start (its first byte), logNumber, prevLogNumber, nextFile,
+// comparator (where set), added, deleted (table numbers), tables (the added: { level,
+// number, size, smallest, largest (internal keys) }) }, or undefined as above.
 function manifestEdits (buffer) {
   try {
     return [...records(buffer)].map(({ start, payload }) => decodeEdit(payload, start))
@@ -23,8 +22,7 @@ function manifestEdits (buffer) {
   }
 }
 
-// What `edits` amount to: { state (as parseManifest, or undefined), live (the table file
-// numbers they leave) }.
+// { state (as parseManifest), live (the table numbers `edits` leave) }.
 function replay (edits) {
   const state = { logNumber: undefined, prevLogNumber: 0, nextFile: undefined }
   const live = new Set()
@@ -95,7 +93,7 @@ function decodeEdit (buffer, start) {
   return edit
 }
 
-// Reads fields laid out as `layout`; their values, in order (strings as views of the buffer).
+// The values of fields laid out as `layout` (strings as views of the buffer).
 function fields (input, layout) {
   return [...layout].map((field) => (field === 'v' ? varint(input) : bytes(input)))
 }

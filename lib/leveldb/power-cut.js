@@ -1,23 +1,17 @@
 'use strict'
 
-// Two states LevelDB 1.20 can leave after a power cut and then refuses to open, on a
-// filesystem that writes back whatever calls it holds since the last fsync, in any
-// order. Neither loses a write, and kfs puts both right before opening again:
-//
-// - A flush or compaction syncs its new table (not its directory), then appends its
-//   edit to the manifest and syncs that: PosixWritableFile::Sync syncs the directory
-//   first (SyncDirIfManifest, util/env_posix.cc), but log::Writer::AddRecord has
-//   already written the edit (VersionSet::LogAndApply, db/version_set.cc). The edit can
-//   persist while the table's name does not: "Corruption: 1 missing files". Its sync
-//   then never finished, so nothing that follows it happened: its inputs and the log
-//   it flushed are still there. Dropping that last edit gives the database as it was.
-// - An open writes a new manifest (synced, its directory first), points CURRENT to it
-//   by a rename it does not sync (SetCurrentFile, db/filename.cc), then deletes the old
-//   manifest (DeleteObsoleteFiles, db/db_impl.cc). The deletion can persist while the
-//   rename does not: CURRENT names a manifest that is gone. The new one was whole and
-//   synced before the rename began: CURRENT is pointed to it.
-//
-// Anything else missing is damage, left for LevelDB to report and `repair` to recover.
+// Two states LevelDB 1.20 can leave after a power cut (the filesystem writing back any
+// calls since the last fsync, in any order) and then refuses to open. Neither loses a
+// write; both are put right before opening again:
+// - A flush or compaction syncs its new table (not its directory), then appends its edit
+//   to the manifest (log::Writer::AddRecord in VersionSet::LogAndApply) before the sync
+//   that syncs the directory (SyncDirIfManifest, util/env_posix.cc). The edit can persist
+//   while the table's name does not: "Corruption: 1 missing files". Nothing after that
+//   sync happened, so its inputs and flushed log are still there: the edit is dropped.
+// - An open writes a new manifest (synced, its directory first), renames CURRENT to it
+//   without a sync (SetCurrentFile, db/filename.cc), then deletes the old manifest. The
+//   deletion can persist while the rename does not: CURRENT is pointed to the new one.
+// Anything else missing is damage, for LevelDB to report and `repair` to recover.
 const fs = require('node:fs/promises')
 const path = require('node:path')
 const { syncDir } = require('../base/sync-dir')
@@ -29,8 +23,7 @@ const TABLE = /^(\d+)\.(?:ldb|sst)$/
 const LOG = /^(\d+)\.log$/
 const numbers = (names, pattern) => new Set(names.map((name) => pattern.exec(name)).filter(Boolean).map((m) => Number(m[1])))
 
-// Puts right what a power cut left of the database at `dir`, as above. Resolves to
-// whether it changed anything (then open it again).
+// Resolves to whether it changed anything at `dir` (then open it again).
 async function recoverCut (dir) {
   if (await lockHeld(dir)) return false // its holder's to open
   const names = await fs.readdir(dir)
@@ -41,8 +34,7 @@ async function recoverCut (dir) {
   return dropUnsyncedEdit(dir, current, files)
 }
 
-// CURRENT names manifest `named`, which is gone: points it to the newest manifest, if
-// that is newer and all its tables are there.
+// CURRENT names a manifest that is gone: points it to a newer one whose tables are there.
 async function pointCurrent (dir, names, named, files) {
   const newest = Math.max(...numbers(names, MANIFEST))
   if (!(newest > named)) return false
@@ -57,8 +49,8 @@ async function pointCurrent (dir, names, named, files) {
   return true
 }
 
-// The manifest's last edit names a table that is missing: cuts it off, if without it
-// every table is there, and the log it flushed too.
+// The last edit names a missing table: cut off if, without it, every table and the log
+// it flushed are there.
 async function dropUnsyncedEdit (dir, current, files) {
   const file = path.join(dir, current)
   const edits = manifestEdits(await fs.readFile(file))

@@ -1,33 +1,22 @@
 'use strict'
 
-// LevelDB 1.20 cannot open a database without writing to it: every open takes LOCK
-// (opened read-write), starts a new info LOG, writes a new MANIFEST and CURRENT, turns
-// the logs it replays into tables and deletes the files these replace. A database that
-// must not change (on a read-only mount, a backup or snapshot, a copy without write
-// permission) is opened through a shadow instead: a directory under os.tmpdir() of
-// symbolic links to the database's files. Whatever LevelDB writes lands in the shadow;
-// whatever it deletes (the old manifest, replayed logs, obsolete tables) is a link; it
-// reads tables and logs through the links.
-//
-// It must never open a linked file for writing, which would write through the link.
-// Without reuse_logs (leveldown never sets it) LevelDB writes only new files: tables,
-// logs, the manifest and CURRENT's temporary file (NNNNNN.dbtmp, renamed over the
-// CURRENT link), all numbered from the manifest's next file number on (db_impl.cc,
-// version_set.cc). A crash can leave files with such numbers (a table of a compaction
-// not yet recorded, the manifest or .dbtmp of an open cut short): LevelDB would reuse
-// their names, so they are not linked. Logs are linked whatever their number: LevelDB
-// replays those past the manifest and numbers its new files past them. LOCK, LOG and
-// LOG.old are not linked either: LevelDB makes its own in the shadow.
-//
-// A shadow is named for its process: kfs-readonly-PID-START-NS-BOOT-XXXXXX, START the
-// process's start time, so that a pid used again is told apart, NS its pid namespace,
-// whose pids are the only ones it can check (a container sharing the directory has
-// others), and BOOT the first 8 hex digits of the kernel's boot id, which tells hosts
-// (a temporary directory on NFS) and boots apart: the host's pid namespace has the same
-// number on every machine. Each is 0 without /proc. close() removes it, and so does
-// the process's exit; a process killed (by any signal a library must not handle) leaves
-// it, and the next process of the same namespace and boot to make a shadow in the same
-// directory removes those whose process is gone, before making its own.
+// LevelDB 1.20 cannot open a database without writing to it: it takes LOCK (opened
+// read-write), starts a new LOG, writes a new MANIFEST and CURRENT, turns replayed logs
+// into tables and deletes what these replace. A database that must not change (a
+// read-only mount, a backup, a copy without write permission) is opened through a shadow:
+// a directory under os.tmpdir() of symbolic links to its files. LevelDB writes into the
+// shadow, deletes links, and reads tables and logs through the links.
+// It must never open a linked file for writing. Without reuse_logs (leveldown never sets
+// it) LevelDB writes only new files, numbered from the manifest's next file number on:
+// tables, logs, the manifest, CURRENT's NNNNNN.dbtmp (renamed over the CURRENT link). A
+// crash can leave files with such numbers, whose names LevelDB would reuse: not linked.
+// Logs are linked whatever their number (LevelDB numbers its new files past them). LOCK,
+// LOG and LOG.old are not linked: LevelDB makes its own.
+// A shadow is named kfs-readonly-PID-START-NS-BOOT-XXXXXX: START the process's start time
+// (a pid used again), NS its pid namespace (the only pids it can check), BOOT the boot
+// id's first 8 hex digits (hosts sharing a temporary directory on NFS, and boots); each 0
+// without /proc. close() and the process's exit remove it; one a killed process left is
+// removed by the next process of the same namespace and boot to make a shadow there.
 const fs = require('node:fs/promises')
 const { rmSync } = require('node:fs')
 const os = require('node:os')
@@ -37,18 +26,15 @@ const { readManifest, lockHeld } = require('./log-guard')
 const OWN = new Set(['LOCK', 'LOG', 'LOG.old'])
 const NUMBERED = /^(?:(\d+)\.(?:ldb|sst|dbtmp)|MANIFEST-(\d+))$/
 
-// Databases with a shadow open in this process, by location -> count: a read-write
-// open of one would change its files under the shadow.
+// location -> shadows open in this process: a read-write open would change their files.
 const shadowed = new Map()
 const roots = new Set() // the shadows' directories, for removeShadowsSync()
 let exitHooked = false
 
 const failure = (reason, message, props) => Object.assign(new Error(message), { reason, ...props })
 
-// Makes the shadow of the database at `location`. Resolves to { dir, tmp (the temporary
-// directory it is in), remove() }, or rejects with an error carrying a `reason` as
-// LevelDb.open's do: 'missing', 'locked' (a process holds the database, and would change
-// its files under the shadow), 'damaged' (its manifest cannot be read) or 'system'.
+// Resolves to { dir, tmp (the temporary directory it is in), remove() }, or rejects with
+// a `reason` as open.js does ('locked': a process holds it and would change its files).
 async function makeShadow (location) {
   location = path.resolve(location)
   let names
@@ -74,10 +60,8 @@ async function makeShadow (location) {
     const { start, ns, boot } = await whoAmI()
     root = await fs.mkdtemp(path.join(tmp, `kfs-readonly-${process.pid}-${start}-${ns}-${boot}-`))
     roots.add(root)
-    // Only its owner can change what is in it: the sweep removes nothing else.
     await fs.chmod(root, 0o700)
-    // A process that ends without closing its stores (process.exit(), an uncaught
-    // error) leaves no shadow behind either; a crash or a signal leaves it to removeStale().
+    // process.exit() leaves no shadow either; a signal leaves it to removeStale().
     if (!exitHooked) process.once('exit', removeShadowsSync)
     exitHooked = true
     const dir = path.join(root, path.basename(location))
@@ -96,17 +80,13 @@ async function makeShadow (location) {
   }
 }
 
-// LevelDB compacts as it sees fit, also while it only reads (reads that search several
-// tables, or a compaction left pending: measured, reading a 400 MiB database three
-// times over rewrote all of it into the shadow). The only tables it makes are those of
-// compactions and of the logs an open replays, each numbered with the next file number:
-// a directory in the place of each of the next BLOCKED tables makes the first compaction
-// fail (EISDIR), and LevelDB then starts none (a background error, kept until close,
-// which reads do not look at). Once open, blocked from the next file number its new
-// manifest records (`from` undefined). Before an open that replays no log, from the
-// original's next file number + 1 (the new manifest takes that number; the new log,
-// not a table, the next), so that no compaction the open starts gets through either;
-// otherwise such a compaction writes its first tables before the blocks are in place.
+// LevelDB compacts also while it only reads (measured: reading a 400 MiB database three
+// times rewrote all of it into the shadow). Its tables are numbered with the next file
+// number: a directory in the place of each of the next BLOCKED makes the first compaction
+// fail (EISDIR), and LevelDB starts no more (a background error that reads ignore). Once
+// open, blocked from its new manifest's next file number (`from` undefined); before an
+// open that replays no log, from the original's + 1 (the new manifest takes that number),
+// so no compaction the open starts gets through either.
 const BLOCKED = 16
 
 async function blockCompactions (dir, from) {
@@ -144,8 +124,7 @@ async function removeRoot (root) {
   roots.delete(root)
 }
 
-// For a process about to end without closing its stores (killed by a signal): removes
-// every shadow, which would otherwise be left in os.tmpdir().
+// For a process about to end without closing its stores (a signal).
 function removeShadowsSync () {
   for (const root of roots) {
     try {
@@ -161,8 +140,7 @@ const SHADOW = /^kfs-readonly-(\d+)-(\d+)-(\d+)-([0-9a-f]+)-/
 const SWEEP_MS = 60000 // how often a process looks for stale shadows, at most
 let swept // { tmp, at, done }: the last look
 
-// Removes the shadows in `tmp` of processes that are gone. Never rejects: what cannot be
-// removed is not this process's to remove.
+// Removes the shadows in `tmp` of processes that are gone; never rejects.
 function removeStale (tmp) {
   if (!swept || swept.tmp !== tmp || Date.now() - swept.at > SWEEP_MS) {
     swept = { tmp, at: Date.now(), done: sweep(tmp).catch(() => {}) }
@@ -180,20 +158,17 @@ async function sweep (tmp) {
   }
 }
 
-// Whether `entry` is a directory (not a symbolic link) of this process's user that
-// nobody else can write to or enter (0700, as makeShadow leaves its shadows): anyone can
-// name an entry of a shared /tmp like a shadow, and a root process removing one of
-// another user's would remove what that user made it point to, swapping a directory
-// in it for a link while the removal runs. In a sticky /tmp nobody else can rename or
-// remove this user's entry either, so what it is does not change before the removal.
+// Whether `entry` is a directory (not a link) of this user that nobody else can write or
+// enter (0700, as makeShadow leaves it): anyone can name an entry of /tmp like a shadow,
+// and root removing another user's would follow the links that user swapped in during
+// the removal. In a sticky /tmp nobody else can rename or remove this user's entry.
 async function ours (entry) {
   const stats = await fs.lstat(entry).catch(() => undefined)
   return Boolean(stats && stats.isDirectory() && stats.uid === process.geteuid() && (stats.mode & 0o7777) === 0o700)
 }
 
-// Whether the process that made a shadow has ended: no process has its pid (signal 0
-// fails with anything but EPERM, which means one of another user), or the one that has
-// it started at another time.
+// No process has its pid (signal 0 fails, not with EPERM), or the one that has it
+// started at another time.
 async function gone (pid, start) {
   if (!(pid > 0)) return false
   if (pid !== process.pid) {
@@ -207,15 +182,13 @@ async function gone (pid, start) {
   return now !== undefined && start !== '0' && now !== start
 }
 
-// A process's start time (clock ticks since boot, /proc/PID/stat's 22nd field), or
-// undefined where there is no /proc or no such process.
+// A process's start time (/proc/PID/stat's 22nd field), or undefined.
 async function startOf (pid) {
   const stat = await fs.readFile(`/proc/${pid}/stat`, 'utf8').catch(() => undefined)
   return stat && stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19]
 }
 
-// This process's { start, ns, boot }: its start time, its pid namespace's inode number
-// and the start of the boot id.
+// This process's { start, ns (its pid namespace's inode), boot }.
 let self
 const whoAmI = () => (self = self || Promise.all([
   startOf(process.pid),
@@ -228,7 +201,6 @@ function once (fn) {
   return () => (done = done || fn())
 }
 
-// Whether this process has the database at `location` open through a shadow.
 const isShadowed = (location) => shadowed.has(path.resolve(location))
 
 module.exports = { makeShadow, blockCompactions, isShadowed, removeShadowsSync }

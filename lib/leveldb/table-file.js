@@ -11,7 +11,7 @@ const TRAILER = 5 // a block's type byte and masked CRC-32C
 const TAIL = 64 * 1024 // read from a table's end at once: its footer, and its index block most often
 const SPAN = 256 * 1024 // the most of a table's consecutive data blocks read at once
 
-// A table file of `size` bytes (the manifest's). Its index is read once.
+// A table file of `size` bytes (the manifest's); its index is read once.
 class Table {
   #index // [{ last: the user key every entry of the block is at most, offset, size }]
   #span // { start, buffer }: the bytes last read, kept for the next page; the whole file if no larger than TAIL
@@ -21,10 +21,8 @@ class Table {
     this.size = size
   }
 
-  // A cursor over its entries in `range`, from the first block that may hold one.
   async cursor (range, opened) {
     const index = this.#index || (this.#index = await this.#readIndex(opened))
-    // The blocks before hold keys below the range.
     const first = firstWhere(index, (block) => range.above(block.last))
     return new TableCursor(this, index, first, range, opened)
   }
@@ -55,28 +53,25 @@ class Table {
     return index
   }
 
-  // Rejects unless the block at `offset` of `size` bytes lies within the file: a
-  // damaged handle must not have gigabytes read.
+  // A damaged block handle must not have gigabytes read.
   #within (offset, size) {
     if (offset + size + TRAILER > this.size) throw unreadable(`${this.file}: a block handle past the file's end`)
   }
 
-  // The bytes read last, if they hold the byte at `offset`: { start, buffer }.
+  // The bytes read last ({ start, buffer }), if they hold the byte at `offset`.
   kept (offset) {
     const span = this.#span
     return span && offset >= span.start && offset < span.start + span.buffer.length ? span : undefined
   }
 
-  // `length` bytes from `start` on, kept.
   async read (start, length, opened) {
     this.#span = { start, buffer: await readAt(await opened.open(this.file), start, length, this.file) }
     return this.#span
   }
 }
 
-// Entries a source holds in internal key order, taken one at a time: fill() before the
-// first peek(), and after a take() when wanting() (a promise per entry would cost more
-// than the entry).
+// Entries in internal key order: fill() before the first peek(), and after a take()
+// when wanting() (a promise per entry would cost more than the entry).
 class ListCursor {
   constructor (entries, range) {
     this.entries = entries
@@ -169,8 +164,7 @@ class TableCursor extends ListCursor {
   }
 }
 
-// The contents of the block at buffer[start, start + size), once its trailer says it is
-// uncompressed and its checksum matches.
+// The block at buffer[start, start + size), once its trailer says uncompressed and checked.
 function checked (buffer, start, size, file) {
   if (start + size + TRAILER > buffer.length) throw unreadable(`${file}: a block runs past the file's end`)
   if (buffer[start + size] !== 0) throw unreadable(`${file}: a compressed block`)
@@ -204,8 +198,7 @@ function decodeBlock (block, visit) {
   }
 }
 
-// The first index of a sorted `array` whose element meets `test`, which every element
-// after it meets too (array.length if none does).
+// The first index of a sorted `array` whose element meets `test` (array.length if none).
 function firstWhere (array, test) {
   let low = 0
   let high = array.length

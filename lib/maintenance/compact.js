@@ -2,10 +2,9 @@
 
 const errors = require('../api/errors')
 
-// Compacts every shard, which drops abandoned writes and reclaims the space of removed
-// data. Shards with the most dead space go first: on a full disk, compacting them frees
-// the room that compacting the others needs. A shard that fails (damaged, or an OS
-// error such as ENOSPC) is skipped and named at the end. `shards`: the open store's.
+// Compacts every shard, dropping abandoned writes and reclaiming removed data's space.
+// Most dead space first: on a full disk, that frees the room the others need. A shard
+// that fails is skipped and named at the end.
 async function compact (shards) {
   const order = []
   for (const index of shards.indices()) {

@@ -4,11 +4,11 @@ const { ChunkReader, readVersion } = require('../data/chunk-reader')
 const scans = require('../shard/scans')
 const records = require('../shard/records')
 
-// A damaged file, as opposed to a failure of the check itself.
+// Damage, as opposed to a failure of the check.
 const isDamage = (err) => err.code === 'EINTEGRITY' || err.code === 'ECORRUPT'
 
-// Reads one committed file whole (indexes, lengths, chunk digests, SHA-256). Resolves
-// to undefined if it is sound or was removed meanwhile, else to what is wrong, in words.
+// Reads one committed file whole (indexes, lengths, digests, SHA-256): undefined if it
+// is sound or was removed meanwhile, else what is wrong, in words.
 async function checkFile (shard, key, chunkSize) {
   let reader
   try {
@@ -24,10 +24,9 @@ async function checkFile (shard, key, chunkSize) {
   }
 }
 
-// What the head record of a version read (`head`) and the metadata record of its file
-// disagree on, in words, if anything. Both are written in one batch: a disagreement is
-// damage. A file replaced or removed meanwhile is not: a head of another version than
-// the metadata's is damage only if both are still the same once read again.
+// What a head record and its file's metadata record disagree on, if anything: both are
+// written in one batch. A head of another version is damage only if both are the same
+// once read again (not replaced or removed meanwhile).
 async function disagreement (shard, head) {
   if (head.format === undefined) return undefined
   const meta = await shard.getMeta(head.key)
@@ -44,10 +43,9 @@ async function disagreement (shard, head) {
   return fields.length ? `its head record and its metadata record disagree on ${fields.join(', ')}` : undefined
 }
 
-// The keys of head records left without a metadata record (damage: a read finds the
-// file, nothing else does). A candidate of the scans (two snapshots) is one only if its
-// head is the same version before and after its metadata was found missing: head and
-// metadata change together, in one batch.
+// The keys of head records without a metadata record (a read finds the file, nothing
+// else does). The scans are two snapshots: a candidate is one only if its head is the
+// same version before and after its metadata was found missing.
 async function headsWithoutMeta (shard) {
   const left = []
   for await (const key of scans.headsWithoutMeta(shard.db)) {
@@ -68,8 +66,7 @@ function parseAccount (value) {
   }
 }
 
-// Compares the accounting record with the metadata, in one snapshot (the record, '!a',
-// sorts before the metadata records).
+// The accounting record against the metadata, in one snapshot ('!a' sorts first).
 async function checkAccounting (shard) {
   let account
   let used = 0

@@ -2,33 +2,25 @@
 
 const errors = require('../api/errors')
 
-// Dead bytes (removed versions not yet compacted away) in the open shards of a store
-// past which a write starts reclaiming at once: the store's directory never grows to
-// hold much more than its live data plus this. Removals alone take no more disk: a
-// burst of them is reclaimed once it pauses, not alongside it.
+// Dead bytes (removed versions not compacted away) in the open shards past which a write
+// starts reclaiming at once: the directory holds little more than live data plus this.
+// Removals alone take no more disk: a burst of them is reclaimed once it pauses.
 const RECLAIM_AT = 256 * 1024 * 1024
-// Reclaiming at once goes on until this much is left.
-const RECLAIM_DOWN_TO = 64 * 1024 * 1024
-// After this long without a new removal, whatever is left is reclaimed.
-const IDLE_MS = 2000
-// Before each piece of work, reclaiming waits for writes in progress to end, but not
-// longer than this: writes that outlast it are long ones, and the pieces then go on
-// alongside them until the store stops writing, so that reclaiming keeps pace with a
-// steady writer.
+const RECLAIM_DOWN_TO = 64 * 1024 * 1024 // reclaiming at once goes on down to this
+const IDLE_MS = 2000 // without a new removal: whatever is left is reclaimed
+// Before each piece, reclaiming waits for writes in progress, but no longer than this:
+// past it, pieces go on alongside them, keeping pace with a steady writer.
 const YIELD_MS = 100
 const POLL_MS = 10
 // Dead bytes past which reclaiming no longer waits for writes.
 const RECLAIM_NOW = 1024 * 1024 * 1024
 
 // Gives the space of unlinked and overwritten files back in the background, one shard
-// at a time (LevelDB runs every compaction of a process on one thread anyway): the
-// shard with the most dead bytes first. The work comes in pieces (Shard.reclaimPlan),
-// and writes go first: a compaction holding LevelDB's background thread delays every
-// shard's memtable flushes, so a write into another shard would stall behind it. The
-// shard is held only while a piece is compacted. Shards that are closed keep their
-// notes and are reclaimed once opened again. Failures (a full disk) are left for the
-// next try; so is a piece the disk has no room for besides the disk reserve's: it
-// fails with ENOSPC before it starts.
+// at a time (LevelDB runs a process's compactions on one thread), most dead bytes first,
+// in pieces (Shard.reclaimPlan). Writes go first: a compaction on LevelDB's background
+// thread delays every shard's memtable flushes. A shard is held only while a piece is
+// compacted; closed shards keep their notes until opened again. Failures (a full disk,
+// or no room for a piece besides the disk reserve: ENOSPC) are left for the next try.
 class Reclaimer {
   #openShards
   #inShard
@@ -45,10 +37,9 @@ class Reclaimer {
   #then // the lowest a start asked for during a run: the next run's target
   #grown = false // dead bytes grew since noteWrite() last summed them
 
-  // openShards(): the open Shard objects; inShard(index, fn, { admitted }): runs
-  // fn(shard) holding it (Shards#inShard); writing(): falsy when the store has no write in progress, else a value that stays
-  // the same until it has none again; room(piece): whether the disk has room to compact
-  // a piece of a plan (Shards#roomToCompact). idleMs, yieldMs, now (the clock): for tests.
+  // inShard: Shards#inShard. writing(): falsy without a write in progress, else a value
+  // that stays the same until there is none. room(piece): Shards#roomToCompact.
+  // idleMs, yieldMs, now (the clock): for tests.
   constructor ({ openShards, inShard, writing = () => false, room = async () => true, enabled = true, idleMs = IDLE_MS, yieldMs = YIELD_MS, now = Date.now }) {
     this.#openShards = openShards
     this.#inShard = inShard
@@ -60,8 +51,7 @@ class Reclaimer {
     this.#now = now
   }
 
-  // Called whenever a shard's dead bytes grew: what is dead is reclaimed once removals
-  // pause (or, past RECLAIM_AT, when a write begins).
+  // A shard's dead bytes grew: reclaimed once removals pause (or past RECLAIM_AT, at a write).
   noteDead () {
     if (!this.#enabled || this.#stopped) return
     this.#grown = true
@@ -70,9 +60,8 @@ class Reclaimer {
     this.#timer.unref() // never keeps a process alive: notes left are reclaimed next time
   }
 
-  // Called whenever a write begins: past RECLAIM_AT, reclaiming starts at once, so
-  // that the store's directory does not grow with dead data. The open shards' dead
-  // bytes are summed only if they grew since the last sum: not for every small file.
+  // A write begins: past RECLAIM_AT, reclaiming starts at once. Dead bytes are summed
+  // only if they grew since the last sum.
   noteWrite () {
     if (!this.#enabled || this.#stopped || this.#running || !this.#grown) return
     this.#grown = false
@@ -85,8 +74,7 @@ class Reclaimer {
     return sum
   }
 
-  // A start asked for while a run is in progress runs after it, down to the lower of
-  // what was asked meanwhile.
+  // A start asked for during a run runs after it, down to the lowest asked meanwhile.
   #start (downTo) {
     if (this.#stopped) return
     if (this.#running) {
@@ -131,11 +119,9 @@ class Reclaimer {
     }
   }
 
-  // Reclaims now whatever the open shards have noted, after any work in progress, even
-  // with reclaiming in the background turned off; rejects with the first failure (a
-  // full disk), whose notes are left for the next try.
-  // Its leases are admitted (lib/shard/shards.js): called before close(), it stops
-  // quietly at the next piece instead of failing with ECLOSED.
+  // Reclaims what the open shards noted, after any work in progress, even with the
+  // background off; rejects with the first failure, whose notes are left. Its leases are
+  // admitted: called before close(), it stops at the next piece instead of ECLOSED.
   async reclaimNow () {
     while (this.#running) await this.#running
     const run = this.#run(0, { admitted: true })
@@ -145,7 +131,6 @@ class Reclaimer {
     return run
   }
 
-  // No new work starts; resolves once the work in progress is done.
   stop () {
     this.#stopped = true
     clearTimeout(this.#timer)

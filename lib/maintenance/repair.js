@@ -13,13 +13,10 @@ const { checkFile } = require('./file-check')
 const args = require('../api/args')
 const errors = require('../api/errors')
 
-// `ctx` is { shards, chunkSize, shardCount } of an open store; every shard visit is a
-// lease, an operation the store's close() waits for.
-
-// Runs LevelDB's repair on one shard, then keeps only the files that are whole and
-// rebuilds the shard's accounting. The shard is held exclusively meanwhile (EBUSY for
-// everything else that wants it); other shards keep serving. A crash midway leaves a
-// mark that makes the shard ECORRUPT until repair is run again, which finishes it.
+// Runs LevelDB's repair on one shard of an open store (`ctx`: { shards, chunkSize,
+// shardCount }), keeps only the files that are whole and rebuilds the accounting. The
+// shard is held exclusively (EBUSY for others); other shards keep serving. A crash
+// midway leaves it ECORRUPT until repair is run again, which finishes it.
 async function repair (ctx, index) {
   const { shards } = ctx
   args.shardIndex(index, ctx.shardCount)
@@ -30,8 +27,7 @@ async function repair (ctx, index) {
   await shards.hold(index, 'is being repaired')
   try {
     await shards.usage.repairing(index)
-    // Nothing is left to repair from a shard whose directory is gone: an empty shard
-    // lets its keys be written again.
+    // A shard whose directory is gone is made anew, so its keys can be written again.
     if (lost) await createShard(location, shards.tmpDir)
     else await LevelDb.repair(location, index)
     const db = await LevelDb.open(location, { shard: index }).catch((err) => {
@@ -54,53 +50,66 @@ async function repair (ctx, index) {
   }
 }
 
-// After LevelDB's repair: keeps the files whose every chunk is present and right,
-// removes the others, pending writes, damage notes, and chunks and head records of no
-// kept version, and rewrites the accounting. A file whose head record (format 3) or
-// metadata record alone was lost or damaged is kept, the record made again from the
-// other, when the version it names is whole (`remade`). The shard's mark that every file
-// has a head (records.HEADS) goes with the other system records: its next open checks
-// again. `shard` is a Shard over the
-// repaired database. Idempotent: a repair cut short by a crash is finished by running
-// it again.
+// Over the repaired database: keeps the files whose every chunk is present and right,
+// removes the others, pending writes, damage notes, and chunks and heads of no kept
+// version, and rewrites the accounting. A file that lost only its head record (format 3)
+// or its metadata record is kept and the record remade from the other, if the version is
+// whole (`remade`). records.HEADS goes with the other system records: the next open
+// checks again. Idempotent: a repair cut short is finished by running it again.
 async function rebuild (shard, chunkSize) {
-  const { db } = shard
-  const kept = new Map() // key -> the metadata of its version
-  const dropped = []
-  let used = 0
+  const found = { kept: new Map(), used: 0, dropped: [], remade: [] } // kept: key -> meta
+  const metas = await readMetas(shard, found)
+  await checkFiles(shard, metas, chunkSize, found)
+  const notes = []
+  for await (const entry of shard.db.scan({ ...records.damageRange(), valueAsBuffer: false })) notes.push(records.decodeNote(entry.value))
+  const ops = await removeStray(shard, chunkSize, found)
+  ops.push({ type: 'put', key: records.ACCOUNT, value: JSON.stringify({ used: found.used, files: found.kept.size }) })
+  await shard.db.batch(ops, { sync: true })
+  return { files: found.kept.size, used: found.used, dropped: found.dropped, remade: found.remade, notes }
+}
+
+function keep (found, meta) {
+  found.kept.set(meta.key, meta)
+  found.used += meta.size
+}
+
+// Every metadata record that decodes; the others are removed, their files dropped.
+async function readMetas (shard, found) {
   const metas = []
-  for await (const entry of db.scan({ ...records.metaRange(), valueAsBuffer: false })) {
+  for await (const entry of shard.db.scan({ ...records.metaRange(), valueAsBuffer: false })) {
     const key = entry.key.slice(records.META.length)
     try {
       metas.push(records.decodeMeta(entry.value, shard.index, key))
     } catch {
-      await db.batch([{ type: 'del', key: entry.key }])
-      dropped.push({ key, problem: 'its metadata record is unreadable' })
+      await shard.db.batch([{ type: 'del', key: entry.key }])
+      found.dropped.push({ key, problem: 'its metadata record is unreadable' })
     }
   }
-  const remade = []
-  const keep = (meta) => {
-    kept.set(meta.key, meta)
-    used += meta.size
-  }
+  return metas
+}
+
+async function checkFiles (shard, metas, chunkSize, found) {
   for (const meta of metas) {
     const problem = await checkFile(shard, meta.key, chunkSize)
-    if (!problem) keep(meta)
+    if (!problem) keep(found, meta)
     else if (await wholeByChunks(shard, meta, chunkSize)) {
       // The head was lost or damaged, but the version the metadata names is whole.
-      await db.batch([{ type: 'put', key: meta.key, value: encodeHead(meta.key, meta) }])
-      remade.push({ key: meta.key, problem: `${problem}: its head record was made again from its metadata record` })
-      keep(meta)
+      await shard.db.batch([{ type: 'put', key: meta.key, value: encodeHead(meta.key, meta) }])
+      found.remade.push({ key: meta.key, problem: `${problem}: its head record was made again from its metadata record` })
+      keep(found, meta)
     } else {
-      await db.batch([{ type: 'del', key: records.metaKey(meta.key) }])
-      dropped.push({ key: meta.key, problem })
+      await shard.db.batch([{ type: 'del', key: records.metaKey(meta.key) }])
+      found.dropped.push({ key: meta.key, problem })
     }
   }
-  const notes = []
-  for await (const entry of db.scan({ ...records.damageRange(), valueAsBuffer: false })) notes.push(records.decodeNote(entry.value))
-  // Chunks of no kept version and pending records go, in a keys-only pass. Chunks of a
-  // version neither kept nor pending belong to a file whose metadata was lost: its key
-  // is all that is left to report.
+}
+
+// Removes chunks of no kept version and pending records, keys only; resolves to the
+// removals still to write. Chunks of a version neither kept nor pending belong to a file
+// whose metadata was lost: its key is all that is left to report.
+async function removeStray (shard, chunkSize, found) {
+  const { db } = shard
+  const { kept, dropped } = found
   const pending = new Set()
   for await (const entry of db.scan({ ...records.pendingRange(), values: false })) pending.add(entry.key.slice(records.PENDING.length))
   const reported = new Set(dropped.map((d) => d.key))
@@ -112,15 +121,7 @@ async function rebuild (shard, chunkSize) {
     const [key, version] = entry.key.split(' ')
     // A head record's key is the file key alone; a file's data in its head has no chunk.
     const head = version === undefined
-    // A head whose metadata record was lost makes it again, if its version is whole.
-    if (head && !system && !kept.has(key) && !reported.has(key)) {
-      const meta = await fromHead(shard, key, chunkSize)
-      if (meta) {
-        await db.batch([{ type: 'put', key: records.metaKey(key), value: records.encodeMeta(meta) }])
-        remade.push({ key, problem: 'its metadata record was lost: it was made again from its head record (a name the file had is lost)' })
-        keep(meta)
-      }
-    }
+    if (head && !system && !kept.has(key) && !reported.has(key)) await remakeMeta(shard, key, chunkSize, found)
     const meta = kept.get(key)
     const stray = system || !meta || (head ? meta.format === undefined : meta.version !== version || meta.inline)
     if (stray && !system && !meta && (head || !pending.has(version)) && !reported.has(key)) {
@@ -133,14 +134,20 @@ async function rebuild (shard, chunkSize) {
       ops = []
     }
   }
-  ops.push({ type: 'put', key: records.ACCOUNT, value: JSON.stringify({ used, files: kept.size }) })
-  await db.batch(ops, { sync: true })
-  return { files: kept.size, used, dropped, remade, notes }
+  return ops
 }
 
-// Whether the version that `meta` (format 3) names is whole by its chunk records: each
-// there, of its length and matching its CRC32, and the content matching its SHA-256.
-// Its data in its head (inline) is not.
+// A head whose metadata record was lost makes it again, if its version is whole.
+async function remakeMeta (shard, key, chunkSize, found) {
+  const meta = await fromHead(shard, key, chunkSize)
+  if (!meta) return
+  await shard.db.batch([{ type: 'put', key: records.metaKey(key), value: records.encodeMeta(meta) }])
+  found.remade.push({ key, problem: 'its metadata record was lost: it was made again from its head record (a name the file had is lost)' })
+  keep(found, meta)
+}
+
+// Whether meta's version (format 3, not inline) is whole by its chunks: each there, of its
+// length and CRC32, and the content matching its SHA-256.
 async function wholeByChunks (shard, meta, chunkSize) {
   if (meta.format === undefined || meta.inline || meta.chunks !== Math.ceil(meta.size / chunkSize)) return false
   const hash = contentHash()
@@ -154,8 +161,7 @@ async function wholeByChunks (shard, meta, chunkSize) {
   return hash.digest('hex') === meta.sha256
 }
 
-// The metadata of the version the head record at `key` names, if the head is sound and
-// its version whole (in the head, or by its chunks); else undefined.
+// The metadata the head at `key` holds, if the head is sound and its version whole.
 async function fromHead (shard, key, chunkSize) {
   let version
   try {

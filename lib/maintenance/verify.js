@@ -3,30 +3,26 @@
 const { checkFile, checkAccounting, headsWithoutMeta } = require('./file-check')
 const args = require('../api/args')
 
-// `ctx` is { shards, chunkSize, shardCount } of an open store; every shard visit is a
-// lease, an operation the store's close() waits for.
-
-// Files verify() checks at once: LevelDB reads on libuv's threads while this thread
-// hashes, which pays off for many small files.
+// Files checked at once: LevelDB reads on libuv's threads while this thread hashes.
 const VERIFY_CONCURRENCY = 4
 // verify() reads: it may give up the disk reserve.
 const MAY_SPEND_RESERVE = { useReserve: true }
 
-// async's mapLimit, loaded by the first verify(): a store that never verifies keeps
-// the package out of its heap (doc/performance.md, "Format 3: a piece is one get").
+// Loaded by the first verify(), out of the heap of a store that never verifies
+// (doc/performance.md, "Format 3: a piece is one get").
 const mapLimit = () => require('async').mapLimit
 
-// Reads every committed file whole and checks each shard's accounting and damage
-// notes. Resolves to { files, bytes, problems: [{ shard, key, kind, problem }] }, key
-// null for a problem of a whole shard. Holds a shard only while checking files, a few
-// at a time; memory stays at a page of metadata and those files' read-ahead.
+// Reads every committed file of an open store (`ctx`: { shards, chunkSize, shardCount })
+// and checks each shard's accounting and damage notes. Resolves to { files, bytes,
+// problems: [{ shard, key (null for a whole shard), kind, problem }] }. Holds a shard only
+// while checking a few files; memory stays at a page of metadata and their read-ahead.
 async function verify (ctx, { shard, onProgress }) {
   const { shards } = ctx
   if (shard !== undefined) args.shardIndex(shard, ctx.shardCount)
   const report = { files: 0, bytes: 0, problems: [] }
   const problem = (index, key, kind, text) => report.problems.push({ shard: index, key, kind, problem: text })
-  // What the caller's onProgress threw is no damage: it ends the check. The files being
-  // checked finish, none starts, and verify rejects with it as it was thrown.
+  // What onProgress throws is no damage: the files in check finish, and verify rejects
+  // with it as thrown.
   let stopped
   const progress = (figures) => {
     if (!onProgress || stopped) return
