@@ -3,10 +3,8 @@
 const { setMaxListeners } = require('node:events')
 
 // A wait that can be left. start(resolve, reject) begins the wait (joins a queue, say)
-// and returns withdraw(), which takes it back out. The wait rejects with the reason of
-// the first of `signals` to abort (the caller gave up, or the store closes), after
-// withdraw(); otherwise it settles as start's callbacks say. Nothing is left listening
-// once it settled, however it settled.
+// and returns withdraw(), which takes it back out. The first of `signals` to abort
+// rejects it, after withdraw(); nothing is left listening once it settled.
 function abortable (signals, start) {
   const given = signals.filter(Boolean)
   const aborted = given.find((signal) => signal.aborted)

@@ -7,25 +7,22 @@ const errors = require('./errors')
 // Checks of the arguments of the store's methods. Each returns the normalised value
 // or throws EINVAL (TypeError for a wrong type, RangeError for a value out of range).
 
-// An internal option of writes, put and unlink (lib/share/ passes it for a client of
-// the holder that asked for `sync`): this one is synced, as every write is in a
-// synced store.
+// An internal option of writes, put and unlink, for a holder's client that asked for
+// `sync`: this one is synced.
 const SYNC = Symbol('kfs.sync')
 
-// Only for perf/ (throughput, costs, read-path), to measure what checking costs: a read
-// stream or readFile given this option skips the chunk digests. Not part of the API.
+// Only for perf/, to measure what checking costs: a read given it skips the chunk
+// digests.
 const UNCHECKED = Symbol.for('kfs.perf.unchecked')
 // A stream lib/share/ serves to another process: close() lets it end with its request,
 // which the holder waits for, rather than destroying it.
 const SERVED = Symbol('kfs.served')
 const INTERNAL = new Set([SYNC, UNCHECKED, SERVED])
 
-// Whether `options` (an internal options object, or undefined) asks for SYNC.
 function synced (options) {
   return Boolean(options !== null && typeof options === 'object' && options[SYNC])
 }
 
-// Whether `options` marks a stream or listing the holder serves (SERVED).
 function served (options) {
   return Boolean(options !== null && typeof options === 'object' && options[SERVED])
 }
@@ -39,9 +36,8 @@ function isInternal (value) {
 }
 
 // Every method takes at most its documented arguments (`params`), and internally one
-// more options object: a callback, an encoding or an extra key given by habit from
-// fs, level or cacache is an error rather than silently ignored. `hint` says what to
-// call instead; `returns` what the method gives back, for a callback's hint.
+// more options object: a callback, an encoding or an extra key given by habit from fs,
+// level or cacache is an error, not ignored. `hint` says what to call instead.
 function arity (method, given, params, hint, returns = 'a promise') {
   const err = arityError(method, given, params, hint, returns)
   if (err) throw err

@@ -32,9 +32,8 @@ function notFound (key) {
   return make(Error, 'ENOENT', `no file with key ${key}`, { key })
 }
 
-// An error about the file `key` (err.key), raised where only its key is known, told of
-// the name the caller gave for it: err.fileName, and the message says both. The same
-// error, changed in place; any other error is returned as it is.
+// An error about the file `key`, told in place of the name the caller gave it
+// (err.fileName, and in the message); any other error is returned as it is.
 function named (err, { key, name }) {
   if (name === undefined || !err || err.key !== key || err.fileName !== undefined) return err
   const before = err.message
@@ -49,8 +48,8 @@ function noShard (shard) {
   return make(Error, 'ENOENT', `shard ${shardName(shard)} was never created: there is nothing to repair`, { shard })
 }
 
-// needed: the file's size, or what came of it before the shard was full (sizeKnown
-// false); free: the room the shard had for it when its write began.
+// needed: the file's size, or what came before the shard was full (sizeKnown false);
+// free: the room the shard had when its write began.
 function noSpace (shard, needed, free, sizeKnown = true) {
   const size = sizeKnown ? `the file is ${needed} bytes` : `the file reached ${needed} bytes`
   return make(Error, 'ENOSPC', `shard ${shardName(shard)} is full: ${size}, and the shard had ${free} bytes free when its write began`, { shard, needed, free })
@@ -78,9 +77,8 @@ function corrupt (what, message, props = {}) {
   return make(Error, 'ECORRUPT', `${what} ${verb} corrupt: ${message}`, props)
 }
 
-// pid: the holder's process ID, when known; shared: whether this open would have used
-// the store through a holder that shares it; why: what is known of why it could not
-// reach it (else, the holder does not share it).
+// pid: the holder's, when known; shared: whether this open would have used a holder
+// that shares it; why: what is known of why it could not reach it.
 function busy (dir, cause, { pid, shared = false, why } = {}) {
   if (pid === undefined) return make(Error, 'EBUSY', `the store at ${dir} is in use by another process or store instance`, { path: dir, cause })
   const who = pid === process.pid ? `another store instance of this process (${pid})` : `process ${pid}`
@@ -114,8 +112,8 @@ function readOnly (what, props) {
   return make(Error, 'EROFS', `${what} is open read-only: writes are refused`, props)
 }
 
-// The codes with which an open fails for want of write access: a read-only mount, a
-// copy without write permission, files made immutable.
+// The codes of an open that may not write: a read-only mount, no write permission, files
+// made immutable.
 const NOT_WRITABLE = Object.freeze(['EROFS', 'EACCES', 'EPERM'])
 
 // `err` (one of NOT_WRITABLE) from opening a store read-write, saying how to read it.
@@ -123,16 +121,14 @@ function notWritable (what, err, props) {
   return system(what, { code: err.code, message: `${err.message}; a store that cannot be written opens for reads with the option readOnly: true`, cause: err }, props)
 }
 
-// The store at `dir` could not be created: kfs could not create the directory `made`
-// (the store's, or one above it), for the reason `why` gives; `cause`: the OS's error,
-// whose code it keeps.
+// kfs could not create the directory `made` (the store's, or one above it) for the
+// reason `why`; `cause`: the OS's error, whose code it keeps.
 function notCreated (dir, made, why, cause) {
   return make(Error, cause.code || 'EIO', `the store at ${dir} could not be created: kfs could not create the directory ${made}: ${why}`, { path: dir, cause })
 }
 
-// A store whose `what` (its directory, or a file in it) belongs to the user `owner`,
-// which this process may not write, or not even read (`readable` false): EACCES,
-// whichever step of the open met it first (EACCES or EPERM from the OS: `cause`).
+// The store's `what` (its directory, or a file in it) belongs to the user `owner`, and
+// this process may not write it, or not even read it (`readable` false).
 function otherUser (dir, what, owner, readable, cause, props) {
   const reads = readable ? ', or open it for reads with the option readOnly: true' : ''
   const message = what === dir
@@ -168,11 +164,10 @@ function notStore (dir, entry) {
   return make(Error, 'EINVAL', `${dir} is not a kfs store: it holds "${entry}" and no format.json`, { path: dir })
 }
 
-// One error for the shards an operation could not do, once it did the others:
-// `failed` is [{ shard, error }], `done` what was done ('listed'), `others` whether
-// other shards were. ECORRUPT if every failure was damage, otherwise the code of the
-// first that was not (EMFILE, EIO, ENOSPC, EBUSY...), which is not cured by a repair.
-// err.shards names the shards, err.errors holds each failure.
+// One error for the shards an operation could not do (`failed`: [{ shard, error }]),
+// once it did the others (`done`: 'listed', say; `others`: whether there were).
+// ECORRUPT if every failure was damage, else the code of the first that was not, which
+// a repair does not cure.
 function shardsFailed (failed, done, others) {
   const shards = [...new Set(failed.map((f) => f.shard))]
   const what = `shard${shards.length > 1 ? 's' : ''} ${shards.map(shardName).join(', ')}`

@@ -9,8 +9,8 @@ const HEX = /^[0-9a-fA-F]*$/
 const isHexKey = (input) => (input.length === 40 || input.length === 64) && HEX.test(input)
 // Names are kept in every file's metadata record, which listing reads: bound them.
 const MAX_NAME_BYTES = 4096
-// A lone surrogate (half of a UTF-16 pair) has no UTF-8 form: encoding turns it into
-// U+FFFD, so '\ud800x' and '\ufffdx' would be one file. Such a name is refused.
+// A lone surrogate has no UTF-8 form: encoding turns it into U+FFFD, so '\ud800x' and
+// '\ufffdx' would be one file. Such a name is refused.
 const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/
 
 // A 40 or 64 hex-character key is used as is (lower-cased); any other non-empty string

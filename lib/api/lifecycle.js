@@ -2,8 +2,7 @@
 
 // One close shape for what kfs opens (abstract-level's): `status` is 'opening', 'open',
 // 'closing' or 'closed', and close(work) runs `work` once. Every later call gets the
-// same promise, so no caller sees a close resolve before the work is done (a LevelDB's
-// lock released, its files flushed).
+// same promise: none resolves before the work is done.
 class Lifecycle {
   #closed
 

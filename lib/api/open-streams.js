@@ -3,8 +3,8 @@
 const errors = require('./errors')
 
 // The streams a store has open, which its close() ends: its own at once, those the
-// holder serves to other processes (args.SERVED) once the holder let their requests
-// end. `closed()`: whether the store's operations are closed.
+// holder serves (args.SERVED) once their requests ended. `closed()`: whether the store's
+// operations are closed.
 class OpenStreams {
   #all = new Set()
   #served = new Set()
@@ -34,9 +34,8 @@ class OpenStreams {
     }
   }
 
-  // Destroys the store's own streams, or every one (`all`): with ECLOSED, unless
-  // already finished (close() from a 'finish' or 'end' handler), when destroying with
-  // an error would only emit it.
+  // Destroys the store's own streams, or every one (`all`): with ECLOSED, unless already
+  // finished (close() from a 'finish' or 'end' handler), where the error would only emit.
   destroy ({ all = false } = {}) {
     for (const stream of this.#all) {
       if ((!all && this.#served.has(stream)) || stream.destroyed) continue

@@ -2,18 +2,16 @@
 
 const errors = require('./errors')
 
-// The calls in flight on a store, so that close() can wait for them: every public
-// method that returns a promise runs as one, and so does every shard lease
-// (lib/shard/shards.js), which covers streams and background work. Once closed, new
+// The calls in flight on a store, which close() waits for: every public method that
+// returns a promise, and every shard lease (streams, background work). Once closed, new
 // ones fail with ECLOSED.
 class Operations {
   #active = 0
   #drained = []
   closed = false
 
-  // Starts one; returns its end, a function that may be called more than once.
-  // admitted: part of work admitted before close() (a shard lease: the shard pool
-  // refuses new ones once the store shuts it down), so counted even while closing.
+  // Starts one; returns its end, which may be called more than once. `admitted`: part of
+  // work admitted before close() (a shard lease), counted even while closing.
   enter ({ admitted = false } = {}) {
     if (this.closed && !admitted) throw errors.closed()
     this.#active++

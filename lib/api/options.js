@@ -17,14 +17,11 @@ const DEFAULTS = Object.freeze({
   diskReserve: 16 * MiB,
   reclaim: true,
   maxOpenShards: undefined, // every shard, as far as the descriptor limit allows
-  // Idle shards stay open: reopening one costs its next call an open (5 to 30 ms), the
-  // descriptors they hold are within maxOpenShards, and the memory budget bounds their
-  // memtables, which a quiet store flushes; what else they hold is mapped tables and
-  // cached records (doc/about.md, Resources). Set, it closes shards idle that long.
+  // Idle shards stay open: reopening one costs its next call 5 to 30 ms, and what they
+  // hold is bounded (doc/about.md, Resources). Set, it closes shards idle that long.
   idleTimeout: undefined,
-  // A read-write store opens its shards in the background as it opens, so that its
-  // first calls find them open; a process that makes one call and exits (the command
-  // line) would pay for opens it never uses, and for closing them.
+  // Shards opened in the background as the store opens, for its first calls; the
+  // command line, which makes one call, would pay for opens it never uses.
   openAhead: true,
   shardWaitTimeout: 30000,
   memory: MEMORY,

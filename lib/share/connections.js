@@ -1,38 +1,16 @@
 'use strict'
 
-// A request's headers must all have come this long after its connection opened (a
-// later request on a connection kept alive: after its first byte), or it is answered
-// 408 and its connection closed. Checked every CHECK_MS.
-const HEADERS_MS = 10000
-const CHECK_MS = 1000
-// A connection kept alive after an answer is closed once idle this long.
-const KEEP_ALIVE_MS = 5000
+const { SETTLE_MS, CLOSE_GRACE_MS, CLOSE_STALL_MS, closePoll } = require('./timeouts')
+
 // Connections the kernel queues until they are accepted; Linux takes at most
 // net.core.somaxconn (4096 since Linux 5.4).
 const BACKLOG = 4096
-// A connection that holds nothing (no request under way) is cut for another, while
-// there are too many, only once it has had this long to send its request.
-const SETTLE_MS = 100
-// A closing holder waits this long for a connection it accepted to send its request
-// (a client sends it as soon as it connects), then cuts it off.
-const CLOSE_GRACE_MS = 1000
-// A closing holder cuts off a request that waits on its client (which takes nothing of
-// the answer, or sends nothing of the body) and moved no byte for this long.
-const CLOSE_STALL_MS = 5000
-// How often a closing holder looks at its connections.
-const CLOSE_POLL_MS = 50
 
-// The connections of a holder (server.js). Each holds a descriptor, which the store's
-// own shards must not run out of, so at most `max` are served at once (their request
-// taken: serve(); the holder refuses one more, and closes its connection); a
-// connection holds nothing while it has no request under way, or one whose JSON body
-// is still coming, and while there are more than `max`, those that held nothing the
-// longest are cut (they lose nothing), once they had SETTLE_MS to send a request; the
-// server accepts no more than `accepted` (2 max): past that, a new connection is
-// closed as soon as it is accepted. Until the holder closes, another process's
-// connection never keeps this process alive; from then on, each does, so that a
-// process that closes its store does not exit under them, and the close waits for them
-// (drained()).
+// The connections of a holder (server.js), each a descriptor its own shards must not run
+// out of: at most `max` are served at once (serve()), `accepted` (2 max) accepted at all.
+// While more than `max` are open, those that held nothing longest (no request, or a JSON
+// body still coming) are cut, once they had SETTLE_MS. They keep the process alive only
+// once the holder closes, which waits for them (drained()).
 class Connections {
   #max
   #sockets = new Set()
@@ -126,7 +104,7 @@ class Connections {
       clearTimeout(this.#sweeping)
       for (const socket of this.#sockets) socket.ref()
     }
-    if (settle) await poll()
+    if (settle) await closePoll()
     while (this.#sockets.size) {
       const now = Date.now()
       for (const socket of this.#sockets) {
@@ -137,7 +115,7 @@ class Connections {
         const stalled = res ? waitsOnClient(res) && now - seen.moved >= CLOSE_STALL_MS : now - seen.accepted >= CLOSE_GRACE_MS && now - seen.moved >= CLOSE_GRACE_MS
         if (stalled) socket.destroy()
       }
-      await poll()
+      await closePoll()
     }
   }
 
@@ -146,14 +124,6 @@ class Connections {
   }
 }
 
-// The holder's http.Server options. No bound on a whole request: a write or a verify
-// takes what time it takes (the holder's idle cuts bound a client that stalls).
-function httpOptions (headersMs = HEADERS_MS) {
-  return { requestTimeout: 0, headersTimeout: headersMs, connectionsCheckingInterval: Math.min(CHECK_MS, headersMs), keepAliveTimeout: KEEP_ALIVE_MS }
-}
-
-const poll = () => new Promise((resolve) => setTimeout(resolve, CLOSE_POLL_MS))
-
 // Whether a request waits on its client: the client takes nothing more of the answer,
 // or the holder waits for more of the body (and holds none unread).
 function waitsOnClient (res) {
@@ -161,4 +131,4 @@ function waitsOnClient (res) {
   return res.writableNeedDrain || (!req.complete && req.readableLength === 0)
 }
 
-module.exports = { Connections, httpOptions, HEADERS_MS, BACKLOG }
+module.exports = { Connections, BACKLOG }

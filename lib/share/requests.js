@@ -48,8 +48,7 @@ async function jsonBody (req) {
   }
 }
 
-// `body` if it is `what` (an object, or an array of arguments), `empty` if undefined;
-// anything else is EINVAL.
+// `body` if it is `what` (an object, or an array of arguments), `empty` if undefined.
 function shaped (body, what, empty) {
   if (body === undefined) return empty
   if (Array.isArray(body) !== Array.isArray(empty) || body === null || typeof body !== 'object') {

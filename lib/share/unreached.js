@@ -2,11 +2,10 @@
 
 const fs = require('node:fs/promises')
 const { socketPath, MAX_SOCKET_PATH } = require('./protocol')
-const { CONNECT_MS } = require('./client')
+const { CONNECT_MS } = require('./timeouts')
 const { CLOSING, NOT_DONE } = require('./failures')
 
-// Why the holder of the store at `dir` could not be reached through its socket, as far
-// as this process can tell.
+// Why the holder of the store at `dir` could not be reached, as far as can be told.
 async function unreachedWhy (dir, unreached) {
   const socket = socketPath(dir)
   if (Buffer.byteLength(socket) > MAX_SOCKET_PATH) return `its socket path, ${socket}, would be longer than the ${MAX_SOCKET_PATH} bytes Linux takes, so it cannot share it: move the store to a shorter path`

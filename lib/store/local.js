@@ -1,0 +1,206 @@
+'use strict'
+
+const errors = require('../api/errors')
+const { ChunkKeys } = require('../shard/records')
+const { Shards } = require('../shard/shards')
+const { Files } = require('../data/files')
+const { list } = require('../data/list')
+const { Puts } = require('../data/put')
+const { readFile } = require('../data/read-file')
+const { UsageCache } = require('../dir/usage-cache')
+const { diskUsage, reserveBytes } = require('../dir/disk-usage')
+const { verify } = require('../maintenance/verify')
+const { repair } = require('../maintenance/repair')
+const { compact } = require('../maintenance/compact')
+const { Reclaimer } = require('../maintenance/reclaimer')
+const { Holder } = require('../share/server')
+
+// The store opened in this process, which holds it: the local backend of a Store
+// (backends.js), with the remote one's calls (lib/share/client.js). `sync`: the write
+// must be synced; a store opened with `sync` syncs every write unasked.
+class LocalStore {
+  #shared
+  #tmpDir
+  #shards
+  #files
+  #puts
+  #usage
+  #reserve
+  #reclaimer
+  #holder // serving other processes
+
+  // `opened`: the store's directory, opened (dir/store-dir.js).
+  static async open (opened, shared) {
+    let usage
+    try {
+      usage = await UsageCache.load(opened.state, opened.reopenState)
+    } catch (err) {
+      await opened.state.close().catch(() => {})
+      throw err.code ? err : errors.corrupt(`the store state at ${shared.location}`, err.message, { cause: err })
+    }
+    return new LocalStore(opened, usage, shared)
+  }
+
+  constructor (opened, usage, shared) {
+    const { format, tmpDir, reserve } = opened
+    const { location, options, operations, digester, writeBudget, readAhead } = shared
+    this.format = format
+    this.#shared = shared
+    this.#tmpDir = tmpDir
+    this.#usage = usage
+    this.#reserve = reserve
+    const shards = this.#shards = new Shards({
+      location,
+      tmpDir,
+      cap: format.shardCap,
+      chunkKeys: new ChunkKeys(format.shardCap, format.chunkSize),
+      shardCount: format.shardCount,
+      existing: opened.shards,
+      usage,
+      reserve,
+      operations,
+      options,
+      heldAbove: () => writeBudget.held + readAhead.held
+    })
+    const { referenceId, shardCount, chunkSize } = format
+    this.#files = new Files({ shards, referenceId: Buffer.from(referenceId, 'hex'), shardCount, chunkSize, writeBudget, readAhead })
+    this.#puts = new Puts({ files: this.#files, digester, tmpDir, cap: format.shardCap })
+    this.#reclaimer = new Reclaimer({
+      openShards: () => shards.openShards(),
+      inShard: (index, fn, { admitted } = {}) => shards.inShard(index, fn, { admitted }), // never with the reserve
+      writing: () => shards.writing(),
+      room: (piece) => shards.roomToCompact(piece),
+      enabled: options.reclaim && !options.readOnly
+    })
+    shards.onDead = () => this.#reclaimer.noteDead()
+    shards.onWrite = () => this.#reclaimer.noteWrite()
+  }
+
+  get heldBy () {
+    return this.#shared.options.readOnly ? undefined : process.pid
+  }
+
+  // Serves other processes (`share`), and opens the shards in the background. A store
+  // opened read-only serves nobody, and is read through shadows, which cost more to open
+  // than a shard: its shards open on first use.
+  async serve () {
+    const { options, served, location, operations } = this.#shared
+    if (options.share && !options.readOnly) {
+      const holder = new Holder(served, location)
+      if (await holder.listen(this.#tmpDir)) this.#holder = holder
+    }
+    if (options.openAhead && !options.readOnly && !operations.closed) this.#shards.openAhead()
+  }
+
+  writeFile (file, buffer, { sha256 }) {
+    return this.#files.write(file, [buffer], { size: buffer.length, sha256 })
+  }
+
+  readFile (file, { unchecked }) {
+    return readFile(this.#files, this.#shared.digester, file.key, { unchecked })
+  }
+
+  openWriter (file, { expectedSha256, size, sync, signal }) {
+    return this.#files.openWriter(file, { expectedSha256, size, sync: this.#asked(sync), signal })
+  }
+
+  openReader (file, range, { unchecked, signal }) {
+    return this.#files.openReader(file.key, range, { unchecked, signal })
+  }
+
+  put (buffer, { sync }) {
+    return this.#puts.put(buffer, { sync: this.#asked(sync) })
+  }
+
+  putStream (readable, { sync }) {
+    return this.#puts.putStream(readable, { sync: this.#asked(sync) })
+  }
+
+  exists ({ key }) {
+    return this.#files.inShardOf(key, async (shard) => Boolean(await shard.getMeta(key)), () => false)
+  }
+
+  stat ({ key }) {
+    return this.#files.inShardOf(key, async (shard) => {
+      const meta = await shard.getMeta(key)
+      if (!meta) throw errors.notFound(key)
+      const stat = { key, size: meta.size, chunks: meta.chunks, shard: shard.index, mtime: new Date(meta.mtime), sha256: meta.sha256 }
+      if (meta.name !== undefined) stat.name = meta.name
+      return stat
+    }, () => { throw errors.notFound(key) })
+  }
+
+  unlink ({ key }, { sync }) {
+    return this.#files.inShardOf(key, (shard) => shard.unlink(key, { sync: this.#asked(sync) }), () => { throw errors.notFound(key) })
+  }
+
+  // `admitted`: a listing the holder serves (args.SERVED).
+  list (only, { admitted }) {
+    return list(this.#shards, only, this.#shared.operations, { admitted })
+  }
+
+  async usage () {
+    const { shardCap, shardCount } = this.format
+    const shards = []
+    for (const index of this.#shards.indices()) {
+      const record = await this.#shards.figures(index)
+      shards.push({ index, used: record.used, free: shardCap - record.used, files: record.files, diskBytes: record.diskBytes })
+    }
+    const used = shards.reduce((sum, s) => sum + s.used, 0)
+    const capacity = shardCap * shardCount
+    const reserve = await reserveBytes(this.#shared.location)
+    return { used, free: capacity - used, capacity, files: shards.reduce((sum, s) => sum + s.files, 0), reserve, shards }
+  }
+
+  diskUsage () {
+    return diskUsage(this.#shared.location)
+  }
+
+  reclaim () {
+    return this.#reclaimer.reclaimNow()
+  }
+
+  compact () {
+    return compact(this.#shards)
+  }
+
+  verify (checked) {
+    return verify(this.#maintenance(), checked)
+  }
+
+  repair (shard) {
+    return repair(this.#maintenance(), shard)
+  }
+
+  // Every resource is released even when one fails to close; the first failure is
+  // then reported.
+  async close () {
+    const { writeBudget, streams, operations, digester } = this.#shared
+    // Other processes' requests the holder accepted end first, their streams with them;
+    // it refuses later ones as not carried out, and their clients go to the next holder.
+    if (this.#holder) await this.#holder.close()
+    // Writes waiting for the write budget fail, like those waiting for a shard: nothing
+    // they wait for is certain to come now. (A wait for a memtable flush ends with it.)
+    writeBudget.shutdown(errors.closed())
+    streams.destroy({ all: true })
+    this.#puts.stop()
+    await this.#reclaimer.stop()
+    this.#shards.shutdown() // operations waiting for a shard fail now, so they drain
+    await Promise.all([operations.drained(), streams.closed()])
+    const results = await Promise.allSettled([this.#shards.closeAll(), digester.close()])
+    results.push(...(await Promise.allSettled([this.#usage.close(), this.#reserve.close()])))
+    const failed = results.find((r) => r.status === 'rejected')
+    if (failed) throw failed.reason
+  }
+
+  // Whether a write asks for a sync the store does not make anyway.
+  #asked (sync) {
+    return sync && !this.#shared.options.sync
+  }
+
+  #maintenance () {
+    return { shards: this.#shards, chunkSize: this.format.chunkSize, shardCount: this.format.shardCount }
+  }
+}
+
+module.exports = { LocalStore }

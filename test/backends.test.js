@@ -1,0 +1,44 @@
+'use strict'
+
+// The shape the store's calls take: one backend interface, which the store opened here
+// and a holder's client both implement, each call with a rule for being made again after
+// a lost holder; one table of routes, which the client sends and the holder serves.
+const { expect } = require('chai')
+const fs = require('node:fs')
+const path = require('node:path')
+const { LocalStore } = require('../lib/store/local')
+const { Remote } = require('../lib/share/client')
+const { RETRIES } = require('../lib/share/retries')
+const { ROUTES, VERSION, routeOf, requestOf } = require('../lib/share/protocol')
+
+// The backend calls lib/store.js makes: #op('name', ...) and run('name', ...).
+function storeCalls () {
+  const text = fs.readFileSync(path.join(__dirname, '..', 'lib', 'store.js'), 'utf8')
+  return [...new Set([...text.matchAll(/(?:#op|\.run)\('(\w+)'/g)].map((m) => m[1]))].sort()
+}
+
+describe('the store\'s backends', () => {
+  it('each call the store makes has a rule for being made again, and both backends take it', () => {
+    const calls = storeCalls()
+    expect(calls).to.include.members(['readFile', 'writeFile', 'openReader', 'openWriter', 'put', 'putStream', 'list', 'verify'])
+    expect(calls.filter((name) => RETRIES[name] === undefined), 'calls without a rule').to.deep.equal([])
+    for (const Backend of [LocalStore, Remote]) {
+      const missing = Object.keys(RETRIES).filter((name) => typeof Backend.prototype[name] !== 'function')
+      expect(missing, `calls ${Backend.name} does not take`).to.deep.equal([])
+    }
+  })
+
+  it('a request the client sends on each route is the one the holder serves on it', () => {
+    for (const name of Object.keys(ROUTES)) {
+      const param = ROUTES[name].param === undefined ? undefined : 'a b/c'
+      const { method, path: sent } = requestOf(name, param, { sync: '1', shard: undefined })
+      expect(sent.startsWith(`${VERSION}/`), sent).to.equal(true)
+      expect(sent.endsWith('?sync=1'), sent).to.equal(true)
+      const [, , segment, ...params] = sent.split('?')[0].split('/')
+      expect([routeOf(method, segment, params), params.map(decodeURIComponent)], sent).to.deep.equal([name, param === undefined ? [] : [param]])
+    }
+    expect(routeOf('HEAD', 'files', ['k'])).to.equal('read')
+    expect(routeOf('GET', 'files', [])).to.equal(undefined)
+    expect(routeOf('PATCH', 'files', ['k'])).to.equal(undefined)
+  })
+})
