@@ -3,7 +3,7 @@
 const { WHOLE } = require('./records')
 
 // Removed versions are compacted away in key ranges holding about this much of them:
-// one table file (lib/leveldb/leveldb.js maxFileSize). LevelDB compacts whole table
+// one table file (lib/leveldb/open.js, DEFAULTS.maxFileSize). LevelDB compacts whole table
 // files, so smaller pieces rewrite the same files again: reclaiming then fell behind a
 // steady writer, and a write after a large unlink waited longer, not shorter
 // (doc/performance.md).

@@ -47,7 +47,7 @@ function shardOptions () {
 // commit batch, with its head record (holding the data of a file of one chunk).
 // `account`: the shard's accounting before the file, updated. Chunks are held until
 // their records reach BATCH_BYTES, then sent `perBatch` to a batch (1, as
-// lib/data/chunk-writer.js sends them when the store does not sync); a file whose whole
+// lib/data/batch-sender.js sends them when the store does not sync); a file whose whole
 // chunks never reach it goes into the commit batch, with no pending record.
 function fileRecords (key, data, account, { keys = chunkKeys(), perBatch = 1 } = {}) {
   const version = records.newVersion()
