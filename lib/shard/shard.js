@@ -174,6 +174,10 @@ class Shard {
     return this.#deadSpace.reclaimable
   }
 
+  get deferred () {
+    return this.#deadSpace.deferred
+  }
+
   get compacting () {
     return this.#deadSpace.compacting
   }
