@@ -21,6 +21,8 @@ class Memtables {
   #others
   #quietMs
   #shards = new Map() // shard -> its entry (add()): all the budget knows of an open shard
+  #total = 0 // the entries' bytes summed: changed only by #read() and a close's end
+  #inFlight = new Set() // the entries whose flush or close is in flight: changed only by #setFlush()
   #batches = 0 // batches in flight, to any shard
   #lastBatch = 0 // performance.now() when the last batch began
   #quietTimer // armed when the last batch in flight ended, until QUIET_MS after it
@@ -36,7 +38,7 @@ class Memtables {
 
   // LevelDB's estimate of the open shards' memory, as last read.
   get total () {
-    return this.#sum(() => true)
+    return this.#total
   }
 
   add (shard) {
@@ -61,17 +63,19 @@ class Memtables {
     const entry = this.#shards.get(shard)
     if (!entry || entry.closing) return
     entry.closing = true
-    entry.flush = Promise.allSettled([entry.flush, closed]).then(() => {
+    this.#setFlush(entry, Promise.allSettled([entry.flush, closed]).then(() => {
+      this.#setFlush(entry, undefined)
+      this.#total -= entry.bytes
       this.#shards.delete(shard)
       this.#relieve()
-    })
+    }))
   }
 
   // Resolves once a batch may go to a memtable: at once unless the memtables are past their
   // allowance while a flush is in flight, else once flushes brought them back under it or all
   // ended. Only flushes, which LevelDB always ends, are waited for.
   async wait () {
-    while (this.#mustWait()) await Promise.race(this.#flushing().map((entry) => entry.flush))
+    while (this.#mustWait()) await Promise.race([...this.#inFlight].map((entry) => entry.flush))
   }
 
   // A batch to `shard` begins; wrote(shard, ok) follows however it ends.
@@ -108,7 +112,7 @@ class Memtables {
   // Once the store went QUIET_MS without a batch and no flush is in flight, flushes the fullest
   // shard, then the next when that one ends.
   #whenQuiet () {
-    if (this.#stopped || this.#quietTimer || this.#batches > 0 || this.#flushing().length > 0) return
+    if (this.#stopped || this.#quietTimer || this.#batches > 0 || this.#inFlight.size > 0) return
     const left = this.#lastBatch + this.#quietMs - performance.now()
     if (left > 0) {
       this.#quietTimer = setTimeout(() => {
@@ -126,23 +130,18 @@ class Memtables {
   }
 
   #mustWait () {
-    return this.total > this.#allowance() && this.#flushing().length > 0
+    return this.#inFlight.size > 0 && this.#total > this.#allowance()
   }
 
   #allowance () {
     return Math.max(this.#limit - this.#others(), FLOOR * this.#limit)
   }
 
-  // The shards whose flush or close is in flight.
-  #flushing () {
-    return [...this.#shards.values()].filter((entry) => entry.flush)
-  }
-
   // Starts flushes until what stays once those in flight end is back under FLUSH_AT of the
   // allowance.
   #relieve () {
     const target = FLUSH_AT * this.#allowance()
-    while (this.#sum((entry) => !entry.flush) > target && this.#flushing().length < MAX_FLUSHING) {
+    while (this.#notFlushing() > target && this.#inFlight.size < MAX_FLUSHING) {
       const fullest = this.#fullest()
       if (!fullest) return
       const before = fullest.bytes
@@ -169,15 +168,24 @@ class Memtables {
     return best.idle || best.written
   }
 
-  #sum (which) {
-    let bytes = 0
-    for (const entry of this.#shards.values()) if (which(entry)) bytes += entry.bytes
+  // What stays once the flushes and closes in flight end.
+  #notFlushing () {
+    let bytes = this.#total
+    for (const entry of this.#inFlight) bytes -= entry.bytes
     return bytes
   }
 
   #read (entry) {
-    entry.bytes = entry.shard.db.memoryUsage()
-    return entry.bytes
+    const bytes = entry.shard.db.memoryUsage()
+    this.#total += bytes - entry.bytes
+    entry.bytes = bytes
+    return bytes
+  }
+
+  #setFlush (entry, flush) {
+    entry.flush = flush
+    if (flush) this.#inFlight.add(entry)
+    else this.#inFlight.delete(entry)
   }
 
   // LevelDB's CompactRange reports no error: one whose LevelDB keeps a failed write (a full disk)
@@ -187,14 +195,14 @@ class Memtables {
     const { shard } = entry
     const before = entry.bytes
     const written = entry.written
-    entry.flush = shard.db.flush().then(() => true, () => false).then((flushed) => {
+    this.#setFlush(entry, shard.db.flush().then(() => true, () => false).then((flushed) => {
       if (entry.closing) return // its close ends its flush (closing())
-      entry.flush = undefined
+      this.#setFlush(entry, undefined)
       const freedNothing = this.#read(entry) >= before && entry.written === written
       if (!flushed || freedNothing || shard.db.failed) entry.stuck = true
       this.#relieve()
       this.#whenQuiet()
-    })
+    }))
   }
 }
 
