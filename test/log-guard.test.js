@@ -7,10 +7,10 @@ const path = require('node:path')
 const { spawn, spawnSync } = require('node:child_process')
 const leveldown = require('leveldown')
 const { LevelDb } = require('../lib/leveldb/leveldb')
-const { guardedOpen, readManifest, logName, keptName } = require('../lib/leveldb/log-guard')
+const { guardedOpen, readManifest, logName, keptName, lockHeld } = require('../lib/leveldb/log-guard')
 const { parseManifest } = require('../lib/leveldb/manifest')
 const { useTmp, rejects, scaled } = require('./helpers')
-const { heldAndFreed } = require('./fixtures/lock-holder')
+const { holder, heldAndFreed } = require('./fixtures/lock-holder')
 
 const ROOT = path.join(__dirname, '..')
 const COUNT = 200
@@ -572,6 +572,22 @@ describe('the log guard', function () {
   describe('knowing that another process holds a database', () => {
     it('sees the lock of a database open in another process, and its release', async () => {
       await heldAndFreed(path.join(t.dir, 'db'))
+    })
+
+    it('does not report a lock released since the recent read of /proc/locks it reuses', async () => {
+      const dir = path.join(t.dir, 'db')
+      const held = await holder(dir)
+      const now = Date.now
+      const frozen = now()
+      Date.now = () => frozen // every read below is within the recent read's age
+      try {
+        expect(await lockHeld(dir, { recent: true }), 'held').to.equal(true)
+        await held.release()
+        expect(await lockHeld(dir, { recent: true }), 'freed').to.equal(false)
+      } finally {
+        Date.now = now
+        await held.release()
+      }
     })
   })
 })

@@ -48,6 +48,8 @@ function fakeShard (name, bytes) {
 }
 
 const settle = () => new Promise((resolve) => setImmediate(resolve))
+// Whether the wait `waiting` ends before the event loop turns: it waits for no flush.
+const atOnce = (waiting) => Promise.race([waiting.then(() => true), settle().then(() => false)])
 
 describe('memory budget', () => {
   describe('memtables of all shards held to the budget', () => {
@@ -83,7 +85,7 @@ describe('memory budget', () => {
       expect(passed).to.equal(false)
       b.release()
       await waiting
-      expect(memtables.wait()).to.equal(undefined)
+      expect(await atOnce(memtables.wait())).to.equal(true)
       expect(memtables.total).to.equal(7 * MiB)
       expect(memtables.flushes).to.equal(1)
     })
@@ -135,7 +137,9 @@ describe('memory budget', () => {
       const shards = Array.from({ length: 20 }, (_, i) => fakeShard(String(i), MIN_FLUSH - 1))
       for (const s of shards) memtables.add(s)
       expect(memtables.total).to.be.above(1 * MiB)
-      expect(memtables.wait()).to.equal(undefined)
+      const waiting = memtables.wait()
+      expect(waiting).to.be.an.instanceOf(Promise) // a wait is a promise, with or without a flush
+      expect(await atOnce(waiting)).to.equal(true)
       expect(shards.every((s) => s.flushes === 0)).to.equal(true)
     })
 
@@ -173,7 +177,7 @@ describe('memory budget', () => {
         expect(a.flushes).to.equal(1)
         a.release()
         await waiting // the flush ended: nothing is in flight, writes go on
-        expect(memtables.wait()).to.equal(undefined)
+        expect(await atOnce(memtables.wait())).to.equal(true)
         memtables.begin(a)
         memtables.wrote(a, false) // a batch that failed
         expect(a.flushes).to.equal(1)
@@ -233,7 +237,7 @@ describe('memory budget', () => {
       close.end()
       await waiting
       expect(memtables.total).to.equal(2 * MiB)
-      expect(memtables.wait()).to.equal(undefined)
+      expect(await atOnce(memtables.wait())).to.equal(true)
     })
 
     it('a shard closing while flushed for the budget stays counted until both end', async () => {

@@ -208,10 +208,13 @@ async function readManifest (dir) {
 
 // Whether a process holds the database's LOCK (a POSIX lock), as /proc/locks says; false
 // where that cannot be read. `recent`: a read of /proc/locks up to RECENT_MS old, for
-// callers asking about many databases that give up on whatever they meet (files.js).
+// callers asking about many databases that give up on whatever they meet (files.js). That
+// read may list a lock released since, on an inode a new LOCK file now has: a "held" from
+// it is read again.
 async function lockHeld (dir, { recent = false } = {}) {
   const locks = await readLocks(dir, recent)
-  return locks ? lockListed(locks.table, locks.stat, locks.overlay) : false
+  if (!locks || !lockListed(locks.table, locks.stat, locks.overlay)) return false
+  return recent ? lockHeld(dir) : true
 }
 
 const RECENT_MS = 100

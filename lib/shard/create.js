@@ -9,14 +9,11 @@ const { readTemplate, writeFromTemplate } = require('./template')
 const records = require('./records')
 const errors = require('../api/errors')
 
-// Builds an empty shard in `tmpDir` and renames it into place, so a crash
-// mid-creation never leaves a half-made shard that would later look damaged. A
-// failure here is never damage: the shard did not exist.
-// template: the files of a new shard (makeTemplate), written instead of running LevelDB.
-// placed: false leaves syncing the shard into its directory (syncPlaced) to the
-// caller, who must have it succeed before writing into the shard, and may open the
-// shard meanwhile. spare: a new shard already made and synced in `tmpDir` (spares.js),
-// renamed into place instead of making one; it is removed if that fails.
+// Builds an empty shard in `tmpDir` and renames it into place: a crash never leaves a half-made
+// shard that would look damaged, and a failure here is never damage. `template`: the files of a
+// new shard (makeTemplate). `placed: false` leaves syncing the shard into its directory
+// (syncPlaced) to the caller, before it writes into the shard. `spare`: a shard made already in
+// `tmpDir` (spares.js), renamed instead of making one; removed if that fails.
 async function createShard (location, tmpDir, template, { placed = true, spare } = {}) {
   const name = path.basename(location)
   let staging = spare
@@ -34,14 +31,12 @@ async function createShard (location, tmpDir, template, { placed = true, spare }
   if (placed) await syncPlaced(location)
 }
 
-// Syncs a new shard's directory entry. A failure leaves a shard that exists, whose
-// rename may not survive a power cut: sync again before writing into it.
+// Syncs a new shard's directory entry. A failure leaves a shard that exists, whose rename may
+// not survive a power cut: sync again before writing into it.
 function syncPlaced (location) {
   return syncDir(path.dirname(location)).catch((err) => { throw creationFailed(path.basename(location), err) })
 }
 
-// The files of a new shard, built once with LevelDB (template.js): undefined when
-// this LevelDB makes other files than expected.
 async function makeTemplate (tmpDir) {
   let built
   try {
@@ -54,12 +49,10 @@ async function makeTemplate (tmpDir) {
   }
 }
 
-// A new shard made by LevelDB in a new directory of `tmpDir`, whose path it returns.
 async function buildShard (tmpDir, name) {
   const staging = path.join(tmpDir, `${name}-${crypto.randomBytes(4).toString('hex')}`)
   try {
-    // Made here, not by LevelDB, which ignores a failed mkdir and then reports the
-    // missing LOCK file as damage.
+    // Made here: LevelDB ignores a failed mkdir, then reports the missing LOCK file as damage.
     await fs.mkdir(staging)
     const db = await LevelDb.open(staging, { createIfMissing: true, errorIfExists: true })
     try {
@@ -67,15 +60,13 @@ async function buildShard (tmpDir, name) {
         { type: 'put', key: records.ACCOUNT, value: JSON.stringify({ used: 0, files: 0 }) },
         { type: 'put', key: records.HEADS, value: '3' }
       ], { sync: true })
-      // Into a table: a shard's first open then replays no log. LevelDB skips a log
-      // it cannot open (out of descriptors) and forgets it: the record would be lost.
+      // Into a table: a log LevelDB cannot open (out of descriptors) is skipped and forgotten.
       await db.flush()
     } finally {
       await db.close()
     }
-    // Its entries durable before it is in place. LevelDB 1.20 happens to sync the
-    // directory with its manifest, but not after renaming CURRENT or removing a
-    // replayed log: a shard must not depend on the order of its work.
+    // Its entries durable before it is in place: LevelDB 1.20 does not sync the directory after
+    // renaming CURRENT or removing a replayed log.
     await syncDir(staging)
     return staging
   } catch (err) {

@@ -7,18 +7,13 @@ const scans = require('./scans')
 // On a page read from a shard's files: what the next page of the same listing reads.
 const FILES = Symbol('kfs.files')
 
-// The records a listing reads: the accounting record, which every shard LevelDB opens
-// holds, to the last metadata record.
+// The records a listing reads: the accounting record, which every shard holds, to the last
+// metadata record.
 const LISTED = { gte: records.ACCOUNT, lt: records.metaRange().lt }
 
-// Up to `limit` metadata records of the shard `index` at `location` after the key
-// `after` (from the first without it), as scans.metaPage reads them, read from the
-// shard's files while nobody has it open: nothing is written, made or synced
-// (leveldb/files.js). Undefined where the files are not for certain what LevelDB would
-// read: anything they hold that the reader does not know (damage among it), or a
-// shard that its open would refuse (its accounting record missing or unreadable). The
-// caller then opens the shard, which reports what is wrong as a listing always did.
-// `files`: page[FILES] of the page before.
+// Up to `limit` metadata records after the key `after`, as scans.metaPage reads them, read from
+// the files of a shard nobody has open (leveldb/files.js). Undefined where the files are not for
+// certain what LevelDB would read, or its open would fail: the caller then opens the shard.
 async function filePage (location, index, after, limit, files) {
   try {
     if (!files) {

@@ -1,30 +1,20 @@
 'use strict'
 
-// A shard holding at most this many files keeps their keys' fingerprints in memory:
-// 4 bytes each, outside V8's heap (below).
+// A shard of at most this many files keeps their keys' fingerprints, 4 bytes each.
 const MAX_PRINTED = 8192
-// Fingerprints a shard's table has room for when it is made empty (it doubles as
-// keys come).
-const FIRST_ROOM = 16
+const FIRST_ROOM = 16 // fingerprints an empty table has room for; it doubles as keys come
 
-// How many of a shard's keys share each fingerprint (a key's first 28 bits). A commit
-// of a key whose fingerprint is absent is known to create a file, and skips reading
-// its metadata: a trip to LevelDB's thread, which is most of a small file's time. Made
-// by the first commit (a shard opened to be read or listed has no use for it), and
-// given up past MAX_PRINTED files or if a metadata record cannot be read (verify()
-// reports that; commits then read metadata as before).
-//
-// The fingerprints are a sorted Uint32Array, each once per key that has it: its memory
-// is outside the JavaScript heap and holds nothing for the garbage collector to trace
-// (a Map would take about 30 bytes a file in the heap). The heap's size decides how
-// often V8 collects it whole while reads hand out Buffers (doc/performance.md, "Format
-// 3: a piece is one get").
+// How many of a shard's keys share each fingerprint (a key's first 28 bits). A commit of a key
+// whose fingerprint is absent creates a file, and skips reading its metadata: a trip to
+// LevelDB's thread, most of a small file's time. Made by the first commit, given up past
+// MAX_PRINTED files or if a metadata record cannot be read (commits then read metadata).
+// A sorted Uint32Array: outside V8's heap, nothing for the collector to trace, where a Map
+// would take about 30 bytes a file in it (doc/performance.md, "Format 3: a piece is one get").
 class Fingerprints {
   #prints // a SortedPrints, or undefined: not made, or given up
   #made = false
 
-  // Whether the shard may hold `key`; `files` is how many it holds, keys() an async
-  // iterable of the keys it holds.
+  // Whether the shard may hold `key`; `files`: how many it holds, keys(): them, async.
   async mayHold (key, files, keys) {
     if (!this.#made && files <= MAX_PRINTED) {
       this.#made = true
@@ -33,19 +23,17 @@ class Fingerprints {
     return !this.#prints || this.#prints.has(fingerprint(key))
   }
 
-  // Whether the shard is known not to hold `key`, from fingerprints made already: a
-  // commit asks this first, and mayHold() only when it is false.
+  // Whether fingerprints made already say the shard does not hold `key`; asked before mayHold().
   lacks (key) {
     return this.#prints !== undefined && !this.#prints.has(fingerprint(key))
   }
 
-  // The shard was just created: it holds no key.
   made () {
     this.#made = true
     this.#prints = new SortedPrints()
   }
 
-  // After a commit created a file, or an unlink removed one; `files`: the count now.
+  // `files`: how many the shard holds now.
   added (key, files) {
     this.#change(key, 1, files)
   }
@@ -65,9 +53,8 @@ class Fingerprints {
   }
 }
 
-// A multiset of fingerprints: a sorted Uint32Array, `length` of it used, a fingerprint
-// there once per key that has it. Its room is a power of two, doubled when full: at
-// most MAX_PRINTED fingerprints, 32 KiB.
+// A multiset of fingerprints: a sorted Uint32Array, `length` of it used, its room a power of
+// two, doubled when full.
 class SortedPrints {
   constructor (prints = new Uint32Array(FIRST_ROOM), length = 0) {
     this.prints = prints
@@ -98,7 +85,6 @@ class SortedPrints {
     this.length--
   }
 
-  // The first index whose fingerprint is not below `print` (length if none).
   #find (print) {
     let low = 0
     let high = this.length
@@ -111,7 +97,7 @@ class SortedPrints {
   }
 }
 
-// The fingerprints of `keys` (an async iterable), or undefined if reading them failed.
+// The SortedPrints of `keys`, or undefined if reading them failed.
 async function collect (keys) {
   const found = []
   try {
@@ -127,8 +113,8 @@ async function collect (keys) {
   return new SortedPrints(prints, found.length)
 }
 
-// Keys are hex (api/keys.js): their first 7 digits make a 28-bit integer. A stored key
-// that is not (a damaged record) counts as 0: a fingerprint too many only costs a read.
+// Keys are hex (api/keys.js). One that is not (a damaged record) counts as 0: a fingerprint
+// too many costs only a read.
 function fingerprint (key) {
   return parseInt(key.slice(0, 7), 16) >>> 0
 }

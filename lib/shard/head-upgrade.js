@@ -5,26 +5,18 @@ const { madeNotDurable } = require('../leveldb/leveldb')
 const chunkRecord = require('./chunk-record')
 const { encodeHead, HEAD_FORMAT } = require('./head-record')
 
-// Files given a head record per batch, and the data a batch moves into heads, at most
-// (one file more may pass it): the batch does not wait for room in the memory budget
-// (Shard#room may wait for the shard's own close, which waits for the upgrade).
+// Files per batch, and data a batch moves into heads, at most (one file more may pass it): a
+// batch does not wait for the memory budget, which may wait for the shard's close.
 const UPGRADE_PAGE = 16
 const UPGRADE_BYTES = 2 * 1024 * 1024
 const NO_BYTES = Buffer.alloc(0)
 
-// Gives every file of format 2 in an open `shard` a head record (doc/format.md, "Format 1
-// and 2 stores"): a file of one chunk moves its data into its head (the chunk's space is
-// reclaimed as a removed version's, under a note of its own: records.movedKey), a larger
-// one gets a head without data; then the shard is marked (records.HEADS) and later opens
-// have nothing to do. Each page of files is one batch in the shard's exclusive section,
-// so no commit or unlink of those files comes between; readers see the file whole
-// before and after (a reader that misses the moved chunk finds the head: missingChunk).
-// `room(bytes)` resolves to whether the disk has room for a batch besides the reserve;
-// `write(ops)` writes a batch as the shard's writes go (synced in a synced shard);
-// `died(meta)` notes a version's space as reclaimable. Stops when the shard closes, the
-// disk has no room, or a write fails, to go on at the next open; never rejects. A file of
-// format 1 (no chunk digests), or one whose records are damaged, is left as it is: reads
-// of it go on through its metadata.
+// Gives every file of format 2 in an open `shard` a head record (doc/format.md, "Format 1 and 2
+// stores"), then marks the shard (records.HEADS). Each page is one batch in the shard's
+// exclusive section, so no commit or unlink of its files comes between. `room(bytes)`: whether
+// the disk has room for a batch besides the reserve; `died(meta)`: a version's space noted as
+// dead. Stops when the shard closes, the disk has no room, or a write fails, to go on at the
+// next open; never rejects.
 async function upgradeHeads (shard, { room, write, died }) {
   let after
   let ended = false // every file seen
@@ -51,8 +43,7 @@ async function upgradeHeads (shard, { room, write, died }) {
           }
         }
         if (ops.length) {
-          // A batch made but perhaps not durable is visible: its moved chunks are dead
-          // space all the same, and the upgrade stops there.
+          // A batch made but perhaps not durable is visible: its chunks are dead all the same.
           const failed = await write(ops).then(() => undefined, (err) => err)
           if (!failed || madeNotDurable(failed)) moved.forEach(died)
           if (failed) throw failed
@@ -69,9 +60,8 @@ async function upgradeHeads (shard, { room, write, died }) {
   }
 }
 
-// The batch that gives `meta`'s version (format 2) a head, or undefined where it cannot:
-// a file of format 1, or one whose chunks disagree with its size, or whose chunk is
-// missing or damaged.
+// The batch that gives `meta`'s version (format 2) a head, or undefined: a file of format 1, or
+// one whose chunks disagree with its size or are missing or damaged.
 async function headFor (shard, meta) {
   const { chunkKeys, db } = shard
   if (!meta.chunkDigest || meta.chunks !== Math.ceil(meta.size / chunkKeys.chunkSize)) return undefined

@@ -1,13 +1,13 @@
 'use strict'
 
 const errors = require('../api/errors')
-const { abortable, controller } = require('../api/abortable')
+const { controller } = require('../api/abortable')
 const { Lifecycle } = require('../api/lifecycle')
+const { SlotQueue } = require('./slot-queue')
 
-// Keeps at most `maxOpen` shards open. Shards open on first use, or ahead of it
-// (openAhead), and close when another shard needs the slot, or after `idleTimeout` ms
-// without users if it is set. When every slot is in use, callers queue and get slots
-// in the order they asked.
+// Keeps at most `maxOpen` shards open. Shards open on first use, or ahead of it, and close when
+// another shard needs the slot, or after `idleTimeout` ms without users if it is set. When
+// every slot is in use, callers queue for one (slot-queue.js).
 class ShardPool {
   #shut = controller() // aborted by shutdown(): every wait for a slot ends
   #life = new Lifecycle('open')
@@ -19,42 +19,36 @@ class ShardPool {
     this.openShard = open
     this.closeShard = close
     this.entries = new Map() // index -> { ready, shard, refs, timer, idleSince, closing }
-    this.queue = [] // callers waiting for a slot, first come first served
-    this.promised = 0 // slots handed to queued callers that have not taken them yet
+    this.queue = new SlotQueue(this.#shut.signal, () => this.#pump())
     this.evicting = 0 // idle shards being closed to make room
     this.held = new Map() // index -> why: shards held for exclusive work (repair)
   }
 
-  // The shards open and not closing.
   * openShards () {
     for (const entry of this.entries.values()) if (entry.shard && !entry.closing) yield entry.shard
   }
 
-  // The open shard, if any, without acquiring it.
   peek (index) {
     const entry = this.entries.get(index)
     return entry && entry.shard && !entry.closing ? entry.shard : undefined
   }
 
-  // Whether the shard is open, opening, closing or held for exclusive work.
+  // Open, opening, closing or held for exclusive work.
   inUse (index) {
     return this.entries.has(index) || this.held.has(index)
   }
 
-  // 'closing' from shutdown() on.
   get status () {
     return this.#life.status === 'open' && this.closing ? 'closing' : this.#life.status
   }
 
-  // Refusing acquires: shutdown() or closeAll() was called.
   get closing () {
     return this.#shut.signal.aborted
   }
 
-  // Waits at most waitTimeout ms for a free slot, then fails with EBUSY: streams that
-  // hold every slot while waiting for one another would otherwise wait forever. A wait
-  // ends at once with signal.reason when `signal` aborts (its stream was destroyed).
-  // `context` is handed to the open function when this call opens the shard.
+  // Waits at most waitTimeout ms for a free slot, then fails with EBUSY: streams that hold
+  // every slot while waiting for one another would otherwise wait forever. `context` is handed
+  // to the open function when this call opens the shard.
   async acquire (index, context, signal) {
     let deadline
     let turn = false // holds a slot promised by #pump
@@ -62,12 +56,11 @@ class ShardPool {
     const giveBack = () => {
       if (!turn) return
       turn = false
-      this.promised--
+      this.queue.taken()
       this.#pump()
     }
     for (;;) {
-      // Checked on every pass: an operation that was waiting for a slot or for a close
-      // must not open a shard that was taken for exclusive work meanwhile.
+      // On every pass: a shard taken for exclusive work meanwhile is not opened.
       const refused = this.closing ? errors.closed() : this.held.has(index) ? errors.shardBusy(index, this.held.get(index)) : signal && signal.aborted && signal.reason
       if (refused) {
         giveBack()
@@ -83,13 +76,12 @@ class ShardPool {
         return this.#use(entry)
       }
       if (turn || (this.queue.length === 0 && this.#hasRoom())) {
-        if (turn) this.promised--
+        if (turn) this.queue.taken()
         turn = false
         try {
           return await this.#use(this.#create(index, context))
         } catch (err) {
-          // Out of descriptors with other shards open: fewer shards stay open from now
-          // on, and this call waits for one of them to close instead of failing.
+          // Out of descriptors with other shards open: fewer stay open, and this call waits.
           if (err.code !== 'EMFILE' || this.entries.size === 0) throw err
           this.maxOpen = Math.max(1, Math.min(this.maxOpen, this.entries.size))
           front = true
@@ -97,16 +89,13 @@ class ShardPool {
         }
       }
       deadline = deadline || Date.now() + this.waitTimeout
-      turn = await this.#wait(index, deadline, front, signal)
+      turn = await this.queue.wait(index, deadline, front, signal, () => errors.shardsBusy(index, this.maxOpen, this.waitTimeout))
       front = true
     }
   }
 
-  // Opens the shard ahead of need, idle, when it is neither open nor held and a slot is
-  // free with nobody waiting for one: a shard opened ahead never takes a slot from a
-  // caller, nor closes another. Resolves to whether it opened one. Its failure rejects,
-  // and leaves no entry: the next acquire() opens the shard again, and meets the
-  // failure itself if it lasts.
+  // Opens the shard ahead of need, idle, if it is neither open nor held and a slot is free with
+  // nobody waiting for one; resolves to whether it did. A failure leaves no entry behind.
   async openAhead (index, context) {
     if (this.full || this.held.has(index) || this.entries.has(index)) return false
     const entry = this.#create(index, context)
@@ -115,19 +104,17 @@ class ShardPool {
     return true
   }
 
-  // No shard opens ahead of need: the pool is closing, or has no slot for one.
+  // No shard may open ahead of need.
   get full () {
     return this.closing || this.queue.length > 0 || !this.#hasRoom()
   }
 
   #hasRoom () {
-    return this.entries.size + this.promised < this.maxOpen
+    return this.entries.size + this.queue.promised < this.maxOpen
   }
 
-  // The shard `index` if it is open and free to use now, counted as a use: what
-  // acquire() would resolve to at once, without its promises. Else undefined.
-  // whileClosing: also once the pool shuts down (work admitted before the store's
-  // close() finishes on the shards still open, which close only after it).
+  // The shard `index`, counted as a use, if it is open and free now. `whileClosing`: also once
+  // the pool shuts down (work admitted before the store's close() finishes on open shards).
   useOpen (index, { whileClosing = false } = {}) {
     const entry = this.entries.get(index)
     if (!entry || !entry.shard || entry.closing || (this.closing && !whileClosing) || this.held.has(index)) return undefined
@@ -167,7 +154,7 @@ class ShardPool {
     const entry = this.entries.get(shard.index)
     if (!entry || entry.shard !== shard) return
     if (--entry.refs > 0) return
-    // LevelDB refuses every write after one failed (a full disk) until it is reopened.
+    // LevelDB refuses every write after one failed (a full disk), until it is reopened.
     if (shard.db.failed) {
       this.#close(shard.index).catch(() => {})
       return
@@ -175,18 +162,15 @@ class ShardPool {
     this.#idle(shard.index, entry)
   }
 
-  // The shard has no users from now on.
   #idle (index, entry) {
-    // Monotonic, as timers are: a clock step cannot keep it open. Also what #pump
-    // evicts by, least recently used first.
+    // Monotonic, as timers are; #pump evicts the least recently used first.
     entry.idleSince = performance.now()
     if (!entry.timer && this.idleTimeout !== undefined) this.#closeWhenIdle(index, entry, this.idleTimeout)
     this.#pump()
   }
 
-  // Closes the shard once it went `idleTimeout` ms without users. One timer per entry,
-  // armed at a release when none is, and armed again when it finds the shard used since:
-  // a shard used by every operation costs no timer per use.
+  // Closes the shard once it went `idleTimeout` ms without users. One timer per entry, armed
+  // again when it finds the shard used since: no timer per use.
   #closeWhenIdle (index, entry, ms) {
     entry.timer = setTimeout(() => {
       entry.timer = undefined
@@ -198,19 +182,11 @@ class ShardPool {
     entry.timer.unref() // an idle store must never keep the process alive
   }
 
-  // Hands free slots to queued callers in order; when none is free, closes least
-  // recently used idle shards, one per caller still waiting.
+  // Hands free slots to queued callers; when none is free, closes least recently used idle
+  // shards, one per caller still waiting.
   #pump () {
     if (this.queue.length === 0) return // nobody waits for a slot
-    // Callers whose shard was opened meanwhile need no slot.
-    for (const waiter of this.queue.filter((w) => this.entries.has(w.index))) {
-      this.queue.splice(this.queue.indexOf(waiter), 1)
-      waiter.resolve(false)
-    }
-    while (this.queue.length > 0 && this.#hasRoom()) {
-      this.promised++
-      this.queue.shift().resolve(true)
-    }
+    this.queue.handOut((index) => this.entries.has(index), () => this.#hasRoom())
     if (this.evicting >= this.queue.length) return
     const idle = [...this.entries].filter(([, e]) => e.refs === 0 && e.shard && !e.closing).sort(([, a], [, b]) => a.idleSince - b.idleSince)
     for (const [index] of idle) {
@@ -235,8 +211,8 @@ class ShardPool {
     return entry.closing
   }
 
-  // Takes the shard for exclusive work on its files (repair): closes it if it is open
-  // and idle, and until unhold() every acquire() of it fails with EBUSY saying `why`.
+  // Takes the shard for exclusive work on its files (repair): closes it if it is idle, and until
+  // unhold() every acquire() of it fails with EBUSY saying `why`.
   async hold (index, why) {
     if (this.held.has(index)) throw errors.shardBusy(index, this.held.get(index))
     this.held.set(index, why)
@@ -257,42 +233,12 @@ class ShardPool {
     this.held.delete(index)
   }
 
-  // Resolves to true when a slot is promised to this caller, to false when its shard was
-  // opened by another. One that already had its turn keeps its place at the front. Ends
-  // with EBUSY at the deadline, with ECLOSED at shutdown(), with signal.reason if
-  // `signal` aborts; a caller that leaves the queue holds no slot.
-  #wait (index, deadline, front, signal) {
-    return abortable([this.#shut.signal, signal], (resolve, reject) => {
-      const waiter = { index, resolve }
-      const withdraw = () => {
-        clearTimeout(timer)
-        const at = this.queue.indexOf(waiter)
-        if (at !== -1) this.queue.splice(at, 1)
-        this.#pump() // one waiting less may leave a shard to evict for nobody
-      }
-      // Not unref'd: an operation waiting here is work the process has to finish.
-      const timer = setTimeout(() => {
-        withdraw()
-        reject(errors.shardsBusy(index, this.maxOpen, this.waitTimeout))
-      }, Math.max(0, deadline - Date.now()))
-      waiter.resolve = (promised) => {
-        clearTimeout(timer)
-        resolve(promised)
-      }
-      if (front) this.queue.unshift(waiter)
-      else this.queue.push(waiter)
-      this.#pump()
-      return withdraw
-    })
-  }
-
-  // From now on acquires fail with ECLOSED, and so do those waiting for a slot.
+  // From now on acquires fail with ECLOSED, those waiting for a slot too.
   shutdown () {
     this.#shut.abort(errors.closed())
   }
 
-  // Closes every shard, even one still held. Every caller's promise settles once all
-  // are closed.
+  // Closes every shard, even one still held; every caller's promise settles once all are.
   closeAll () {
     this.shutdown()
     return this.#life.close(async () => {

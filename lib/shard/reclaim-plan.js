@@ -2,38 +2,26 @@
 
 const { WHOLE } = require('./records')
 
-// Removed versions are compacted away in key ranges holding about this much of them:
-// one table file (lib/leveldb/open.js, DEFAULTS.maxFileSize). LevelDB compacts whole table
-// files, so smaller pieces rewrite the same files again: reclaiming then fell behind a
-// steady writer, and a write after a large unlink waited longer, not shorter
-// (doc/performance.md).
+// Removed versions are compacted away in key ranges holding about this much of them: one table
+// file (lib/leveldb/open.js, DEFAULTS.maxFileSize). LevelDB compacts whole table files, so smaller
+// pieces rewrite the same files again (doc/performance.md).
 const RECLAIM_PIECE = 32 * 1024 * 1024
 
-// What reclaiming a shard's dead versions takes: key ranges to compact, each holding
-// about RECLAIM_PIECE bytes of them (a large version in several pieces, small
-// neighbours together), so that no single compaction holds LevelDB's one background
-// thread for long. dead: [{ id, prefix: '<key> <version>', bytes }], the shard's dead
-// notes in key order; chunkKeys: its ChunkKeys; shardBytes: what the shard holds, its
-// tables and its memtables. Returns pieces: [{ from, to, bytes, ids, tables }], the
-// bytes of dead versions in the piece, the notes it reclaims (a large version's note
-// belongs to each of its pieces) and, for the whole shard, shardBytes.
-//
-// A shard holding no more than a piece is one piece, the whole shard. LevelDB's
-// compaction of a range rewrites the range's tables at every level but the deepest
-// holding part of it, and flushes a memtable into one table at level 0, 1 or 2, puts
-// and deletes together: a file written and removed before its shard flushed lies in
-// that table, which in a small shard is often the deepest in the file's range, so
-// compacting the range alone leaves it. The whole shard's range reaches the accounting
-// record, which every flushed table of commits or unlinks holds and an older table
-// holds at a deeper level (a new shard's own is at level 2): every such table is
-// rewritten.
+// The key ranges to compact to reclaim a shard's dead versions, each holding about RECLAIM_PIECE
+// bytes of them, so that no compaction holds LevelDB's one background thread for long. dead: the
+// shard's dead notes in key order (scans.deadVersions); shardBytes: its tables and memtables.
+// Returns [{ from, to, bytes, ids, tables }]: the dead bytes in the piece, the notes it reclaims (a
+// large version's note belongs to each of its pieces) and, for the whole shard, shardBytes. A shard
+// of at most a piece is one piece, the whole shard. LevelDB's compaction of a range leaves the
+// deepest table holding part of it, and a file written and removed before its shard flushed lies in
+// one flushed table, often the deepest of a small shard. The whole shard's range reaches the
+// accounting record, which every such table holds: each is rewritten.
 function planReclaim (dead, chunkKeys, shardBytes) {
   if (shardBytes <= RECLAIM_PIECE) return dead.length ? [{ ...WHOLE, tables: shardBytes, bytes: dead.reduce((sum, d) => sum + d.bytes, 0), ids: dead.map((d) => d.id) }] : []
   const pieces = []
   let group
   let reached // the file key the last piece reaches into
-  // A version's first piece starts at its file key, where a head that held its data
-  // lies, unless a piece before already reaches into that key.
+  // A version's first piece starts at its file key, where a head holding its data lies.
   const start = (key, from) => (reached === key ? from : key)
   for (const { id, prefix, bytes } of dead) {
     const [key, version] = prefix.split(' ')

@@ -6,27 +6,23 @@ const { CHUNK_DIGEST } = require('./chunk-record')
 const { HEAD_FORMAT } = require('./head-record')
 const errors = require('../api/errors')
 
-// The records inside one shard (doc/format.md). System records start with '!', which
-// sorts before every hex digit, so they never interleave with chunks.
+// The records inside one shard (doc/format.md). System records start with '!', which sorts
+// before every hex digit, so they never interleave with chunks.
 const ACCOUNT = '!a'
-// Present once every file of the shard has a head record (format 3): the shard has
-// nothing left to upgrade (Shard#upgradeHeads).
-const HEADS = '!h'
+const HEADS = '!h' // every file has a head record: nothing left to upgrade (head-upgrade.js)
 const DAMAGE = '!d!'
 const DEAD = '!x!'
 const META = '!m!'
 const PENDING = '!p!'
-// Every record of a shard, from the first system record to past every chunk key.
-const WHOLE = { from: '!', to: '\xff' }
-// Every head and chunk record: file keys are hex.
-const FILES = { gte: '0', lt: 'g' }
+const WHOLE = { from: '!', to: '\xff' } // every record of a shard
+const FILES = { gte: '0', lt: 'g' } // every head and chunk record: file keys are hex
 
 const metaKey = (key) => META + key
 const pendingKey = (version) => PENDING + version
 const damageKey = (time, n = 0) => `${DAMAGE}${new Date(time).toISOString()}.${n}`
 const deadKey = (key, version) => `${DEAD}${key} ${version}`
-// The note of a version's chunk moved into its head (Shard#upgradeHeads): its own id, so
-// that a removal of the version, which notes it under deadKey, is never forgotten with it.
+// The note of a version's chunk moved into its head (head-upgrade.js): an id of its own, so
+// that a removal of the version, noted under deadKey, is never forgotten with it.
 const movedKey = (key, version) => `${DEAD}${key} ${version} moved`
 const prefixRange = (prefix) => ({ gt: prefix, lt: prefix + '\xff' })
 const metaRange = () => prefixRange(META)
@@ -34,11 +30,9 @@ const pendingRange = () => prefixRange(PENDING)
 const damageRange = () => prefixRange(DAMAGE)
 const deadRange = () => prefixRange(DEAD)
 
-// A fresh version per write keeps an overwrite's chunks apart from the ones readers
-// may still be streaming; the commit batch then swaps metadata and deletes the old.
-// Drawn from a pool of random bytes refilled 512 versions at a time: one call into
-// the system's random source per version made small-file writes measurably slower
-// (doc/performance.md).
+// A fresh version per write keeps an overwrite's chunks apart from those readers may still be
+// streaming. Drawn from random bytes refilled 512 versions at a time: a call into the system's
+// random source per version made small-file writes measurably slower (doc/performance.md).
 const versionPool = Buffer.alloc(8 * 512)
 let versionOffset = versionPool.length
 function newVersion () {
@@ -50,8 +44,8 @@ function newVersion () {
   return versionPool.toString('hex', versionOffset - 8, versionOffset)
 }
 
-// Chunk keys: "<key> <version> <index>", the index zero-padded wide enough for the
-// largest file a shard can hold, so one version's chunks are contiguous and sorted.
+// Chunk keys: "<key> <version> <index>", the index zero-padded wide enough for the largest file
+// a shard can hold, so that a version's chunks are contiguous and sorted.
 class ChunkKeys {
   constructor (shardCap, chunkSize) {
     this.chunkSize = chunkSize
@@ -67,9 +61,8 @@ class ChunkKeys {
   }
 }
 
-// The metadata of a version of `key` about to be committed, its chunks digested as
-// kfs digests them now (chunk-record.js), with a head record (head-record.js), dated
-// now.
+// The metadata of a version about to be committed, as this kfs writes it: chunk digests and a
+// head record.
 function newMeta ({ key, name, version, size, chunks, sha256 }) {
   return { key, version, size, chunks, sha256, chunkDigest: CHUNK_DIGEST, mtime: Date.now(), name, format: HEAD_FORMAT }
 }
@@ -83,8 +76,8 @@ function encodeMeta (meta) {
   return JSON.stringify(record)
 }
 
-// A metadata record that does not parse, or lacks what reading needs, is damage of
-// that file: ECORRUPT naming the shard and the key.
+// A metadata record that does not parse, or lacks what reading needs, is ECORRUPT naming the
+// shard and the key.
 function decodeMeta (value, shard, key) {
   let meta
   try {

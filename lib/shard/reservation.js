@@ -9,9 +9,7 @@ class Reservation {
     this.shard = shard
     this.bytes = 0
     this.sizeKnown = sizeKnown
-    // What ENOSPC reports: the room there was for this file, not what is left once
-    // part of it was claimed.
-    this.freeAtStart = shard.free
+    this.freeAtStart = shard.free // what ENOSPC reports: the room there was for the whole file
   }
 
   add (bytes) {
@@ -21,8 +19,7 @@ class Reservation {
     this.bytes += bytes
   }
 
-  // Gives the claim up. A commit calls it in the tick it adds the file to `used`, so
-  // used + reserved never counts the file twice.
+  // A commit calls it in the tick it adds the file to `used`: never counted twice.
   release () {
     this.shard.reserved -= this.bytes
     this.bytes = 0

@@ -3,16 +3,14 @@
 const crypto = require('node:crypto')
 const { SHARD_COUNT } = require('../base/shard-names')
 
-// shard = referenceId[0] XOR first byte of the key's routing hash. No index, no table:
-// the same key always lands in the same shard of a given store. A store with fewer
-// shards (a power of two, for benchmarks) keeps the low bits, which stay uniform.
+// A key's shard: referenceId[0] XOR the first byte of its routing hash, no table. A store of
+// fewer shards (a power of two) keeps the low bits, which stay uniform.
 function shardFor (referenceId, key, shardCount = SHARD_COUNT) {
   return (referenceId[0] ^ routingByte(key)) % shardCount
 }
 
-// The key bytes are hashed before routing because callers' keys cluster: a storage
-// node's keys sit close to its own ID, which is also the store's reference ID. The
-// digest comes back as a string: a Buffer result costs an allocation of its own.
+// Hashed because callers' keys cluster: a storage node's keys sit close to its own ID, the
+// store's reference ID. A string digest costs no Buffer.
 function routingByte (key) {
   return crypto.hash('sha256', Buffer.from(key, 'hex'), 'latin1').charCodeAt(0)
 }

@@ -2,18 +2,16 @@
 
 const records = require('./records')
 
-// Reads of a shard's records, one key range each (doc/format.md): `db` is the shard's
-// LevelDb. Each reads from one snapshot and holds nothing once it resolves.
-
+// Reads of a shard's records, one key range each (doc/format.md), from the shard's LevelDb
+// `db`. Each reads one snapshot and holds nothing once it resolves.
 const scan = (db, range, options = {}) => db.scan({ ...range, valueAsBuffer: false, ...options })
 
-// The keys of the files the shard holds (keys only).
 async function * storedKeys (db) {
   for await (const entry of scan(db, records.metaRange(), { values: false })) yield entry.key.slice(records.META.length)
 }
 
-// Up to `limit` metadata records with keys after `after` (from the start without it).
-// A record that cannot be decoded comes as { key, error } and does not hide the rest.
+// Up to `limit` metadata records after the key `after`. A record that cannot be decoded comes
+// as { key, error } and does not hide the rest.
 async function metaPage (db, shard, after, limit) {
   const range = records.metaRange()
   if (after !== undefined) range.gt = records.metaKey(after)
@@ -22,7 +20,6 @@ async function metaPage (db, shard, after, limit) {
   return page
 }
 
-// The metadata record `value` stored under `metaKey`, decoded, or { key, error }.
 function metaEntry (metaKey, value, shard) {
   const key = metaKey.slice(records.META.length)
   try {
@@ -32,8 +29,8 @@ function metaEntry (metaKey, value, shard) {
   }
 }
 
-// The keys of head records (format 3) for which the metadata scan found no metadata
-// record, in key order: candidates, as the two scans are two snapshots (keys only).
+// The keys of head records the metadata scan found no record for: candidates, as the two scans
+// are two snapshots.
 async function * headsWithoutMeta (db) {
   const metas = scan(db, records.metaRange(), { values: false })
   let meta = await metas.next()
@@ -57,8 +54,7 @@ async function pendingVersions (db) {
   return pending
 }
 
-// Removed versions whose space is still to be reclaimed, in key order:
-// [{ id (the note's key), prefix: '<key> <version>', bytes }].
+// The dead notes, in key order: [{ id (the note's key), prefix: '<key> <version>', bytes }].
 async function deadVersions (db) {
   const dead = []
   for await (const entry of scan(db, records.deadRange())) {
@@ -67,8 +63,7 @@ async function deadVersions (db) {
   return dead
 }
 
-// What LevelDB dropped from damaged logs when the shard was opened, as noted then:
-// [{ id, at, dropped: [lines of LevelDB's LOG], pending: [keys whose writes were cut] }].
+// The damage notes: [{ id, at, dropped: [lines of LevelDB's LOG], pending: [keys cut] }].
 async function damageNotes (db) {
   const notes = []
   for await (const entry of scan(db, records.damageRange())) notes.push({ id: entry.key, ...records.decodeNote(entry.value) })

@@ -3,17 +3,11 @@
 const fs = require('node:fs/promises')
 const { writeFromTemplate } = require('./template')
 
-// How many new shards are made ahead at most: one is made when one is taken, so a
-// store that makes shards one after another finds one ready.
-const SPARES = 4
+const SPARES = 4 // new shards made ahead, at most
 
-// New shards made ahead in the store's tmp directory from the template, complete and
-// synced, so that making a shard is a rename (create.js). Nothing is made ahead before
-// this process has made a shard: a store that makes none gets none, and one that makes
-// some gets no more shards than it uses, as spares are never put in place. Those left
-// at close are removed, and a crash leaves them in tmp, which every open empties. A
-// spare that fails to be made (a full disk) is forgotten; the shard that needs one then
-// makes its own and reports the failure.
+// New shards made ahead in the store's tmp directory from the template, whole and synced, so
+// that making a shard is a rename (create.js): one is made when one is taken. close() removes
+// them, and every open empties tmp. A spare that fails to be made (a full disk) is forgotten.
 class Spares {
   #tmpDir
   #mayFill // () => whether spares may be made now (not on a full disk)
@@ -28,9 +22,8 @@ class Spares {
     this.#mayFill = mayFill
   }
 
-  // The path of a spare, now its caller's to rename or remove, or undefined; then
-  // makes spares up to SPARES, and no more than `wanted`: the shards the store has
-  // still to make besides this one (a store makes each shard once).
+  // The path of a spare, now the caller's to rename or remove, or undefined; then makes spares
+  // up to SPARES and `wanted`, the shards the store has still to make besides this one.
   take (template, wanted = SPARES) {
     const spare = this.#ready.shift()
     this.#wanted = wanted
@@ -38,9 +31,8 @@ class Spares {
     return spare
   }
 
-  // One spare at a time, syncing one file at a time: libuv's threads serve LevelDB
-  // too, and the shard being opened waits for them. A spare made after clear() began is
-  // removed, and no more are made until the next take().
+  // One spare at a time, one sync at a time: libuv's threads serve LevelDB too. A spare made
+  // after clear() began is removed, and no more are made until the next take().
   #fill (template) {
     if (this.#closed || this.#making || this.#ready.length >= Math.min(SPARES, this.#wanted) || !this.#mayFill()) return
     const generation = this.#generation
@@ -63,7 +55,6 @@ class Spares {
     await Promise.all([this.#making, ...left.map((dir) => fs.rm(dir, { recursive: true, force: true }).catch(() => {}))])
   }
 
-  // Makes no more spares, and removes those made.
   close () {
     this.#closed = true
     return this.clear()

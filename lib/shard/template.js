@@ -5,18 +5,13 @@ const path = require('node:path')
 const crypto = require('node:crypto')
 const { syncDir } = require('../base/sync-dir')
 
-// A new shard is always the same bytes: LevelDB 1.20 makes a fresh database as
-// MANIFEST-000002 and CURRENT, the accounting record's log 000003 flushed into table
-// 000005 and deleted, and an empty log 000004 (LOG and LOCK are made by every open). So
-// the store builds one shard with LevelDB (buildShard in create.js) and then makes each
-// new one by writing those files: no LevelDB open, flush and close per shard (half the
-// time of making one, doc/performance.md). Any other set of files (another LevelDB) is refused,
-// and the caller builds each shard with LevelDB as before.
+// A new shard is always the same bytes (LevelDB 1.20): the store builds one shard with LevelDB
+// (create.js) and makes each new one by writing its files, in half the time (doc/performance.md).
+// Any other set of files (another LevelDB) is refused: each shard is then built with LevelDB.
 const NEW_SHARD_FILES = ['000004.log', '000005.ldb', 'CURRENT', 'LOCK', 'MANIFEST-000002']
 const SYNCED = new Set(['000005.ldb', 'CURRENT', 'MANIFEST-000002']) // LevelDB syncs these; the others are empty
 
-// Reads the files of the shard built at `dir`: [[name, Buffer]], or undefined if they
-// are not the set above.
+// The files of the shard built at `dir`: [[name, Buffer]], or undefined if not the set above.
 async function readTemplate (dir) {
   const names = (await fs.readdir(dir)).filter((name) => name !== 'LOG' && name !== 'LOG.old').sort()
   if (names.join('/') !== NEW_SHARD_FILES.join('/')) return undefined
@@ -26,13 +21,9 @@ async function readTemplate (dir) {
   return files
 }
 
-// Writes the template's files into a new directory in `tmpDir` and returns its path:
-// each file synced, and the directory, as LevelDB would before the shard is renamed
-// into place. The syncs run at once: the directory's entries exist once the files are
-// made, and nothing is renamed before every sync is done. On failure nothing is left
-// behind.
-// serial: one sync at a time, leaving libuv's other threads to the work that waits for
-// them (spares.js).
+// Writes the template's files into a new directory in `tmpDir`, each synced and the directory
+// too, and returns its path; on failure nothing is left. `serial`: one sync at a time, leaving
+// libuv's other threads to the work that waits for them (spares.js).
 async function writeFromTemplate (files, tmpDir, name, { serial = false } = {}) {
   const staging = path.join(tmpDir, `${name}-${crypto.randomBytes(4).toString('hex')}`)
   const handles = []

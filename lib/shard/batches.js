@@ -1,0 +1,41 @@
+'use strict'
+
+const records = require('./records')
+const chunkRecord = require('./chunk-record')
+const { encodeHead } = require('./head-record')
+
+const NO_BYTES = Buffer.alloc(0)
+
+// The operations of the batches that change a shard's files (doc/format.md): a version's
+// chunks, its commit, a file's removal. `chunkKeys`: the shard's ChunkKeys.
+
+// Puts `chunks`, records (chunk-record.js) sealed here, as chunks firstIndex... of a version.
+function putChunks (ops, chunkKeys, key, version, firstIndex, chunks) {
+  chunks.forEach((record, i) => {
+    const chunkKey = chunkKeys.key(key, version, firstIndex + i)
+    ops.push({ type: 'put', key: chunkKey, value: chunkRecord.seal(chunkKey, record) })
+  })
+}
+
+// { ops, head }: the batch that makes `meta` the version of its key, replacing `old`, but for
+// the accounting. `inline`: its chunks if not written before; one such chunk goes in its head.
+function commitOps (chunkKeys, meta, inline, old) {
+  const ops = []
+  meta.inline = inline.length === meta.chunks && meta.chunks <= 1
+  const data = !meta.inline ? undefined : inline.length ? chunkRecord.payload(inline[0]) : NO_BYTES
+  const head = encodeHead(meta.key, meta, data)
+  if (!meta.inline) putChunks(ops, chunkKeys, meta.key, meta.version, 0, inline)
+  ops.push({ type: 'put', key: meta.key, value: head })
+  ops.push({ type: 'put', key: records.metaKey(meta.key), value: records.encodeMeta(meta) })
+  if (meta.chunks > inline.length) ops.push({ type: 'del', key: records.pendingKey(meta.version) })
+  if (old) removeVersion(ops, chunkKeys, meta.key, old)
+  return { ops, head }
+}
+
+// Deletes a version's chunks and notes its size as dead space (dead-space.js).
+function removeVersion (ops, chunkKeys, key, meta) {
+  if (!meta.inline) for (let i = 0; i < meta.chunks; i++) ops.push({ type: 'del', key: chunkKeys.key(key, meta.version, i) })
+  if (meta.size > 0) ops.push({ type: 'put', key: records.deadKey(key, meta.version), value: String(meta.size) })
+}
+
+module.exports = { putChunks, commitOps, removeVersion }
