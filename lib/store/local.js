@@ -45,6 +45,7 @@ class LocalStore {
     const { format, tmpDir, reserve } = opened
     const { location, options, operations, digester, writeBudget, readAhead } = shared
     this.format = format
+    this.takenOver = Boolean(opened.takenOver) // from a holder that ended without closing it
     this.#shared = shared
     this.#tmpDir = tmpDir
     this.#usage = usage
