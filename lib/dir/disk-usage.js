@@ -29,4 +29,11 @@ async function reserveBytes (dir) {
   return stats ? stats.size : 0
 }
 
-module.exports = { diskUsage, reserveBytes }
+// The bytes the filesystem holding dir has available to this process (statfs's bavail,
+// which leaves out the blocks kept for root).
+async function diskFree (dir) {
+  const stats = await fs.statfs(dir)
+  return stats.bavail * stats.bsize
+}
+
+module.exports = { diskUsage, reserveBytes, diskFree }
