@@ -1,5 +1,6 @@
 'use strict'
 
+const fs = require('node:fs/promises')
 const { Transform } = require('node:stream')
 const { pipeline } = require('node:stream/promises')
 const { Progress } = require('./progress')
@@ -7,7 +8,6 @@ const { Output, write, println } = require('./output')
 const { put } = require('./put')
 const { openTarget } = require('./write-file')
 const { humanSize, table, escapeField, describeError, shardName } = require('./text')
-const { diskFree: diskFreeBytes } = require('../dir/disk-usage')
 
 // Each command gets the store, its arguments and `io` ({ stdin, stdout, stderr,
 // `temps`, a Set of files to remove if the process is interrupted, and `json`, whether
@@ -114,6 +114,13 @@ async function statShards (io, usage, size) {
 
 // The bytes of removed versions not yet given back, as a cell, where usage() counts them.
 const reclaimable = (figures, size) => (typeof figures.reclaimable === 'number' ? [size(figures.reclaimable)] : [])
+
+// The bytes the filesystem holding `dir` has available to this process (statfs's bavail,
+// which leaves out the blocks kept for root).
+async function diskFreeBytes (dir) {
+  const stats = await fs.statfs(dir)
+  return stats.bavail * stats.bsize
+}
 
 // The room left: the store's (its capacity less what it holds) or the filesystem's, the
 // smaller, saying which, with the other beside it.

@@ -29,11 +29,4 @@ async function reserveBytes (dir) {
   return stats ? stats.size : 0
 }
 
-// The bytes the filesystem holding dir has available to this process (statfs's bavail,
-// which leaves out the blocks kept for root).
-async function diskFree (dir) {
-  const stats = await fs.statfs(dir)
-  return stats.bavail * stats.bsize
-}
-
-module.exports = { diskUsage, reserveBytes, diskFree }
+module.exports = { diskUsage, reserveBytes }
