@@ -439,3 +439,28 @@ describe('a full disk', function () {
     }
   })
 })
+
+describe('kfs stat on a small filesystem', function () {
+  this.timeout(scaled(60000))
+  let fsys
+  before(function () {
+    fsys = mountSmallFs(64)
+    if (fsys.skip) {
+      console.log(`      skipped: ${fsys.skip}`)
+      this.skip()
+    }
+  })
+  after(() => fsys && fsys.cleanup && fsys.cleanup())
+
+  it('free is what the filesystem has available, not the store\'s 8 TiB, and says so', () => {
+    const dir = path.join(fsys.mnt, 'store')
+    expect(cli(dir, 'put').code).to.equal(0)
+    const stat = cli(dir, 'stat')
+    expect(stat).to.include({ code: 0, stderr: '' })
+    const free = /^free +(\d+) \(available on the filesystem; (\d+) by the store's capacity\)$/m.exec(stat.stdout.toString())
+    expect(free, stat.stdout.toString()).to.not.equal(null)
+    const { bavail, bsize } = fs.statfsSync(fsys.mnt)
+    expect(Number(free[1])).to.be.below(64 * MiB).and.to.be.closeTo(bavail * bsize, MiB) // the command's own open writes a little
+    expect(Number(free[2])).to.equal(8 * 1024 ** 4 - 'small file'.length)
+  })
+})
