@@ -80,7 +80,7 @@ class Store {
   }
 
   // Whether this store, as it opened here, took the store over from a holder that ended
-  // without closing it (killed, crashed): found by the socket it left (store-dir.js), so
+  // without closing it (killed, crashed): found by the socket it left (share/server.js), so
   // only the first process to hold the store after it finds so.
   get takenOver () {
     return Boolean(this.#backends.local && this.#backends.local.takenOver)

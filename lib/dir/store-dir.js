@@ -8,7 +8,6 @@ const { syncDir } = require('../base/sync-dir')
 const { openFailure } = require('../leveldb/classify')
 const { lockHeld, lockHolder, REPLAY_UNKNOWN } = require('../leveldb/log-guard')
 const { DiskReserve } = require('./disk-reserve')
-const { socketPath } = require('../share/protocol')
 const { ownersRefusal, mkdirWhy } = require('./owner')
 const { FORMAT_VERSION, FORMAT_FILE, readFormat, writeFormat, checkOptions } = require('./format')
 const errors = require('../api/errors')
@@ -89,10 +88,9 @@ async function prepare (dir, given, resolved, { tmpDir, reserve, state }) {
   await fs.rm(tmpDir, { recursive: true, force: true, maxRetries: 5 })
   await fs.mkdir(tmpDir, { recursive: true })
   await reserve.init()
-  const takenOver = await removeStaleSocket(dir)
   // Reopened after a failed write (UsageCache): whoever needed the write decides whether
   // to give up the reserve, never the reopen.
-  return { format, state, tmpDir, shards: await listShards(dir), reserve, takenOver, reopenState: () => openState(dir) }
+  return { format, state, tmpDir, shards: await listShards(dir), reserve, reopenState: () => openState(dir) }
 }
 
 // A store opened read-only writes nothing in its directory: state and shards open through
@@ -161,18 +159,6 @@ async function createState (dir, tmpDir) {
     if (!err.syscall) throw err // from LevelDB, classified
     throw (errors.NOT_WRITABLE.includes(err.code) ? errors.notWritable : errors.system)(`the store at ${dir} could not be created`, err, { path: dir })
   }
-}
-
-// A holder removes its socket before it releases the store, so a socket found under the
-// store's lock was left by one that ended without closing it (killed, crashed). Removed
-// here, whether or not this process shares the store, so only one open finds it: resolves
-// to whether one did.
-async function removeStaleSocket (dir) {
-  const socket = socketPath(dir)
-  const stat = await fs.lstat(socket).catch(() => undefined)
-  if (!stat || !stat.isSocket()) return false
-  await fs.rm(socket, { force: true })
-  return true
 }
 
 function exists (file) {
