@@ -166,7 +166,7 @@ declare namespace kfs {
     used: number
     free: number
     files: number
-    /** LevelDB's approximate size on disk. */
+    /** LevelDB's approximate size of the shard's tables, and its logs' bytes (writes not yet in a table). */
     diskBytes: number
   }
 
@@ -256,6 +256,8 @@ declare namespace kfs {
     readonly shardCount: number
     /** After open: the process ID of the process that holds the store, this one's or that of the one it is used through (`share`). */
     readonly heldBy: number | undefined
+    /** Whether this store, opened here, took the store over from a holder that ended without closing it (killed, crashed). */
+    readonly takenOver: boolean
     /** 'opening' until an open succeeded, then 'open'; 'closing' from close() on, 'closed' once done. */
     readonly status: 'opening' | 'open' | 'closing' | 'closed'
 

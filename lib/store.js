@@ -79,6 +79,13 @@ class Store {
     return backend && !this.#operations.closed ? backend.heldBy : undefined
   }
 
+  // Whether this store, as it opened here, took the store over from a holder that ended
+  // without closing it (killed, crashed): found by the socket it left (share/server.js), so
+  // only the first process to hold the store after it finds so.
+  get takenOver () {
+    return Boolean(this.#backends.local && this.#backends.local.takenOver)
+  }
+
   // 'opening' until an open succeeded (a failed open is tried again by the next call),
   // then 'open'; 'closing' from close() on, 'closed' once all it holds is released.
   get status () {

@@ -7,6 +7,13 @@ const kfs = require('..')
 const { bytes, scaled } = require('./helpers')
 const { diskUsage } = require('../lib/dir/disk-usage')
 const { useCli } = require('./cli-harness')
+const { holder } = require('./share-harness')
+
+// The rows of `kfs stat`'s summary: { name: value }.
+const rowsOf = (stdout) => Object.fromEntries(stdout.toString().trim().split('\n').map((line) => line.split(/^(\S+) +/).slice(1)))
+
+// The reclaimable row `kfs stat` prints where usage() counts reclaimable bytes (lib/store/local.js).
+const reclaimableRow = (usage) => (typeof usage.reclaimable === 'number' ? { reclaimable: String(usage.reclaimable) } : {})
 
 // The command line as a process: unlink, exists, stat, list, compact, verify and repair.
 describe('kfs command line', function () {
@@ -51,20 +58,87 @@ describe('kfs command line', function () {
       expect(json.reserve).to.equal(16 * 1024 * 1024) // the disk reserve's default
       const summary = await cli(['stat'])
       expect(summary).to.include({ code: 0, stderr: '' })
-      // disk: the store's files, which each command's open changes a little (LevelDB's logs).
-      const rows = summary.stdout.toString().replace(/^disk +\d+$/m, 'disk      N')
-      expect(rows).to.equal([['used', 7], ['free', 8 * 1024 ** 4 - 7], ['capacity', 8 * 1024 ** 4], ['files', 2],
-        ['shards', `${json.shards.length} of 256 created`], ['disk', 'N'], ['reserve', json.reserve]].map(([name, value]) => `${name.padEnd(8)}  ${value}\n`).join(''))
-      const human = (await cli(['stat', '-H'])).stdout.toString()
-      expect(human).to.match(/^used +7 B\nfree +8\.0 TiB\ncapacity +8\.0 TiB\nfiles +2\nshards +256 of 256 created\ndisk +[\d.]+ (B|KiB|MiB)\nreserve +16\.0 MiB\n$/)
+      const rows = rowsOf(summary.stdout)
+      // The filesystem here has less than 8 TiB available: free is its room. disk: the
+      // store's files, which each command's open changes a little (LevelDB's logs).
+      expect(rows.free).to.match(new RegExp(`^\\d+ \\(available on the filesystem; ${8 * 1024 ** 4 - 7} by the store's capacity\\)$`))
+      expect(rows.disk).to.match(/^\d+$/)
+      expect(rows.holder).to.match(/^this command \(process \d+\): no other process held it$/)
+      expect({ ...rows, free: 'F', disk: 'D', holder: 'H' }).to.deep.equal({
+        used: '7', free: 'F', capacity: String(8 * 1024 ** 4), ...reclaimableRow(json), files: '2', shards: `${json.shards.length} of 256 created`, disk: 'D', reserve: String(json.reserve), holder: 'H'
+      })
+      const human = rowsOf((await cli(['stat', '-H'])).stdout)
+      expect(human).to.include({ used: '7 B', capacity: '8.0 TiB', files: '2', shards: '256 of 256 created', reserve: '16.0 MiB' })
+      expect(human.free).to.match(/^[\d.]+ [KMGT]iB \(available on the filesystem; 8\.0 TiB by the store's capacity\)$/)
+      expect(human.disk).to.match(/^[\d.]+ (B|KiB|MiB)$/)
       const shards = (await cli(['stat', '--shards', '--human'])).stdout.toString()
-      expect(shards).to.match(/^shard +used +free +files +disk$/m)
-      expect(shards).to.match(/^total +7 B +8\.0 TiB +2 +capacity 8\.0 TiB$/m)
+      expect(shards).to.match(/^shard +used +free +files +disk( +reclaimable)?$/m)
+      expect(shards).to.match(/^total +7 B +8\.0 TiB +2 +capacity 8\.0 TiB( +[\d.]+ [KMG]?i?B)?$/m)
       expect(shards).to.contain('32.0 GiB')
       expect(shards.trim().split('\n')).to.have.length(json.shards.length + 2)
       const withShards = JSON.parse((await cli(['stat', '--json', '--shards'])).stdout)
-      expect({ ...withShards, disk: 0 }).to.deep.equal({ ...json, disk: 0 })
+      expect({ ...withShards, disk: 0, diskFree: 0, heldBy: 0 }).to.deep.equal({ ...json, disk: 0, diskFree: 0, heldBy: 0 })
+      expect(json).to.include({ heldHere: true, takenOver: false }) // the command held it itself
+      expect(json.heldBy).to.be.a('number').and.not.equal(process.pid)
       expect(await cli(['stat', '--shards', 'somefile'])).to.include({ code: 2, stderr: 'kfs: --shards shows the store\'s shards: give no key\n' })
+    })
+
+    it('stat\'s free is the smaller of the store\'s room and what the filesystem has available, and says which', async () => {
+      await cli(['put'], { input: 'one' })
+      // The filesystem as if it had 3 blocks of 4 KiB left (statfs stubbed in the command).
+      const stub = file('statfs-stub.js', `const fs = require('node:fs')
+        const statfs = fs.promises.statfs
+        fs.promises.statfs = async (...args) => ({ ...(await statfs(...args)), bavail: 3, bsize: 4096 })`)
+      const env = { NODE_OPTIONS: `--require ${stub}` }
+      expect(rowsOf((await cli(['stat'], { env })).stdout).free).to.equal(`12288 (available on the filesystem; ${8 * 1024 ** 4 - 3} by the store's capacity)`)
+      expect(rowsOf((await cli(['stat', '-H'], { env })).stdout).free).to.equal('12.0 KiB (available on the filesystem; 8.0 TiB by the store\'s capacity)')
+      expect(JSON.parse((await cli(['stat', '--json'], { env })).stdout)).to.include({ diskFree: 12288, free: 8 * 1024 ** 4 - 3 })
+      // A store of 256 MiB on a filesystem with more: its own room.
+      c.db = path.join(t.dir, 'small')
+      const small = kfs(c.db, { maxTableSize: 256 * 1024 * 1024, create: true })
+      await small.open()
+      await small.close()
+      const diskFree = JSON.parse((await cli(['stat', '--json'])).stdout).diskFree
+      expect(diskFree).to.be.above(256 * 1024 * 1024)
+      expect(rowsOf((await cli(['stat'])).stdout).free).to.match(new RegExp(`^${256 * 1024 * 1024} \\(by the store's capacity; \\d+ available on the filesystem\\)$`))
+    })
+
+    it('stat names the process holding the store: this command, another that answered, or none where read read-only', async () => {
+      await cli(['put'], { input: 'one' })
+      expect(rowsOf((await cli(['stat'])).stdout).holder).to.match(/^this command \(process \d+\): no other process held it$/)
+      expect(rowsOf((await cli(['--read-only', 'stat'])).stdout).holder).to.equal('none: read by this command, read-only')
+      const held = await holder(c.db)
+      try {
+        expect(rowsOf((await cli(['stat'])).stdout).holder).to.equal(`process ${held.child.pid}, which answered`)
+        expect(JSON.parse((await cli(['stat', '--json'])).stdout)).to.include({ heldBy: held.child.pid, heldHere: false, takenOver: false })
+      } finally {
+        await held.stop()
+      }
+    })
+
+    it('stat says once that its command took the store over from a holder that was killed', async () => {
+      await cli(['put'], { input: 'one' })
+      const held = await holder(c.db)
+      await held.kill()
+      const first = rowsOf((await cli(['stat'])).stdout).holder
+      expect(first).to.match(/^this command \(process \d+\): the process that held it ended without closing it \(killed or crashed\), and this command took it over$/)
+      expect(JSON.parse((await cli(['stat', '--json'])).stdout)).to.include({ heldHere: true, takenOver: false })
+      expect(rowsOf((await cli(['stat'])).stdout).holder).to.match(/: no other process held it$/)
+    })
+
+    it('stat --shards counts a shard\'s log: a file just written to a holder\'s open shard is on disk', async () => {
+      await cli(['put'], { input: 'one' })
+      const held = await holder(c.db)
+      try {
+        await cli(['put'], { input: bytes(52736) }) // in the holder's memtable, and its log
+        const usage = JSON.parse((await cli(['stat', '--json'])).stdout)
+        const written = usage.shards.find((s) => s.used === 52736)
+        expect(written.diskBytes).to.be.at.least(52736)
+        const row = (await cli(['stat', '--shards'])).stdout.toString().split('\n').find((line) => line.startsWith(`${String(written.index).padStart(3, '0')} `))
+        expect(Number(row.trim().split(/ +/)[4])).to.be.at.least(52736)
+      } finally {
+        await held.stop()
+      }
     })
 
     it('list prints key, size and name per line, or JSON lines, per shard on request', async () => {

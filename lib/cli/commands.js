@@ -1,5 +1,6 @@
 'use strict'
 
+const fs = require('node:fs/promises')
 const { Transform } = require('node:stream')
 const { pipeline } = require('node:stream/promises')
 const { Progress } = require('./progress')
@@ -75,33 +76,67 @@ async function exists (store, io, key) {
 }
 
 async function stat (store, io, key, { human, shards }) {
-  const { json } = io
   const size = human ? humanSize : String
   if (key !== undefined && shards) throw Object.assign(new Error('--shards shows the store\'s shards: give no key'), { code: 'EINVAL' })
-  if (key !== undefined) {
-    const s = await store.stat(key)
-    if (json) return println(io.stdout, JSON.stringify(s)).then(() => 0)
-    const rows = [['key', s.key], ['size', size(s.size)], ['chunks', s.chunks], ['shard', shardName(s.shard)], ['mtime', s.mtime.toISOString()], ['sha256', s.sha256]]
-    if (s.name !== undefined) rows.push(['name', escapeField(s.name)])
-    await write(io.stdout, table(rows))
-    return 0
-  }
+  if (key !== undefined) return statFile(store, io, key, size)
   const usage = await store.usage()
-  // The store's files, read from every directory of the store: not for --shards.
-  const disk = json || !shards ? await store.diskUsage() : undefined
-  if (json) return println(io.stdout, JSON.stringify({ ...usage, disk })).then(() => 0)
-  if (shards) {
-    const rows = [['shard', 'used', 'free', 'files', 'disk']]
-    for (const s of usage.shards) rows.push([shardName(s.index), size(s.used), size(s.free), s.files, size(s.diskBytes)])
-    rows.push(['total', size(usage.used), size(usage.free), usage.files, `capacity ${size(usage.capacity)}`])
-    await write(io.stdout, table(rows))
-    return 0
-  }
-  // A summary. disk: the store's files; reserve: the file kept back for a full disk
-  // (diskReserve), which holds no data.
-  await write(io.stdout, table([['used', size(usage.used)], ['free', size(usage.free)], ['capacity', size(usage.capacity)],
-    ['files', usage.files], ['shards', `${usage.shards.length} of ${store.shardCount} created`], ['disk', size(disk)], ['reserve', size(usage.reserve)]]))
+  if (shards && !io.json) return statShards(io, usage, size)
+  // The store's files, read from every directory of the store, and what the filesystem
+  // holding it has available (the holder's is this one).
+  const disk = await store.diskUsage()
+  const diskFree = await diskFreeBytes(store.location)
+  if (io.json) return println(io.stdout, JSON.stringify({ ...usage, disk, diskFree, heldBy: store.heldBy ?? null, heldHere: store.heldBy === process.pid, takenOver: store.takenOver })).then(() => 0)
+  // disk: the store's files; reserve: the file kept back for a full disk (diskReserve),
+  // which holds no data.
+  await write(io.stdout, table([['used', size(usage.used)], ['free', freeRoom(usage.free, diskFree, size)], ['capacity', size(usage.capacity)],
+    ...reclaimable(usage, size).map((bytes) => ['reclaimable', bytes]),
+    ['files', usage.files], ['shards', `${usage.shards.length} of ${store.shardCount} created`], ['disk', size(disk)], ['reserve', size(usage.reserve)],
+    ['holder', holder(store)]]))
   return 0
+}
+
+async function statFile (store, io, key, size) {
+  const s = await store.stat(key)
+  if (io.json) return println(io.stdout, JSON.stringify(s)).then(() => 0)
+  const rows = [['key', s.key], ['size', size(s.size)], ['chunks', s.chunks], ['shard', shardName(s.shard)], ['mtime', s.mtime.toISOString()], ['sha256', s.sha256]]
+  if (s.name !== undefined) rows.push(['name', escapeField(s.name)])
+  await write(io.stdout, table(rows))
+  return 0
+}
+
+async function statShards (io, usage, size) {
+  const rows = [['shard', 'used', 'free', 'files', 'disk', ...(reclaimable(usage, size).length ? ['reclaimable'] : [])]]
+  for (const s of usage.shards) rows.push([shardName(s.index), size(s.used), size(s.free), s.files, size(s.diskBytes), ...reclaimable(s, size)])
+  rows.push(['total', size(usage.used), size(usage.free), usage.files, `capacity ${size(usage.capacity)}`, ...reclaimable(usage, size)])
+  await write(io.stdout, table(rows))
+  return 0
+}
+
+// The bytes of removed versions not yet given back, as a cell, where usage() counts them.
+const reclaimable = (figures, size) => (typeof figures.reclaimable === 'number' ? [size(figures.reclaimable)] : [])
+
+// The bytes the filesystem holding `dir` has available to this process (statfs's bavail,
+// which leaves out the blocks kept for root).
+async function diskFreeBytes (dir) {
+  const stats = await fs.statfs(dir)
+  return stats.bavail * stats.bsize
+}
+
+// The room left: the store's (its capacity less what it holds) or the filesystem's, the
+// smaller, saying which, with the other beside it.
+function freeRoom (free, diskFree, size) {
+  if (diskFree < free) return `${size(diskFree)} (available on the filesystem; ${size(free)} by the store's capacity)`
+  return `${size(free)} (by the store's capacity; ${size(diskFree)} available on the filesystem)`
+}
+
+// Which process holds the store. One reached through its socket answered: the usage came
+// from it. A store opened here read-only is held by nobody.
+function holder (store) {
+  const pid = store.heldBy
+  if (pid === undefined) return 'none: read by this command, read-only'
+  if (pid !== process.pid) return `process ${pid}, which answered`
+  const took = store.takenOver ? ': the process that held it ended without closing it (killed or crashed), and this command took it over' : ''
+  return `this command (process ${pid})${took || ': no other process held it'}`
 }
 
 // Lines go out in pieces of about 64 KiB: a write per line would cost more than the

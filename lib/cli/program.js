@@ -109,7 +109,7 @@ function addFileCommands (program, run) {
     .argument('[key]', 'the key (or name) of a file; without it, the store\'s usage')
     .option('-H, --human', 'sizes in KiB, MiB, GiB...')
     .option('--shards', 'without a key: a row per shard instead of the summary')
-    .description('show a file\'s size, chunks, shard, time and name, or the store\'s usage: used, free, capacity, files, shards, disk, reserve')
+    .description('show a file\'s size, chunks, shard, time and name, or the store\'s usage: used, free (the store\'s room or the filesystem\'s, the smaller), capacity, reclaimable, files, shards, disk, reserve, and the process holding the store')
     .action((key, options) => run('stat', [key, options]))
 }
 

@@ -213,6 +213,14 @@ class LevelDb {
     return Number(this.#db.getProperty('leveldb.approximate-memory-usage')) || 0
   }
 
+  // The bytes of its logs: what is written but not yet in a table (approximateSize leaves it
+  // out). A log removed meanwhile (a flush) counts 0.
+  async logBytes () {
+    const names = await fs.readdir(this.#dir).catch(() => [])
+    const sizes = await Promise.all(names.filter((name) => name.endsWith('.log')).map((name) => fs.stat(path.join(this.#dir, name)).then((s) => s.size, () => 0)))
+    return sizes.reduce((sum, n) => sum + n, 0)
+  }
+
   // The memtable to a table (CompactRange flushes first): the next open replays no log.
   async flush () {
     const mark = this.writeMark()

@@ -227,7 +227,9 @@ class Shard {
   }
 
   async figures () {
-    const diskBytes = await this.db.approximateSize(records.WHOLE.from, records.WHOLE.to).catch(() => 0)
+    // LevelDB's tables, and its log: an open shard's recent writes are only there.
+    const [tables, logs] = await Promise.all([this.db.approximateSize(records.WHOLE.from, records.WHOLE.to).catch(() => 0), this.db.logBytes()])
+    const diskBytes = tables + logs
     return { used: this.used, files: this.files, diskBytes }
   }
 

@@ -251,4 +251,16 @@ function sent (chunk) {
   }
 }
 
-module.exports = { Holder }
+// A holder removes its socket before it releases the store, so a socket found by the
+// process that now holds the store was left by one that ended without closing it (killed,
+// crashed). Removed whether or not this process shares the store (listen() would replace
+// it), so that only one open finds it: resolves to whether one did.
+async function removeStaleSocket (dir) {
+  const socket = socketPath(dir)
+  const stat = await fs.lstat(socket).catch(() => undefined)
+  if (!stat || !stat.isSocket()) return false
+  await fs.rm(socket, { force: true })
+  return true
+}
+
+module.exports = { Holder, removeStaleSocket }

@@ -13,7 +13,7 @@ const { verify } = require('../maintenance/verify')
 const { repair } = require('../maintenance/repair')
 const { compact } = require('../maintenance/compact')
 const { Reclaimer } = require('../maintenance/reclaimer')
-const { Holder } = require('../share/server')
+const { Holder, removeStaleSocket } = require('../share/server')
 
 // The store opened in this process, which holds it: the local backend of a Store
 // (backends.js), with the remote one's calls (lib/share/client.js). `sync`: the write
@@ -30,21 +30,25 @@ class LocalStore {
   #holder // serving other processes
 
   // `opened`: the store's directory, opened (dir/store-dir.js).
+  // A store opened read-write holds its lock: a socket found then is stale (server.js).
   static async open (opened, shared) {
     let usage
+    let takenOver = false
     try {
       usage = await UsageCache.load(opened.state, opened.reopenState)
+      if (!shared.options.readOnly) takenOver = await removeStaleSocket(shared.location)
     } catch (err) {
       await opened.state.close().catch(() => {})
       throw err.code ? err : errors.corrupt(`the store state at ${shared.location}`, err.message, { cause: err })
     }
-    return new LocalStore(opened, usage, shared)
+    return new LocalStore({ ...opened, takenOver }, usage, shared)
   }
 
   constructor (opened, usage, shared) {
     const { format, tmpDir, reserve } = opened
     const { location, options, operations, digester, writeBudget, readAhead } = shared
     this.format = format
+    this.takenOver = Boolean(opened.takenOver) // from a holder that ended without closing it
     this.#shared = shared
     this.#tmpDir = tmpDir
     this.#usage = usage

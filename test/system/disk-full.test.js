@@ -41,6 +41,22 @@ function mountSmallFs (size) {
   }
 }
 
+// A filesystem of `size` MiB for a describe's tests (mountSmallFs): its mount point at
+// fsys.mnt; the tests are skipped where none can be made.
+function useSmallFs (size) {
+  const fsys = {}
+  before(function () {
+    const made = mountSmallFs(size)
+    if (made.skip) {
+      console.log(`      skipped: ${made.skip}`)
+      this.skip()
+    }
+    Object.assign(fsys, made)
+  })
+  after(() => fsys.cleanup && fsys.cleanup())
+  return fsys
+}
+
 function cli (dir, ...args) {
   const r = spawnSync(process.execPath, [KFS, '-d', dir, ...args], { encoding: 'buffer', input: args[0] === 'put' ? Buffer.from('small file') : undefined })
   return { code: r.status, stdout: r.stdout, stderr: r.stderr.toString() }
@@ -77,15 +93,7 @@ function fillToTheLastBlock (file) {
 
 describe('a full disk', function () {
   this.timeout(scaled(120000))
-  let fsys
-  before(function () {
-    fsys = mountSmallFs(96)
-    if (fsys.skip) {
-      console.log(`      skipped: ${fsys.skip}`)
-      this.skip()
-    }
-  })
-  after(() => fsys && fsys.cleanup && fsys.cleanup())
+  const fsys = useSmallFs(96)
 
   it('fails the write with ENOSPC, then reads, lists, verifies, unlinks and compacts, and writes again', async () => {
     const dir = path.join(fsys.mnt, 'store')
@@ -437,5 +445,22 @@ describe('a full disk', function () {
     } finally {
       fs.rmSync(filler, { force: true })
     }
+  })
+})
+
+describe('kfs stat on a small filesystem', function () {
+  this.timeout(scaled(60000))
+  const fsys = useSmallFs(64)
+
+  it('free is what the filesystem has available, not the store\'s 8 TiB, and says so', () => {
+    const dir = path.join(fsys.mnt, 'store')
+    expect(cli(dir, 'put').code).to.equal(0)
+    const stat = cli(dir, 'stat')
+    expect(stat).to.include({ code: 0, stderr: '' })
+    const free = /^free +(\d+) \(available on the filesystem; (\d+) by the store's capacity\)$/m.exec(stat.stdout.toString())
+    expect(free, stat.stdout.toString()).to.not.equal(null)
+    const { bavail, bsize } = fs.statfsSync(fsys.mnt)
+    expect(Number(free[1])).to.be.below(64 * MiB).and.to.be.closeTo(bavail * bsize, MiB) // the command's own open writes a little
+    expect(Number(free[2])).to.equal(8 * 1024 ** 4 - 'small file'.length)
   })
 })

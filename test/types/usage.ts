@@ -41,6 +41,7 @@ async function main (): Promise<void> {
   assertType<typeof store.chunkSize, number>(true)
   assertType<typeof store.shardCapacity, number | undefined>(true)
   assertType<typeof store.heldBy, number | undefined>(true)
+  assertType<typeof store.takenOver, boolean>(true)
   assertType<typeof store.shardCount, number>(true)
   // @ts-expect-error location is read-only
   store.location = '/elsewhere'
