@@ -2,11 +2,17 @@
 
 const { Store } = require('./lib/store')
 const errors = require('./lib/api/errors')
-const { removeShadowsSync } = require('./lib/leveldb/read-only')
 
 // const store = kfs(dir, options): the store opens itself on first use.
 function kfs (dir, options) {
   return new Store(dir, options)
+}
+
+// Removes the shadows of the stores this process opened read-only (doc/api.md). Their
+// module is loaded only when called: a process that opened none (or only used stores
+// through their holders) need not load it to start.
+function removeShadowsSync () {
+  require('./lib/leveldb/read-only').removeShadowsSync()
 }
 
 module.exports = kfs

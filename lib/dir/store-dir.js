@@ -3,7 +3,6 @@
 const fs = require('node:fs/promises')
 const path = require('node:path')
 const crypto = require('node:crypto')
-const { LevelDb } = require('../leveldb/leveldb')
 const { syncDir } = require('../base/sync-dir')
 const { openFailure } = require('../leveldb/classify')
 const { lockHeld, lockHolder, REPLAY_UNKNOWN } = require('../leveldb/log-guard')
@@ -11,6 +10,10 @@ const { DiskReserve } = require('./disk-reserve')
 const { ownersRefusal, mkdirWhy } = require('./owner')
 const { FORMAT_VERSION, FORMAT_FILE, readFormat, writeFormat, checkOptions } = require('./format')
 const errors = require('../api/errors')
+
+// LevelDB and its binding, loaded once a state is opened or made: a store another
+// process holds is found busy before (openState), and used without them (lib/share/).
+const levelDb = () => require('../leveldb/leveldb').LevelDb
 
 // The store directory: format.json (the persisted options, format.js), the `state`
 // LevelDB (the store's lock and usage cache), tmp/, the disk reserve and the shards NNN.s.
@@ -123,7 +126,7 @@ const OPEN_AGAIN = Symbol('kfs.openAgain')
 function openState (dir, reserve, readOnly = false) {
   const open = async () => {
     if (!readOnly && (await lockHeld(path.join(dir, STATE_DB)))) stateFailure(dir, Object.assign(new Error(`${path.join(dir, STATE_DB)}/LOCK: already held by process`), { reason: 'locked' }))
-    return LevelDb.open(path.join(dir, STATE_DB), { ...STATE_OPTIONS, readOnly }).catch((err) => {
+    return levelDb().open(path.join(dir, STATE_DB), { ...STATE_OPTIONS, readOnly }).catch((err) => {
       try {
         stateFailure(dir, err)
       } catch (failure) {
@@ -144,7 +147,7 @@ async function createState (dir, tmpDir) {
   try {
     await fs.mkdir(tmpDir, { recursive: true })
     await fs.mkdir(staging)
-    const db = await LevelDb.open(staging, { ...STATE_OPTIONS, createIfMissing: true, errorIfExists: true }).catch((err) => stateFailure(dir, err))
+    const db = await levelDb().open(staging, { ...STATE_OPTIONS, createIfMissing: true, errorIfExists: true }).catch((err) => stateFailure(dir, err))
     await db.close()
     await syncDir(staging)
     await fs.rename(staging, path.join(dir, STATE_DB))

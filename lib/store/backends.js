@@ -8,7 +8,6 @@ const { socketPath } = require('../share/protocol')
 const { RETRIES, NEVER, again } = require('../share/retries')
 const { CONNECT_MS, CONNECT_FLOOR_MS, retryDelay } = require('../share/timeouts')
 const { unreachedWhy } = require('../share/unreached')
-const { LocalStore } = require('./local')
 
 // Where a Store's calls go: the store opened here (local.js), or the process that holds
 // it (a Remote, lib/share/client.js), both with the same calls. The one place that
@@ -79,7 +78,11 @@ class Backends {
     return this.#hold(opened)
   }
 
+  // The local backend (the shards, LevelDB and its binding: most of what a process
+  // loads of kfs) is loaded only here: a process that uses the store through its holder,
+  // as a short `kfs` command does, never loads it.
   async #hold (opened) {
+    const { LocalStore } = require('./local')
     const local = await LocalStore.open(opened, this.#shared)
     this.format = local.format
     this.#local = local

@@ -1,0 +1,90 @@
+'use strict'
+
+// A process that uses a store through the process holding it (lib/share/) loads none of
+// the store's own code: the local backend, its shards, LevelDB and its binding. A `kfs`
+// command beside a holder is then little more than Node starting (its CPU is measured by
+// perf/probes/light-commands.js).
+const { expect } = require('chai')
+const fs = require('node:fs')
+const path = require('node:path')
+const { spawn } = require('node:child_process')
+const { useCli } = require('./cli-harness')
+const { holder, ROOT } = require('./share-harness')
+
+const PRELOAD = path.join(__dirname, 'fixtures', 'loaded-modules.js')
+
+// The store's own code: the files of its modules, relative to ROOT (leveldown wherever
+// node_modules leads).
+const STORE_CODE = [/(^|\/)node_modules\/leveldown\//, /^lib\/store\/local\.js$/, /^lib\/shard\//, /^lib\/leveldb\/(leveldb|open)\.js$/, /^lib\/share\/server\.js$/, /^lib\/maintenance\//]
+
+// The modules of the store's own code that a process loaded, as
+// fixtures/loaded-modules.js wrote them to `list`.
+function storeCodeIn (list) {
+  const files = fs.readFileSync(list, 'utf8').split('\n').filter(Boolean).map((file) => path.relative(ROOT, file))
+  return files.filter((file) => STORE_CODE.some((code) => code.test(file)))
+}
+
+describe('commands beside a holder load none of the store\'s code', function () {
+  const c = useCli()
+  let held
+
+  // Runs `kfs args...` with fixtures/loaded-modules.js preloaded; resolves to its result
+  // and the store's modules it loaded.
+  async function loading (args) {
+    const list = path.join(c.t.dir, 'loaded')
+    const result = await c.cli(args, { env: { NODE_OPTIONS: `--require ${JSON.stringify(PRELOAD)}`, KFS_TEST_LOADED: list } })
+    return { ...result, loaded: storeCodeIn(list) }
+  }
+
+  beforeEach(async () => {
+    const put = await c.cli(['put', '--key', 'small', '-'], { input: 'a small file\n' })
+    expect(put.stderr).to.equal('')
+  })
+
+  // Stopped in each test: useTmp's afterEach, defined first, removes the store first.
+  async function besideHolder (test) {
+    held = await holder(c.db)
+    try {
+      await test()
+    } finally {
+      await held.stop()
+    }
+  }
+
+  it('kfs get, stat, exists and list, each through the holder', () => besideHolder(async () => {
+    for (const args of [['get', 'small'], ['stat', 'small'], ['exists', 'small'], ['list']]) {
+      const { code, stdout, stderr, loaded } = await loading(args)
+      expect({ code, stderr }, args.join(' ')).to.deep.equal({ code: 0, stderr: '' })
+      expect(loaded, args.join(' ')).to.deep.equal([])
+      if (args[0] === 'get') expect(stdout.toString()).to.equal('a small file\n')
+    }
+  }))
+
+  it('a program that requires kfs and uses a store another process holds', () => besideHolder(async () => {
+    const list = path.join(c.t.dir, 'loaded')
+    const script = `
+      const store = require(process.argv[1])(process.argv[2])
+      ;(async () => {
+        const text = String(await store.readFile('small'))
+        const found = await store.exists('small')
+        const { size } = await store.stat('small')
+        const names = []
+        for await (const { name } of store.list()) names.push(name)
+        console.log(JSON.stringify({ text, found, size, names, heldBy: store.heldBy }))
+        await store.close()
+      })()`
+    const child = spawn(process.execPath, ['--require', PRELOAD, '-e', script, ROOT, c.db], { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, KFS_TEST_LOADED: list } })
+    let out = ''
+    child.stdout.on('data', (d) => { out += d })
+    expect(await new Promise((resolve) => child.once('exit', resolve))).to.equal(0)
+    expect(JSON.parse(out)).to.deep.equal({ text: 'a small file\n', found: true, size: 13, names: ['small'], heldBy: held.child.pid })
+    expect(storeCodeIn(list)).to.deep.equal([])
+  }))
+
+  it('sees the store\'s code where a command opens the store itself (no holder)', async () => {
+    const { code, loaded } = await loading(['stat', 'small'])
+    expect(code).to.equal(0)
+    expect(loaded).to.include.members(['lib/store/local.js', 'lib/leveldb/leveldb.js'])
+    expect(loaded.some((file) => STORE_CODE[0].test(file)), 'leveldown loaded').to.equal(true)
+  })
+})
