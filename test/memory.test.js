@@ -90,6 +90,26 @@ describe('memory budget', () => {
       expect(memtables.flushes).to.equal(1)
     })
 
+    it('a waiting write goes on once the end of a batch finds the memtables back under the budget, before the flush in flight ends', async () => {
+      const memtables = new Memtables({ limit: 4 * MiB })
+      const [a, b] = [fakeShard('a', 1.5 * MiB), fakeShard('b', 3 * MiB)]
+      memtables.add(a)
+      memtables.add(b) // 4.5 MiB: b flushed, and a write waits
+      expect(b.flushes).to.equal(1)
+      let passed = false
+      const waiting = memtables.wait().then(() => { passed = true })
+      await settle()
+      expect(passed).to.equal(false)
+      memtables.begin(a)
+      a.bytes = 0 // LevelDB flushed a on its own: 3 MiB held, under the budget
+      memtables.wrote(a)
+      await settle()
+      expect(passed, 'the wait ended with b\'s flush still in flight').to.equal(true)
+      expect(b.pending.length).to.equal(1)
+      b.release()
+      await waiting
+    })
+
     it('flushes idle shards before one being written, however full', async () => {
       const memtables = new Memtables({ limit: 8 * MiB })
       const [a, b, c] = [fakeShard('a', 4 * MiB), fakeShard('b', 2 * MiB), fakeShard('c', 1 * MiB)]

@@ -49,12 +49,13 @@ class BatchSender {
     const chunks = this.#takeHeld()
     if (chunks.length === 0) return
     const { shard, key, sync } = this.#writer
-    for (const batch of sync ? [chunks] : chunks.map((chunk) => [chunk])) {
+    const batches = sync ? [chunks] : chunks.map((chunk) => [chunk])
+    for (const [at, batch] of batches.entries()) {
       // While the store's memtables are past its memory budget, a flush ends first.
-      const room = shard.room()
-      if (room) {
-        await room
-        if (this.#writer.aborting) throw errors.cancelled(key) // the rest is not sent
+      await shard.room()
+      if (this.#writer.aborting) {
+        this.giveBack(batches.slice(at).flat()) // the rest is not sent
+        throw errors.cancelled(key)
       }
       const first = this.chunks
       const written = this.#send(first, batch, batch.reduce((sum, chunk) => sum + chunk.length, 0))

@@ -23,6 +23,7 @@ class Memtables {
   #shards = new Map() // shard -> its entry (add()): all the budget knows of an open shard
   #total = 0 // the entries' bytes summed: changed only by #read() and a close's end
   #inFlight = new Set() // the entries whose flush or close is in flight: changed only by #setFlush()
+  #under // { promise, resolve } while batches wait: settled once a batch's end finds room (wrote())
   #batches = 0 // batches in flight, to any shard
   #lastBatch = 0 // performance.now() when the last batch began
   #quietTimer // armed when the last batch in flight ended, until QUIET_MS after it
@@ -72,10 +73,20 @@ class Memtables {
   }
 
   // Resolves once a batch may go to a memtable: at once unless the memtables are past their
-  // allowance while a flush is in flight, else once flushes brought them back under it or all
-  // ended. Only flushes, which LevelDB always ends, are waited for.
+  // allowance while a flush is in flight, else once they are back under it (seen as a flush
+  // ends, or as a batch ends: LevelDB flushes on its own too) or no flush is in flight.
+  // Flushes, which LevelDB always ends, bound every wait.
   async wait () {
-    while (this.#mustWait()) await Promise.race([...this.#inFlight].map((entry) => entry.flush))
+    while (this.#mustWait()) await Promise.race([this.#underAgain(), ...[...this.#inFlight].map((entry) => entry.flush)])
+  }
+
+  #underAgain () {
+    if (!this.#under) {
+      let resolve
+      const promise = new Promise((resolve_) => { resolve = resolve_ })
+      this.#under = { promise, resolve }
+    }
+    return this.#under.promise
   }
 
   // A batch to `shard` begins; wrote(shard, ok) follows however it ends.
@@ -100,6 +111,10 @@ class Memtables {
     }
     if (entry) entry.batches--
     this.#batches--
+    if (this.#under && !this.#mustWait()) {
+      this.#under.resolve()
+      this.#under = undefined
+    }
     this.#whenQuiet()
   }
 
