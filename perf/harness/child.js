@@ -186,4 +186,18 @@ function activity (pid) {
   }
 }
 
-module.exports = { inChild, serve, runSteps, Stepped, cliList, quiet, now, msSince }
+// A process holding the store until stop(); resolves once it serves.
+function hold (dir) {
+  const script = `
+    const store = require(process.argv[1])(process.argv[2])
+    store.open().then(() => console.log('holding'), (err) => { console.error(err.message); process.exit(1) })
+    process.stdin.resume()
+    process.stdin.on('end', () => store.close().then(() => process.exit(0)))`
+  const child = spawn(process.execPath, ['-e', script, path.join(__dirname, '..', '..'), dir], { stdio: ['pipe', 'pipe', 'inherit'] })
+  return new Promise((resolve, reject) => {
+    child.stdout.once('data', () => resolve(() => { child.stdin.end(); return new Promise((resolve) => child.once('exit', resolve)) }))
+    child.once('exit', (code) => reject(new Error(`the holder exited with ${code}`)))
+  })
+}
+
+module.exports = { hold, inChild, serve, runSteps, Stepped, cliList, quiet, now, msSince }

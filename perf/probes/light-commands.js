@@ -17,6 +17,7 @@ const os = require('node:os')
 const path = require('node:path')
 const crypto = require('node:crypto')
 const { spawn } = require('node:child_process')
+const { hold } = require('../harness/child')
 const { cli, runScript, fmt, quickMark, inFlight, KiB } = require('../harness/script')
 const { percentile } = require('../harness/stats')
 
@@ -56,20 +57,6 @@ function kfs (dir, args) {
       const [user, system] = timing.trim().split(/\s+/).map(Number)
       resolve({ cpu: (user + system) * 1000, wall })
     })
-  })
-}
-
-// A process holding the store until stop(); resolves once it serves.
-function hold (dir) {
-  const script = `
-    const store = require(process.argv[1])(process.argv[2])
-    store.open().then(() => console.log('holding'), (err) => { console.error(err.message); process.exit(1) })
-    process.stdin.resume()
-    process.stdin.on('end', () => store.close().then(() => process.exit(0)))`
-  const child = spawn(process.execPath, ['-e', script, ROOT, dir], { stdio: ['pipe', 'pipe', 'inherit'] })
-  return new Promise((resolve, reject) => {
-    child.stdout.once('data', () => resolve(() => { child.stdin.end(); return new Promise((resolve) => child.once('exit', resolve)) }))
-    child.once('exit', (code) => reject(new Error(`the holder exited with ${code}`)))
   })
 }
 

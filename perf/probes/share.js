@@ -15,6 +15,7 @@ const os = require('node:os')
 const path = require('node:path')
 const crypto = require('node:crypto')
 const { spawn } = require('node:child_process')
+const { hold } = require('../harness/child')
 const { cli, runScript, fmt, quickMark, MiB } = require('../harness/script')
 const { median } = require('../harness/stats')
 
@@ -44,20 +45,6 @@ function kfs (dir, args, { stdout = 'ignore' } = {}) {
       if (code !== 0) return reject(new Error(`kfs ${args.join(' ')} exited with ${code}: ${stderr.trim()}`))
       resolve(Number(process.hrtime.bigint() - start) / 1e6)
     })
-  })
-}
-
-// A process holding the store until stop(); resolves once it serves.
-function hold (dir) {
-  const script = `
-    const store = require(process.argv[1])(process.argv[2])
-    store.open().then(() => console.log('holding'), (err) => { console.error(err.message); process.exit(1) })
-    process.stdin.resume()
-    process.stdin.on('end', () => store.close().then(() => process.exit(0)))`
-  const child = spawn(process.execPath, ['-e', script, ROOT, dir], { stdio: ['pipe', 'pipe', 'inherit'] })
-  return new Promise((resolve, reject) => {
-    child.stdout.once('data', () => resolve(() => { child.stdin.end(); return new Promise((resolve) => child.once('exit', resolve)) }))
-    child.once('exit', (code) => reject(new Error(`the holder exited with ${code}`)))
   })
 }
 
