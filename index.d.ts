@@ -168,6 +168,8 @@ declare namespace kfs {
     files: number
     /** LevelDB's approximate size of the shard's tables, and its logs' bytes (writes not yet in a table). */
     diskBytes: number
+    /** Bytes of removed and replaced versions whose space is not given back yet. */
+    reclaimable: number
   }
 
   interface Usage {
@@ -175,10 +177,43 @@ declare namespace kfs {
     free: number
     capacity: number
     files: number
+    /** Bytes of removed and replaced versions whose space is not given back yet, all shards. */
+    reclaimable: number
     /** Bytes of the disk reserve now on disk (the `diskReserve` option; 0 while a full disk has it given up). */
     reserve: number
     /** Only the shards created so far. */
     shards: ShardUsage[]
+  }
+
+  /** One method's calls in Metrics: see doc/api.md, "Metrics". */
+  interface MethodMetrics {
+    /** Calls that ended, failed or not. */
+    count: number
+    /** Calls that failed, by error code (`UNKNOWN` for an error without one). */
+    errors: Record<string, number>
+    /** Their durations: the sum, and how many took at most each bound of DURATION_BUCKETS (cumulative), then all (= count). */
+    seconds: { sum: number, buckets: number[] }
+  }
+
+  /** store.metrics(): the holder's figures; see doc/api.md, "Metrics", for each. */
+  interface Metrics {
+    files: number
+    fileBytes: number
+    capacityBytes: number
+    diskBytes: number
+    reclaimableBytes: number
+    reserveBytes: number
+    shards: number
+    shardsOpen: number
+    shardsUncounted: number
+    memory: { budget: number, write: number, readahead: number, memtables: number }
+    shardOpens: number
+    shardCloses: number
+    flushes: { budget: number, quiet: number }
+    reclaims: { runs: number, pieces: number }
+    clients: number
+    /** By method: writeFile, readFile, createWriteStream, createReadStream, put, exists, stat, unlink, list, usage, diskUsage, reclaim, compact, verify, repair. */
+    operations: Record<string, MethodMetrics>
   }
 
   interface VerifyProgress {
@@ -273,6 +308,8 @@ declare namespace kfs {
     unlink (key: string): Promise<void>
     list (shard?: number): AsyncGenerator<ListEntry, void, undefined>
     usage (): Promise<Usage>
+    /** The figures of the process that holds the store, kept as they change: no shard opened. */
+    metrics (): Promise<Metrics>
     /** Bytes of the store's files on disk, leaving out the disk reserve. */
     diskUsage (): Promise<number>
     /** Gives back now the space of removed and replaced files noted in the open shards. */

@@ -9,6 +9,7 @@ const args = require('./api/args')
 const errors = require('./api/errors')
 const { Lifecycle } = require('./api/lifecycle')
 const { OpenStreams } = require('./api/open-streams')
+const { OperationMetrics } = require('./api/metrics')
 const { Digester } = require('./data/digester')
 const { ReadAhead } = require('./data/read-ahead')
 const { WriteStream, ReadStream } = require('./data/streams')
@@ -30,6 +31,7 @@ class Store {
   #streams = new OpenStreams(() => this.#operations.closed)
   #writeBudget
   #backends
+  #counts = new OperationMetrics() // the calls this store ran here (metrics())
 
   constructor (dir, options) {
     if (typeof dir !== 'string' || dir === '') throw errors.invalidType('dir', 'a non-empty string', dir)
@@ -47,6 +49,7 @@ class Store {
       digester: new Digester(),
       writeBudget: this.#writeBudget,
       readAhead: new ReadAhead(readAhead),
+      counts: this.#counts,
       served: this
     }, () => this.#life.opened())
   }
@@ -103,8 +106,11 @@ class Store {
   // write to a store opened read-only is refused (EROFS) before it opens; the errors of
   // `file` (a coerced key) give its name. One async function: each promise between the
   // caller and the call is a turn of the microtask queue, which a small read feels.
-  async #op (name, call, { write = false, file } = {}) {
+  // Counted as the method `counted` (false: not counted; #count).
+  async #op (name, call, { write = false, file, counted = name } = {}) {
+    const start = performance.now()
     let leave
+    let failure
     try {
       leave = this.#operations.enter()
       if (write) this.#writable()
@@ -112,10 +118,26 @@ class Store {
       // On a store open here, the call at once: run() would add a promise.
       return await (local ? call(local) : this.#backends.run(name, call))
     } catch (err) {
-      throw file ? errors.named(err, file) : err
+      failure = file ? errors.named(err, file) : err
+      throw failure
     } finally {
       if (leave) leave()
+      if (counted) this.#count(counted, start, failure)
     }
+  }
+
+  // The process that holds the store counts its calls, those it serves to other processes
+  // with them (share/server.js calls this Store); a process using it through its holder
+  // counts none, which the holder counted.
+  #count (method, start, failure) {
+    if (this.#backends.local) this.#counts.observe(method, performance.now() - start, failure)
+  }
+
+  // Counted as `method` once the stream closed, failed if it was destroyed with an error.
+  #countStream (method, stream) {
+    const start = performance.now()
+    stream.once('close', () => this.#count(method, start, stream.errored))
+    return stream
   }
 
   // Whether a write must be synced: this store's `sync`, or args.SYNC.
@@ -150,11 +172,12 @@ class Store {
     const served = args.served(options)
     const admit = this.#streams.admission(served)
     const sync = this.#sync(options)
-    return this.#streams.add(new WriteStream((signal) => Promise.resolve().then(() => {
+    const stream = new WriteStream((signal) => Promise.resolve().then(() => {
       admit()
       this.#writable()
       return this.#backends.run('openWriter', (b) => b.openWriter(file, { expectedSha256, size, sync, signal }))
-    }), (err) => errors.named(err, file), { frees: served }), served)
+    }), (err) => errors.named(err, file), { frees: served })
+    return this.#streams.add(this.#countStream(args.countedAs(options, 'createWriteStream'), stream), served)
   }
 
   createReadStream (key, options) {
@@ -164,10 +187,11 @@ class Store {
     const unchecked = Boolean(options && options[args.UNCHECKED])
     const served = args.served(options)
     const admit = this.#streams.admission(served)
-    return this.#streams.add(new ReadStream((signal) => Promise.resolve().then(() => {
+    const stream = new ReadStream((signal) => Promise.resolve().then(() => {
       admit()
       return this.#backends.run('openReader', (b) => b.openReader(file, range, { unchecked, signal }))
-    }), (err) => errors.named(err, file)), served)
+    }), (err) => errors.named(err, file))
+    return this.#streams.add(this.#countStream(args.countedAs(options, 'createReadStream'), stream), served)
   }
 
   // Content addressing: resolves to the key, the SHA-256 of the content; content
@@ -195,7 +219,7 @@ class Store {
       return await this.#op('putStream', (b) => {
         if (early) throw early
         return b.putStream(readable, { sync: this.#sync(options) })
-      }, { write: true })
+      }, { write: true, counted: 'put' })
     } catch (err) {
       readable.destroy()
       throw err
@@ -231,15 +255,32 @@ class Store {
     return this.#list(shard, args.served(options) && !this.#operations.closed)
   }
 
+  // Counted once the listing ended: read to its end, failed, or stopped by its caller.
   async * #list (only, admitted) {
-    await this.#op('list', () => {}) // open, the shard count known
-    if (only !== undefined) args.shardIndex(only, this.shardCount)
-    yield * this.#backends.list(only, { admitted })
+    const start = performance.now()
+    let failure
+    try {
+      await this.#op('list', () => {}, { counted: false }) // open, the shard count known
+      if (only !== undefined) args.shardIndex(only, this.shardCount)
+      yield * this.#backends.list(only, { admitted })
+    } catch (err) {
+      failure = err
+      throw err
+    } finally {
+      this.#count('list', start, failure)
+    }
   }
 
   async usage () {
     args.arity('usage', arguments, [])
     return this.#op('usage', (b) => b.usage())
+  }
+
+  // The figures of the process that holds the store (lib/api/metrics.js, store/local.js):
+  // through a holder, the holder's. Not counted as a call itself.
+  async metrics () {
+    args.arity('metrics', arguments, [])
+    return this.#op('metrics', (b) => b.metrics(), { counted: false })
   }
 
   // Bytes of the store's files on disk, leaving out its disk reserve.

@@ -32,13 +32,20 @@ describe('the store\'s backends', () => {
     for (const name of Object.keys(ROUTES)) {
       const param = ROUTES[name].param === undefined ? undefined : 'a b/c'
       const { method, path: sent } = requestOf(name, param, { sync: '1', shard: undefined })
-      expect(sent.startsWith(`${VERSION}/`), sent).to.equal(true)
+      const root = Boolean(ROUTES[name].root)
+      expect(sent.startsWith(root ? `/${ROUTES[name].path}` : `${VERSION}/`), sent).to.equal(true)
       expect(sent.endsWith('?sync=1'), sent).to.equal(true)
-      const [, , segment, ...params] = sent.split('?')[0].split('/')
-      expect([routeOf(method, segment, params), params.map(decodeURIComponent)], sent).to.deep.equal([name, param === undefined ? [] : [param]])
+      const pathname = sent.split('?')[0]
+      const params = pathname.split('/').slice(root ? 2 : 3)
+      expect([routeOf(method, pathname), params.map(decodeURIComponent)], sent).to.deep.equal([name, param === undefined ? [] : [param]])
     }
-    expect(routeOf('HEAD', 'files', ['k'])).to.equal('read')
-    expect(routeOf('GET', 'files', [])).to.equal(undefined)
-    expect(routeOf('PATCH', 'files', ['k'])).to.equal(undefined)
+    expect(routeOf('HEAD', `${VERSION}/files/k`)).to.equal('read')
+    expect(routeOf('GET', `${VERSION}/files`)).to.equal(undefined)
+    expect(routeOf('PATCH', `${VERSION}/files/k`)).to.equal(undefined)
+    // Prometheus's path, outside the version, and only there.
+    expect(routeOf('GET', '/metrics')).to.equal('metrics')
+    expect(routeOf('GET', `${VERSION}/metrics`)).to.equal(undefined)
+    expect(routeOf('GET', '/metrics/x')).to.equal(undefined)
+    expect(routeOf('GET', '/files/k')).to.equal(undefined)
   })
 })

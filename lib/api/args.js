@@ -17,7 +17,10 @@ const UNCHECKED = Symbol.for('kfs.perf.unchecked')
 // A stream lib/share/ serves to another process: close() lets it end with its request,
 // which the holder waits for, rather than destroying it.
 const SERVED = Symbol('kfs.served')
-const INTERNAL = new Set([SYNC, UNCHECKED, SERVED])
+// A stream the holder serves for another process's call, which it counts as that call
+// (readFile, writeFile) in the store's metrics (lib/api/metrics.js).
+const COUNTED_AS = Symbol('kfs.countedAs')
+const INTERNAL = new Set([SYNC, UNCHECKED, SERVED, COUNTED_AS])
 
 function synced (options) {
   return Boolean(options !== null && typeof options === 'object' && options[SYNC])
@@ -25,6 +28,11 @@ function synced (options) {
 
 function served (options) {
   return Boolean(options !== null && typeof options === 'object' && options[SERVED])
+}
+
+// The method a stream counts as: `method`, or the caller's method COUNTED_AS names.
+function countedAs (options, method) {
+  return (options !== null && typeof options === 'object' && options[COUNTED_AS]) || method
 }
 
 // Whether `value` is an internal options object: SYNC or UNCHECKED, and nothing else
@@ -99,4 +107,4 @@ function verifyOptions (options = {}, count) {
   return { shard, onProgress }
 }
 
-module.exports = { SYNC, UNCHECKED, SERVED, synced, served, arity, arityError, toBuffer, isReadable, writeOptions, range, shardIndex, verifyOptions }
+module.exports = { SYNC, UNCHECKED, SERVED, COUNTED_AS, synced, served, countedAs, arity, arityError, toBuffer, isReadable, writeOptions, range, shardIndex, verifyOptions }

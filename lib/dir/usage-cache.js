@@ -4,9 +4,11 @@ const { shardName } = require('../base/shard-names')
 const { retryOnce } = require('./retry')
 const { madeNotDurable } = require('../leveldb/leveldb')
 
-// Each shard's { used, files, diskBytes } in the `state` LevelDB, so usage() need not open
-// every shard. A shard is marked open while it may change, and repairing during repair():
-// marked so at startup, its figures are not trusted (the last process died).
+// Each shard's { used, files, diskBytes, dead } in the `state` LevelDB, so usage() and
+// metrics() need not open every shard. A shard is marked open while it may change, and
+// repairing during repair(): marked so at startup, its figures are not trusted (the last
+// process died). Nor are figures without `dead` (a removed version's bytes not yet given
+// back), which a kfs before it left: the shard's next open reads them.
 const USAGE = 'usage!'
 const REPAIR = 'repair!'
 const usageKey = (index) => USAGE + shardName(index)
@@ -43,7 +45,7 @@ class UsageCache {
       const index = Number(entry.key.slice(USAGE.length))
       const record = JSON.parse(entry.value)
       known.add(index)
-      if (!record.open) trusted.set(index, record)
+      if (!record.open && record.dead !== undefined) trusted.set(index, record)
     }
     return new UsageCache(state, reopen, trusted, known, repairing)
   }

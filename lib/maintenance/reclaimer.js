@@ -49,6 +49,8 @@ class Reclaimer {
     this.#idleMs = idleMs
     this.#yieldMs = yieldMs
     this.#now = now
+    this.runs = 0 // runs that found removed versions' space to give back
+    this.pieces = 0 // key ranges compacted to give it back
   }
 
   // A shard's dead bytes grew: reclaimed once removals pause (or past RECLAIM_AT, at a write).
@@ -90,6 +92,7 @@ class Reclaimer {
   }
 
   async #run (downTo, lease = {}) {
+    if (!this.#stopped && this.#deadBytes() > downTo) this.runs++
     while (!this.#stopped && this.#deadBytes() > downTo) {
       let most
       for (const shard of this.#openShards()) if (shard.reclaimable > 0 && (!most || shard.reclaimable > most.reclaimable)) most = shard
@@ -102,6 +105,7 @@ class Reclaimer {
           if (!(await this.#room(piece))) throw noRoom(shard)
           await shard.compactPiece(piece)
         }, lease)
+        this.pieces++
       }
       await this.#inShard(most.index, (shard) => shard.forgetDead(plan), lease)
     }

@@ -4,6 +4,7 @@ const fs = require('node:fs')
 const { LevelDb } = require('../leveldb/leveldb')
 const { Shard } = require('../shard/shard')
 const { createShard } = require('../shard/create')
+const { deadBytes } = require('../shard/dead-space')
 const { shardName } = require('../base/shard-names')
 const records = require('../shard/records')
 const { encodeHead, decodeHead } = require('../shard/head-record')
@@ -34,13 +35,15 @@ async function repair (ctx, index) {
       throw errors.corrupt(`shard ${shardName(index)}`, `LevelDB's repair could not make it readable: ${err.message}`, { shard: index, cause: err })
     })
     let result
+    let dead // removed versions' bytes the repair left, for the usage cache
     try {
       const repaired = new Shard({ index, location, db, cap: shards.cap, chunkKeys: shards.chunkKeys, sync: true, account: { used: 0, files: 0 } })
       result = await rebuild(repaired, ctx.chunkSize)
+      dead = await deadBytes(db)
     } finally {
       await db.close()
     }
-    await shards.usage.repaired(index, { used: result.used, files: result.files, diskBytes: 0 })
+    await shards.usage.repaired(index, { used: result.used, files: result.files, diskBytes: 0, dead })
     shards.markCleaned(index)
     // Files that left no trace at all can only be counted, from the last known total.
     const unaccounted = Math.max(0, (before ?? 0) - result.files - result.dropped.length)

@@ -23,6 +23,8 @@ class ShardOpener {
   #template // promise of the files of a new shard (create.js), made on first need
   #spares // new shards made ahead (spares.js)
   #shards // the Shards: their location, options, usage cache, reserve and memtables
+  opens = 0 // shards opened since the store opened
+  closes = 0 // and closed
 
   constructor (shards, existing) {
     this.#shards = shards
@@ -78,6 +80,7 @@ class ShardOpener {
     const created = !this.#existing.has(index)
     if (created) await this.#make(index, room, ahead)
     const { shard, marked } = await this.#openPlaced(index, created, room)
+    this.opens++
     this.#unnoted.delete(index)
     shard.onDead = this.#shards.onDead
     if (shard.dead > 0) this.#shards.onDead()
@@ -170,6 +173,7 @@ class ShardOpener {
   async close (shard) {
     if (shard.db.failed) this.#cleaned.delete(shard.index)
     const figures = await shard.close()
+    this.closes++
     await this.#shards.usage.closed(shard.index, figures)
   }
 

@@ -28,6 +28,13 @@ class ShardPool {
     for (const entry of this.entries.values()) if (entry.shard && !entry.closing) yield entry.shard
   }
 
+  // Shards open now: neither opening nor closing.
+  get openCount () {
+    let count = 0
+    for (const entry of this.entries.values()) if (entry.shard && !entry.closing) count++
+    return count
+  }
+
   peek (index) {
     const entry = this.entries.get(index)
     return entry && entry.shard && !entry.closing ? entry.shard : undefined

@@ -23,6 +23,7 @@ class Shard {
   #life = new Lifecycle('open')
   #upgrading // upgradeHeads() under way, or done
   #unsaved // the damage note of a read-only open, which cannot write it
+  #disk = { bytes: 0, at: -Infinity } // diskBytes as last read, and when (performance.now())
 
   constructor ({ index, location, db, cap, chunkKeys, sync, memtables, account, dead = 0, created = false, allHeads = false, unsaved = [] }) {
     this.#memtables = memtables
@@ -226,11 +227,15 @@ class Shard {
     return [...(await scans.damageNotes(this.db)), ...this.#unsaved]
   }
 
-  async figures () {
-    // LevelDB's tables, and its log: an open shard's recent writes are only there.
-    const [tables, logs] = await Promise.all([this.db.approximateSize(records.WHOLE.from, records.WHOLE.to).catch(() => 0), this.db.logBytes()])
-    const diskBytes = tables + logs
-    return { used: this.used, files: this.files, diskBytes }
+  // `maxAge`: how old, in ms, the disk bytes may be. Reading them lists the shard's directory.
+  async figures ({ maxAge = 0 } = {}) {
+    const at = performance.now()
+    if (at - this.#disk.at > maxAge) {
+      // LevelDB's tables, and its log: an open shard's recent writes are only there.
+      const [tables, logs] = await Promise.all([this.db.approximateSize(records.WHOLE.from, records.WHOLE.to).catch(() => 0), this.db.logBytes()])
+      this.#disk = { bytes: tables + logs, at }
+    }
+    return { used: this.used, files: this.files, diskBytes: this.#disk.bytes, dead: this.dead }
   }
 
   // LevelDB's CompactRange reports no error, and one that failed (a full disk) leaves the

@@ -10,6 +10,9 @@ const { openAhead } = require('./open-ahead')
 const errors = require('../api/errors')
 
 const META_PAGE = 1000 // metadata records read per shard visit by list() and verify()
+// totals() reads an open shard's disk bytes again once they are this old (ms): reading them lists
+// its directory, about 60 µs of CPU a shard, and a scrape every second must stay cheap.
+const DISK_BYTES_AGE = 5000
 
 // The shards of an open store: leases on them (opened and made through the pool and the
 // opener), their metadata pages and figures, holds for repair, and the disk reserve's use.
@@ -180,6 +183,31 @@ class Shards {
     return (open && (await open.figures())) || this.usage.get(index) || this.inShard(index, (shard) => shard.figures(), { useReserve: true, admitted: true })
   }
 
+  // Every shard's figures summed, no shard opened: an open shard's live (figures(), its disk bytes
+  // at most DISK_BYTES_AGE old), the others' as cached at their close. `uncounted`: shards whose cached figures are not trusted (a crash
+  // left them, or a kfs that kept no `dead`), counted from their next open.
+  async totals () {
+    const indices = this.indices()
+    const sums = { shards: indices.length, files: 0, used: 0, diskBytes: 0, dead: 0, uncounted: 0 }
+    const live = []
+    for (const index of indices) {
+      const open = this.#pool.peek(index)
+      const cached = open ? undefined : this.usage.get(index)
+      if (open) live.push(open.figures({ maxAge: DISK_BYTES_AGE }))
+      else if (cached) addFigures(sums, cached)
+      else sums.uncounted++
+    }
+    for (const figures of await Promise.all(live)) addFigures(sums, figures)
+    return sums
+  }
+
+  // Shards open now, opened and closed since the store opened, and the memtables' flushes.
+  activity () {
+    const { opens, closes } = this.#opener
+    const { flushes, quietFlushes } = this.memtables
+    return { open: this.#pool.openCount, opens, closes, flushes, quietFlushes }
+  }
+
   knownFiles (index) {
     const open = this.#pool.peek(index)
     return open ? open.files : (this.usage.get(index) || {}).files
@@ -226,6 +254,13 @@ class Shards {
     await this.#opener.stop()
     return this.#pool.closeAll()
   }
+}
+
+function addFigures (sums, { files, used, diskBytes, dead }) {
+  sums.files += files
+  sums.used += used
+  sums.diskBytes += diskBytes
+  sums.dead += dead
 }
 
 module.exports = { Shards }

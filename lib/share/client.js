@@ -3,6 +3,7 @@
 const errors = require('../api/errors')
 const { Sender, readAll } = require('./sender')
 const { CONNECT_MS } = require('./timeouts')
+const { CALL_HEADER } = require('./protocol')
 
 // A store held by another process, reached through its socket (server.js): the remote
 // backend of a Store (lib/store/backends.js), with the local one's calls. A request that
@@ -52,6 +53,10 @@ class Remote {
     return this.call('usage')
   }
 
+  metrics () {
+    return this.call('metrics')
+  }
+
   diskUsage () {
     return this.call('diskUsage')
   }
@@ -68,8 +73,9 @@ class Remote {
     return this.call('repair', shard)
   }
 
+  // The holder counts the request as a readFile (CALL_HEADER), as writeFile's below.
   async readFile (file) {
-    const res = await this.#sender.request('read', sent(file))
+    const res = await this.#sender.request('read', sent(file), { headers: { [CALL_HEADER]: 'readFile' } })
     const parts = []
     for await (const part of this.#sender.guarded(res)) parts.push(part)
     return Buffer.concat(parts)
@@ -77,7 +83,7 @@ class Remote {
 
   // A buffer can be sent again: it does not wait for 100 Continue.
   async writeFile (file, buffer, { sync } = {}) {
-    const writer = await this.openWriter(file, { sync, continued: false })
+    const writer = await this.openWriter(file, { sync, continued: false, call: 'writeFile' })
     try {
       await writer.write(buffer)
     } catch (err) {
@@ -113,9 +119,9 @@ class Remote {
   }
 
   // A writer for WriteStream: the body of one PUT, committed when it ends.
-  openWriter (file, { expectedSha256, size, sync, continued = true } = {}) {
+  openWriter (file, { expectedSha256, size, sync, continued = true, call } = {}) {
     const query = { sha256: expectedSha256, size: size === undefined ? undefined : String(size), sync: sync ? '1' : undefined }
-    return this.#sender.upload('write', sent(file), query, continued)
+    return this.#sender.upload('write', sent(file), query, continued, call && { [CALL_HEADER]: call })
   }
 
   async * list (shard) {

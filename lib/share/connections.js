@@ -33,6 +33,11 @@ class Connections {
     return 2 * this.#max
   }
 
+  // Connections open now: each client's request comes on a connection of its own.
+  get open () {
+    return this.#sockets.size
+  }
+
   add (socket) {
     if (!this.#closing) socket.unref()
     this.#sockets.add(socket)

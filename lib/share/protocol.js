@@ -8,9 +8,12 @@ const SOCKET = 'kfs.sock'
 const VERSION = '/v1'
 const ERROR_TRAILER = 'kfs-error'
 const NOT_DONE_HEADER = 'kfs-not-done'
+// On a read or a write: the client's method (readFile, writeFile), which the holder counts
+// the request as in its metrics; without it, createReadStream or createWriteStream.
+const CALL_HEADER = 'kfs-call'
 
-// The routes, each a method (or two) on VERSION/path[/PARAM], which the client sends and
-// the holder serves (any other request is 400 EINVAL). KEY: the key or name as the caller
+// The routes, each a method (or two) on VERSION/path[/PARAM] (`root`: on /path, outside
+// VERSION), which the client sends and the holder serves (any other request is 400 EINVAL). KEY: the key or name as the caller
 // gave it, URI-encoded. `json`: its body is JSON (empty: none), read before the request
 // counts as served. ?sync=1 on a write, unlink or put: synced, whatever the holder's
 // `sync`.
@@ -28,7 +31,9 @@ const ROUTES = Object.freeze({
   // An object of its options in; JSON lines out: { progress }, then { result }.
   verify: { methods: ['POST'], path: 'verify', json: true },
   // An array of arguments in, { result } out: the methods in CALLS.
-  call: { methods: ['POST'], path: 'call', param: 'METHOD', json: true }
+  call: { methods: ['POST'], path: 'call', param: 'METHOD', json: true },
+  // store.metrics() in Prometheus's text format (version 0.0.4), where Prometheus looks.
+  metrics: { methods: ['GET'], path: 'metrics', root: true }
 })
 
 // A failure is its status and a JSON body { error: { code, message, ...props } }, or
@@ -36,7 +41,7 @@ const ROUTES = Object.freeze({
 // ECLOSED while closing, EBUSY at the cap) has NOT_DONE_HEADER: 1 (failures.js).
 
 // The methods /v1/call/ serves: the store's own checks (EROFS, EINVAL) apply to each.
-const CALLS = new Set(['info', 'exists', 'stat', 'usage', 'diskUsage', 'reclaim', 'compact', 'repair'])
+const CALLS = new Set(['info', 'exists', 'stat', 'usage', 'metrics', 'diskUsage', 'reclaim', 'compact', 'repair'])
 
 // Linux refuses a socket path longer than this (sun_path, with its final NUL).
 const MAX_SOCKET_PATH = 107
@@ -45,10 +50,20 @@ function socketPath (dir) {
   return path.join(dir, SOCKET)
 }
 
-// The route a request names; one that takes a KEY needs one among `params`.
-function routeOf (method, segment, params) {
+// A request's path as sent: whether it is under VERSION, its route's path, and what follows.
+function pathOf (pathname) {
+  const [, first, ...rest] = pathname.split('/')
+  const versioned = `/${first}` === VERSION
+  const [segment, ...params] = versioned ? rest : [first, ...rest]
+  return { versioned, segment, params }
+}
+
+// The route of a request for `pathname`; one that takes a KEY needs one.
+function routeOf (method, pathname) {
+  const { versioned, segment, params } = pathOf(pathname)
   return Object.keys(ROUTES).find((name) => {
     const route = ROUTES[name]
+    if (Boolean(route.root) === versioned || (route.root && params.length > 0)) return false
     return route.path === segment && route.methods.includes(method) && (route.param !== 'KEY' || params.length > 0)
   })
 }
@@ -59,7 +74,8 @@ function requestOf (name, param, query = {}) {
   const route = ROUTES[name]
   const search = new URLSearchParams(Object.entries(query).filter(([, value]) => value !== undefined)).toString()
   const tail = param === undefined ? '' : `/${encodeURIComponent(param)}`
-  return { method: route.methods[0], path: `${VERSION}/${route.path}${tail}${search ? `?${search}` : ''}` }
+  const prefix = route.root ? '' : VERSION
+  return { method: route.methods[0], path: `${prefix}/${route.path}${tail}${search ? `?${search}` : ''}` }
 }
 
-module.exports = { SOCKET, VERSION, ERROR_TRAILER, NOT_DONE_HEADER, ROUTES, CALLS, MAX_SOCKET_PATH, socketPath, routeOf, requestOf }
+module.exports = { SOCKET, VERSION, ERROR_TRAILER, NOT_DONE_HEADER, CALL_HEADER, ROUTES, CALLS, MAX_SOCKET_PATH, socketPath, pathOf, routeOf, requestOf }

@@ -22,6 +22,7 @@ const RETRIES = Object.freeze({
   exists: IDEMPOTENT,
   stat: IDEMPOTENT,
   usage: IDEMPOTENT,
+  metrics: IDEMPOTENT,
   diskUsage: IDEMPOTENT,
   // Made before its first bytes only (a stream under way fails as it is).
   openReader: IDEMPOTENT,

@@ -59,9 +59,9 @@ class Sender {
   // A request whose body is written as it comes: write(chunk), finish() (resolves to the
   // holder's result), abort(). Resolves once the holder took the request (`continued`:
   // see #open), or else once connected.
-  async upload (route, param, query, continued) {
+  async upload (route, param, query, continued, headers) {
     let failure
-    const req = this.#open(route, param, query, undefined, continued)
+    const req = this.#open(route, param, query, headers, continued)
     const response = new Promise((resolve, reject) => {
       req.once('error', (err) => reject(this.#failed(err)))
       req.once('response', (res) => {

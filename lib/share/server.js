@@ -5,9 +5,10 @@ const path = require('node:path')
 const crypto = require('node:crypto')
 const http = require('node:http')
 const { pipeline } = require('node:stream/promises')
-const { SOCKET, VERSION, ERROR_TRAILER, ROUTES, CALLS, MAX_SOCKET_PATH, socketPath, routeOf } = require('./protocol')
+const { SOCKET, VERSION, ERROR_TRAILER, CALL_HEADER, ROUTES, CALLS, MAX_SOCKET_PATH, socketPath, pathOf, routeOf } = require('./protocol')
 const errors = require('../api/errors')
-const { SERVED } = require('../api/args')
+const { SERVED, COUNTED_AS } = require('../api/args')
+const { metricsText, CONTENT_TYPE } = require('../api/prometheus')
 const { FORMAT_FILE } = require('../dir/format')
 const { defaultConnections } = require('../dir/descriptors')
 const { READING } = require('../data/streams')
@@ -38,6 +39,11 @@ class Holder {
     this.#idleMs = idleMs
     this.#headersMs = headersMs
     this.#connections = new Connections({ max: maxConnections })
+  }
+
+  // Other processes' connections open now.
+  get clients () {
+    return this.#connections.open
   }
 
   // Resolves to whether the store is now shared: not where the socket path is too long
@@ -122,15 +128,15 @@ class Holder {
   async #handle (req, res) {
     // The path as sent: a URL parser would drop the key `.` or `..`.
     const [pathname, search = ''] = req.url.split(/\?(.*)/s)
-    const [, version, segment, ...params] = pathname.split('/')
-    const route = routeOf(req.method, segment, params)
+    const { versioned, params } = pathOf(pathname)
+    const route = routeOf(req.method, pathname)
     const unknown = () => errors.invalidValue('request', `${req.method} ${pathname} is not one this protocol serves`)
     try {
       // Refused before anything is done, its body unread, while closing or at the cap. A
       // JSON body is read first (it holds nothing meanwhile), and both checked again
       // after it. Writes call the store in this turn, which admits them.
       this.#admit()
-      if (`/${version}` !== VERSION) throw errors.invalidValue('path', `${pathname} is not a path of this protocol (${VERSION}/...)`)
+      if (!route && !versioned) throw errors.invalidValue('path', `${pathname} is not a path of this protocol (${VERSION}/... or /metrics)`)
       const json = Boolean(route && ROUTES[route].json)
       if (!json) this.#serve(req, res)
       if (req.headers.expect === '100-continue') res.writeContinue()
@@ -165,6 +171,11 @@ class Holder {
     call: ({ res, params, body, unknown }) => {
       if (!CALLS.has(params[0])) throw unknown()
       return this.#call(res, params[0], shaped(body, 'an array of arguments', []))
+    },
+    metrics: async ({ res }) => {
+      const body = metricsText(await this.#store.metrics())
+      res.writeHead(200, { 'content-type': CONTENT_TYPE, 'content-length': Buffer.byteLength(body) })
+      res.end(body)
     }
   }
 
@@ -202,7 +213,7 @@ class Holder {
   async #sendFile (key, req, res) {
     const range = parseRange(req.headers.range)
     if (res.destroyed) return // the client went away: no read to open (and close)
-    const stream = this.#store.createReadStream(key, { ...range, [SERVED]: true })
+    const stream = this.#store.createReadStream(key, { ...range, [SERVED]: true, [COUNTED_AS]: countedAs(req, 'readFile') })
     res.once('close', () => stream.destroy())
     const chunks = stream[Symbol.asyncIterator]()
     let next
@@ -234,13 +245,18 @@ class Holder {
 
   async #receive (key, query, req, res) {
     cutIdleBody(req, this.#idleMs)
-    const options = { ...synced(query), [SERVED]: true }
+    const options = { ...synced(query), [SERVED]: true, [COUNTED_AS]: countedAs(req, 'writeFile') }
     if (query.has('sha256')) options.sha256 = query.get('sha256')
     if (query.has('size')) options.size = Number(query.get('size'))
     const stream = this.#store.createWriteStream(key, options)
     await pipeline(req, stream)
     answer(res, { key: stream.key, size: stream.size, sha256: stream.sha256 })
   }
+}
+
+// `method` if the client says it called it (CALL_HEADER), else undefined: the stream's own name.
+function countedAs (req, method) {
+  return req.headers[CALL_HEADER] === method ? method : undefined
 }
 
 // A write callback that frees `chunk` once the socket wrote it: a chunk of a read the

@@ -148,12 +148,40 @@ class LocalStore {
     const shards = []
     for (const index of this.#shards.indices()) {
       const record = await this.#shards.figures(index)
-      shards.push({ index, used: record.used, free: shardCap - record.used, files: record.files, diskBytes: record.diskBytes })
+      shards.push({ index, used: record.used, free: shardCap - record.used, files: record.files, diskBytes: record.diskBytes, reclaimable: record.dead })
     }
     const used = shards.reduce((sum, s) => sum + s.used, 0)
     const capacity = shardCap * shardCount
     const reserve = await reserveBytes(this.#shared.location)
-    return { used, free: capacity - used, capacity, files: shards.reduce((sum, s) => sum + s.files, 0), reserve, shards }
+    const reclaimable = shards.reduce((sum, s) => sum + s.reclaimable, 0)
+    return { used, free: capacity - used, capacity, files: shards.reduce((sum, s) => sum + s.files, 0), reclaimable, reserve, shards }
+  }
+
+  // usage()'s totals and what the store did, from figures kept as they change: no shard is
+  // opened, no directory walked (doc/api.md, "Metrics", says how fresh each is).
+  async metrics () {
+    const { location, options, writeBudget, readAhead, counts } = this.#shared
+    const [totals, reserve] = await Promise.all([this.#shards.totals(), reserveBytes(location)])
+    const activity = this.#shards.activity()
+    const { shardCap, shardCount } = this.format
+    return {
+      files: totals.files,
+      fileBytes: totals.used,
+      capacityBytes: shardCap * shardCount,
+      diskBytes: totals.diskBytes,
+      reclaimableBytes: totals.dead,
+      reserveBytes: reserve,
+      shards: totals.shards,
+      shardsOpen: activity.open,
+      shardsUncounted: totals.uncounted,
+      memory: { budget: options.memory, write: writeBudget.held, readahead: readAhead.held, memtables: this.#shards.memtables.total },
+      shardOpens: activity.opens,
+      shardCloses: activity.closes,
+      flushes: { budget: activity.flushes, quiet: activity.quietFlushes },
+      reclaims: { runs: this.#reclaimer.runs, pieces: this.#reclaimer.pieces },
+      clients: this.#holder ? this.#holder.clients : 0,
+      operations: counts.snapshot()
+    }
   }
 
   diskUsage () {

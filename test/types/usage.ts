@@ -111,8 +111,17 @@ async function main (): Promise<void> {
   assertType<typeof usage.used | typeof usage.free | typeof usage.capacity | typeof usage.files, number>(true)
   const shard: kfs.ShardUsage | undefined = usage.shards[0]
   if (shard) {
-    assertType<typeof shard.index | typeof shard.used | typeof shard.free | typeof shard.files | typeof shard.diskBytes, number>(true)
+    assertType<typeof shard.index | typeof shard.used | typeof shard.free | typeof shard.files | typeof shard.diskBytes | typeof shard.reclaimable, number>(true)
   }
+  assertType<typeof usage.reclaimable, number>(true)
+
+  const metrics = await store.metrics()
+  assertType<typeof metrics, kfs.Metrics>(true)
+  assertType<typeof metrics.files | typeof metrics.fileBytes | typeof metrics.diskBytes | typeof metrics.reclaimableBytes | typeof metrics.memory.memtables | typeof metrics.shardsOpen, number>(true)
+  const method: kfs.MethodMetrics | undefined = metrics.operations.readFile
+  if (method) assertType<typeof method.errors.ENOENT | typeof method.seconds.buckets[0], number>(true)
+  // @ts-expect-error metrics() takes no argument
+  await store.metrics(1)
 
   const disk = await store.diskUsage()
   assertType<typeof disk, number>(true)
