@@ -16,7 +16,7 @@ const FAMILIES = [
   ['kfs_reserve_bytes', 'gauge', 'Bytes of the disk reserve in place (0 while given up).', (m) => m.reserveBytes],
   ['kfs_shards', 'gauge', 'Shards made.', (m) => m.shards],
   ['kfs_shards_open', 'gauge', 'Shards open.', (m) => m.shardsOpen],
-  ['kfs_shards_uncounted', 'gauge', 'Shards whose figures are known only once opened (a crash left them untrusted): counted as 0.', (m) => m.shardsUncounted],
+  ['kfs_shards_uncounted', 'gauge', 'Shards whose cached figures are not trusted (a crash, or an older kfs, left them): counted as 0 until opened.', (m) => m.shardsUncounted],
   ['kfs_memory_bytes', 'gauge', 'Bytes of the memory budget in use, by part.', (m) => [
     [{ part: 'write' }, m.memory.write],
     [{ part: 'readahead' }, m.memory.readahead],
