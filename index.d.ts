@@ -23,6 +23,12 @@ declare namespace kfs {
    */
   function removeShadowsSync (): void
 
+  /** `store.metrics()`'s object in Prometheus's text format, version 0.0.4, as the holder serves it on GET /metrics. */
+  function metricsText (metrics: Metrics): string
+
+  /** The Content-Type of that text: `text/plain; version=0.0.4`. */
+  const METRICS_CONTENT_TYPE: string
+
   /** Every code kfs raises on purpose. Codes are stable; messages may change. */
   type ErrorCode =
     | 'EINVAL'
@@ -40,6 +46,7 @@ declare namespace kfs {
     | 'EMFILE'
     | 'ENFILE'
     | 'ECONNRESET'
+    | 'ENOTCONN'
     | 'EACCES'
     | 'EPERM'
     | 'EROFS'
@@ -123,6 +130,8 @@ declare namespace kfs {
     memory?: number
     /** Serve the store to other processes while holding it, and use a holder when another has it (default true). */
     share?: boolean
+    /** false: use the store only through the process that holds it, never open it here; ENOTCONN while none does (default true). */
+    hold?: boolean
   }
 
   /** What `writeFile` and `put` accept; strings are stored as UTF-8. */

@@ -2,6 +2,7 @@
 
 const { Store } = require('./lib/store')
 const errors = require('./lib/api/errors')
+const { metricsText, CONTENT_TYPE } = require('./lib/api/prometheus')
 
 // const store = kfs(dir, options): the store opens itself on first use.
 function kfs (dir, options) {
@@ -20,3 +21,6 @@ module.exports.kfs = kfs
 module.exports.Store = Store
 module.exports.errors = errors
 module.exports.removeShadowsSync = removeShadowsSync
+// store.metrics()'s object in Prometheus's text format, and that format's Content-Type.
+module.exports.metricsText = metricsText
+module.exports.METRICS_CONTENT_TYPE = CONTENT_TYPE

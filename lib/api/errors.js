@@ -141,6 +141,11 @@ function closed () {
   return make(Error, 'ECLOSED', 'the store is closed')
 }
 
+// A store opened with hold: false, which no process holds (or whose holder did not answer).
+function notHeld (dir, why, cause) {
+  return make(Error, 'ENOTCONN', `no process holds the store at ${dir}${why ? `, ${why}` : ''}; this store was opened with hold: false, so it does not open it itself`, { path: dir, cause })
+}
+
 function noStore (dir, why) {
   return make(Error, 'ENOENT', `there is no kfs store at ${dir}: ${why}`, { path: dir })
 }
@@ -203,6 +208,7 @@ module.exports = {
   diskFull,
   tooBigToRead,
   noStore,
+  notHeld,
   newerFormat,
   newerRecord,
   tooLarge,

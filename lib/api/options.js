@@ -26,7 +26,10 @@ const DEFAULTS = Object.freeze({
   shardWaitTimeout: 30000,
   memory: MEMORY,
   // Other processes use the store through this one while it holds it (lib/share/).
-  share: true
+  share: true,
+  // false: the store is used only through the process that holds it, never opened here
+  // (a watcher such as kfs metrics --listen, which must not keep a node from holding it).
+  hold: true
 })
 
 const integer = (min, max) => (name, value) => {
@@ -65,7 +68,8 @@ const CHECKS = {
   openAhead: boolean,
   shardWaitTimeout: integer(0, 2 ** 31 - 1),
   memory: integer(MIN_MEMORY, Number.MAX_SAFE_INTEGER),
-  share: boolean
+  share: boolean,
+  hold: boolean
 }
 
 // EINVAL unless `options` is a plain object naming only `known` options.

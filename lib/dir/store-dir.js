@@ -188,6 +188,12 @@ async function makeDirs (dir) {
   }
 }
 
+// ENOENT (or ENOTDIR) unless `dir` holds a store, which it only reads.
+async function checkStore (dir) {
+  const entries = await listDir(dir, false)
+  if (!entries.includes(FORMAT_FILE)) throw errors.noStore(dir, entries.length ? `it holds no ${FORMAT_FILE}` : 'it is empty')
+}
+
 async function listDir (dir, create) {
   let stat
   try {
@@ -210,4 +216,4 @@ async function busy (dir, cause, { shared = false, why } = {}) {
   return errors.busy(dir, cause.cause || cause, { pid, shared, why })
 }
 
-module.exports = { openStoreDir, busy, OPEN_AGAIN }
+module.exports = { openStoreDir, checkStore, busy, OPEN_AGAIN }

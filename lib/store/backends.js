@@ -54,6 +54,7 @@ class Backends {
   // moment: storeDir.OPEN_AGAIN).
   async #open () {
     const { location, given, options } = this.#shared
+    if (!options.hold) return this.#reach()
     let deadline = Date.now() + CONNECT_MS
     let unreached // the last failure to reach a holder
     let opened
@@ -88,6 +89,17 @@ class Backends {
     this.#local = local
     await local.serve()
     if (!this.#closed()) this.#onOpen()
+  }
+
+  // hold: false: the process that holds the store, or ENOTCONN; never the store itself,
+  // nor its lock, so that a process starting meanwhile holds it.
+  async #reach () {
+    const { location } = this.#shared
+    const remote = await this.#connect(Date.now() + CONNECT_MS).catch(async (unreached) => {
+      await storeDir.checkStore(location)
+      throw errors.notHeld(location, await unreachedWhy(location, unreached), unreached)
+    })
+    this.#use(remote)
   }
 
   #connect (deadline) {

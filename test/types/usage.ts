@@ -26,7 +26,9 @@ async function main (): Promise<void> {
     idleTimeout: 30000,
     openAhead: false,
     shardWaitTimeout: 30000,
-    memory: 64 * 1024 * 1024
+    memory: 64 * 1024 * 1024,
+    share: true,
+    hold: true
   }
   const store = kfs('./store', options)
   assertType<typeof store, kfs.Store>(true)
@@ -119,6 +121,9 @@ async function main (): Promise<void> {
   assertType<typeof metrics, kfs.Metrics>(true)
   assertType<typeof metrics.files | typeof metrics.fileBytes | typeof metrics.diskBytes | typeof metrics.reclaimableBytes | typeof metrics.memory.memtables | typeof metrics.shardsOpen, number>(true)
   const method: kfs.MethodMetrics | undefined = metrics.operations.readFile
+  assertType<ReturnType<typeof kfs.metricsText>, string>(true)
+  assertType<typeof kfs.METRICS_CONTENT_TYPE, string>(true)
+  kfs.metricsText(metrics)
   if (method) assertType<typeof method.errors.ENOENT | typeof method.seconds.buckets[0], number>(true)
   // @ts-expect-error metrics() takes no argument
   await store.metrics(1)
