@@ -51,8 +51,8 @@ describe('commands beside a holder load none of the store\'s code', function () 
     }
   }
 
-  it('kfs get, stat, exists and list, each through the holder', () => besideHolder(async () => {
-    for (const args of [['get', 'small'], ['stat', 'small'], ['exists', 'small'], ['list']]) {
+  it('kfs get, stat, exists, list and metrics, each through the holder', () => besideHolder(async () => {
+    for (const args of [['get', 'small'], ['stat', 'small'], ['exists', 'small'], ['list'], ['metrics']]) {
       const { code, stdout, stderr, loaded } = await loading(args)
       expect({ code, stderr }, args.join(' ')).to.deep.equal({ code: 0, stderr: '' })
       expect(loaded, args.join(' ')).to.deep.equal([])

@@ -6,6 +6,7 @@ const { pipeline } = require('node:stream/promises')
 const { Progress } = require('./progress')
 const { Output, write, println } = require('./output')
 const { put } = require('./put')
+const { metrics } = require('./metrics')
 const { openTarget } = require('./write-file')
 const { humanSize, table, escapeField, describeError, shardName } = require('./text')
 
@@ -229,4 +230,4 @@ const reclaiming = (command) => async (store, io, ...args) => {
   return code
 }
 
-module.exports = { put: reclaiming(put), get, unlink: reclaiming(unlink), exists, stat, list, compact, verify, repair }
+module.exports = { put: reclaiming(put), get, unlink: reclaiming(unlink), exists, stat, list, metrics, compact, verify, repair }

@@ -46,6 +46,13 @@ function lastByte (value) {
   return Math.min(Number(value), Number.MAX_SAFE_INTEGER)
 }
 
+// --listen: "HOST:PORT", "[IPv6]:PORT" or ":PORT" (every interface) as { host, port }.
+function listenAddress (value) {
+  const m = /^(?:\[([^\]]+)\]|([^:[\]]*)):(\d{1,5})$/.exec(value)
+  if (!m || Number(m[3]) > 65535) throw new InvalidArgumentError('must be HOST:PORT, [IPv6]:PORT or :PORT, with a port from 0 to 65535.')
+  return { host: m[1] ?? (m[2] || undefined), port: Number(m[3]) }
+}
+
 function shardNumber (value) {
   const n = nonNegativeInteger(value)
   if (n > 255) throw new InvalidArgumentError('must be a shard number from 0 to 255.')
@@ -113,7 +120,7 @@ function addFileCommands (program, run) {
     .action((key, options) => run('stat', [key, options]))
 }
 
-// The commands on the whole store or a shard: list, verify, repair, compact.
+// The commands on the whole store or a shard: list, verify, repair, metrics, compact.
 function addStoreCommands (program, run) {
   program.command('list')
     .argument('[shard]', 'only this shard (0 to 255)', shardNumber)
@@ -129,6 +136,11 @@ function addStoreCommands (program, run) {
     .argument('<shard>', 'the damaged shard (0 to 255)', shardNumber)
     .description('repair a damaged shard: recover what LevelDB can, drop files that cannot be recovered (listed), rebuild its accounting')
     .action((shard, options) => run('repair', [shard, options]))
+
+  program.command('metrics')
+    .option('--listen <address>', 'serve /metrics over HTTP at HOST:PORT ([IPv6]:PORT; :PORT: every interface) for Prometheus, until killed: the figures of whichever process holds the store, 503 while none does; never holds the store itself', listenAddress)
+    .description('print the store\'s metrics in Prometheus\'s text format (with --json, as one JSON object): those of the process holding the store, else of the store as this command opened it')
+    .action((options) => run('metrics', [options]))
 
   program.command('compact')
     .description('compact every shard, reclaiming the space of removed data; prints disk use before and after, or that there was nothing to reclaim')
@@ -183,7 +195,8 @@ async function main (argv, io = { stdin: process.stdin, stdout: process.stdout, 
     }
     // Only put creates a store: another command on a mistyped --db fails with ENOENT.
     // One command, then the process exits: no shard is opened ahead.
-    store = kfs(dir, { openAhead: false, ...(readOnly ? { readOnly: true } : { create: name === 'put' }) })
+    const own = commands[name].storeOptions ? commands[name].storeOptions(args[args.length - 1]) : {}
+    store = kfs(dir, { openAhead: false, ...(readOnly ? { readOnly: true } : { create: name === 'put' }), ...own })
     io.exitCode = await commands[name](store, { ...io, json }, ...args)
   }
   // Known before parsing, so that a usage error is JSON too (after `--`, a file's name).
