@@ -10,8 +10,6 @@ const errors = require('./api/errors')
 const { Lifecycle } = require('./api/lifecycle')
 const { OpenStreams } = require('./api/open-streams')
 const { OperationMetrics } = require('./api/metrics')
-const { Digester } = require('./data/digester')
-const { ReadAhead } = require('./data/read-ahead')
 const { WriteStream, ReadStream } = require('./data/streams')
 const { WriteBudget } = require('./data/write-budget')
 const { Backends } = require('./store/backends')
@@ -38,17 +36,14 @@ class Store {
     const { given, resolved } = parseOptions(options)
     this.location = path.resolve(dir)
     this.#options = resolved
-    const { writes, readAhead } = memoryParts(resolved.memory)
-    this.#writeBudget = new WriteBudget(writes)
+    this.#writeBudget = new WriteBudget(memoryParts(resolved.memory).writes)
     this.#backends = new Backends({
       location: this.location,
       given,
       options: resolved,
       operations: this.#operations,
       streams: this.#streams,
-      digester: new Digester(),
       writeBudget: this.#writeBudget,
-      readAhead: new ReadAhead(readAhead),
       counts: this.#counts,
       served: this
     }, () => this.#life.opened())

@@ -10,6 +10,10 @@ const { LocalStore } = require('../lib/store/local')
 const { Remote } = require('../lib/share/client')
 const { RETRIES } = require('../lib/share/retries')
 const { ROUTES, VERSION, routeOf, requestOf } = require('../lib/share/protocol')
+const storeDir = require('../lib/dir/store-dir')
+const kfs = require('..')
+const { useTmp, rejects } = require('./helpers')
+const { holder } = require('./share-harness')
 
 // The backend calls lib/store.js makes: #op('name', ...) and run('name', ...).
 function storeCalls () {
@@ -47,5 +51,38 @@ describe('the store\'s backends', () => {
     expect(routeOf('GET', `${VERSION}/metrics`)).to.equal(undefined)
     expect(routeOf('GET', '/metrics/x')).to.equal(undefined)
     expect(routeOf('GET', '/files/k')).to.equal(undefined)
+  })
+
+  describe('beside a holder', () => {
+    const t = useTmp()
+    const openStoreDir = storeDir.openStoreDir
+    let opens
+    beforeEach(() => {
+      opens = 0
+      storeDir.openStoreDir = (...args) => { opens++; return openStoreDir(...args) }
+    })
+    afterEach(() => { storeDir.openStoreDir = openStoreDir })
+
+    it('a store reaches the holder through its socket first, reading none of the store\'s files, and checks its options against the holder\'s', async () => {
+      const dir = path.join(t.dir, 'store')
+      const made = kfs(dir)
+      await made.writeFile('a', 'one')
+      await made.close()
+      opens = 0
+      const held = await holder(dir)
+      try {
+        const store = kfs(dir)
+        expect(String(await store.readFile('a'))).to.equal('one')
+        expect(store.heldBy).to.equal(held.child.pid)
+        await store.close()
+        await rejects(kfs(dir, { chunkSize: 1000 }).open(), 'EINVAL', /chunkSize/)
+        expect(opens).to.equal(0)
+        // With no socket to try (share: false), the store is opened here: EBUSY.
+        await rejects(kfs(dir, { share: false }).open(), 'EBUSY')
+        expect(opens).to.equal(1)
+      } finally {
+        await held.stop()
+      }
+    })
   })
 })

@@ -15,7 +15,7 @@ const PRELOAD = path.join(__dirname, 'fixtures', 'loaded-modules.js')
 
 // The store's own code: the files of its modules, relative to ROOT (leveldown wherever
 // node_modules leads).
-const STORE_CODE = [/(^|\/)node_modules\/leveldown\//, /^lib\/store\/local\.js$/, /^lib\/shard\//, /^lib\/leveldb\/(leveldb|open)\.js$/, /^lib\/share\/server\.js$/, /^lib\/maintenance\//]
+const STORE_CODE = [/(^|\/)node_modules\/leveldown\//, /^lib\/store\/local\.js$/, /^lib\/data\/(digester|read-ahead)\.js$/, /^lib\/shard\//, /^lib\/leveldb\/(leveldb|open)\.js$/, /^lib\/share\/server\.js$/, /^lib\/maintenance\//]
 
 // The modules of the store's own code that a process loaded, as
 // fixtures/loaded-modules.js wrote them to `list`.

@@ -4,6 +4,9 @@ const errors = require('../api/errors')
 const { ChunkKeys } = require('../shard/records')
 const { Shards } = require('../shard/shards')
 const { Files } = require('../data/files')
+const { Digester } = require('../data/digester')
+const { ReadAhead } = require('../data/read-ahead')
+const { memoryParts } = require('../api/memory')
 const { list } = require('../data/list')
 const { Puts } = require('../data/put')
 const { readFile } = require('../data/read-file')
@@ -20,6 +23,8 @@ const { Holder, removeStaleSocket } = require('../share/server')
 // must be synced; a store opened with `sync` syncs every write unasked.
 class LocalStore {
   #shared
+  #digester // SHA-256 of large files on a thread (data/digester.js)
+  #readAhead // the memory budget's share for readers (data/read-ahead.js)
   #tmpDir
   #shards
   #files
@@ -46,7 +51,11 @@ class LocalStore {
 
   constructor (opened, usage, shared) {
     const { format, tmpDir, reserve } = opened
-    const { location, options, operations, digester, writeBudget, readAhead } = shared
+    const { location, options, operations, writeBudget } = shared
+    // The parts only a store opened here uses, made here: a process using the store
+    // through its holder never loads them.
+    const digester = this.#digester = new Digester()
+    const readAhead = this.#readAhead = new ReadAhead(memoryParts(options.memory).readAhead)
     this.format = format
     this.takenOver = Boolean(opened.takenOver) // from a holder that ended without closing it
     this.#shared = shared
@@ -101,7 +110,7 @@ class LocalStore {
   }
 
   readFile (file, { unchecked }) {
-    return readFile(this.#files, this.#shared.digester, file.key, { unchecked })
+    return readFile(this.#files, this.#digester, file.key, { unchecked })
   }
 
   openWriter (file, { expectedSha256, size, sync, signal }) {
@@ -160,7 +169,8 @@ class LocalStore {
   // usage()'s totals and what the store did, from figures kept as they change: no shard is
   // opened, no directory walked (doc/api.md, "Metrics", says how fresh each is).
   async metrics () {
-    const { location, options, writeBudget, readAhead, counts } = this.#shared
+    const { location, options, writeBudget, counts } = this.#shared
+    const readAhead = this.#readAhead
     const [totals, reserve] = await Promise.all([this.#shards.totals(), reserveBytes(location)])
     const activity = this.#shards.activity()
     const { shardCap, shardCount } = this.format
@@ -207,7 +217,7 @@ class LocalStore {
   // Every resource is released even when one fails to close; the first failure is
   // then reported.
   async close () {
-    const { writeBudget, streams, operations, digester } = this.#shared
+    const { writeBudget, streams, operations } = this.#shared
     // Other processes' requests the holder accepted end first, their streams with them;
     // it refuses later ones as not carried out, and their clients go to the next holder.
     if (this.#holder) await this.#holder.close()
@@ -219,7 +229,7 @@ class LocalStore {
     await this.#reclaimer.stop()
     this.#shards.shutdown() // operations waiting for a shard fail now, so they drain
     await Promise.all([operations.drained(), streams.closed()])
-    const results = await Promise.allSettled([this.#shards.closeAll(), digester.close()])
+    const results = await Promise.allSettled([this.#shards.closeAll(), this.#digester.close()])
     results.push(...(await Promise.allSettled([this.#usage.close(), this.#reserve.close()])))
     const failed = results.find((r) => r.status === 'rejected')
     if (failed) throw failed.reason

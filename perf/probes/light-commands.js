@@ -1,9 +1,9 @@
 'use strict'
 
 // The CPU of the short `kfs` commands an operator runs every second beside a storage
-// node: `kfs stat`, `kfs exists` and `kfs get` of a small file, and `kfs list`, each a
-// process of its own. Beside a holder (a process of its own holding a store of --files
-// files), the command uses the store through it (lib/share/); with no holder, it opens
+// node: `kfs stat`, `kfs exists` and `kfs get` of a small file, `kfs metrics`, `kfs stat`
+// of the store (usage) and `kfs list`, each a process of its own. Beside a holder (a
+// process of its own holding a store of --files files), the command uses the store through it (lib/share/); with no holder, it opens
 // the store itself, for reference. Each command is run --runs times each way; its CPU
 // (user + system, as the kernel accounts the finished process: bash's `time`) and its
 // time from start to exit are given per call as median and quartiles. The store is
@@ -23,7 +23,7 @@ const { percentile } = require('../harness/stats')
 
 const ROOT = path.join(__dirname, '..', '..')
 const CLI = path.join(ROOT, 'bin', 'kfs.js')
-const COMMANDS = ['stat', 'exists', 'get', 'list']
+const COMMANDS = ['stat', 'exists', 'get', 'metrics', 'usage', 'list']
 
 const COMMAND = cli(__filename, {
   options: [
@@ -37,7 +37,8 @@ const COMMAND = cli(__filename, {
 })
 
 // The arguments of `name` on a store whose files include `key`.
-const ARGS = { stat: (key) => ['stat', key], exists: (key) => ['exists', key], get: (key) => ['get', key], list: () => ['list'] }
+// usage: `kfs stat` of the store, as against `stat`, of a file.
+const ARGS = { stat: (key) => ['stat', key], exists: (key) => ['exists', key], get: (key) => ['get', key], metrics: () => ['metrics'], usage: () => ['stat'], list: () => ['list'] }
 
 // Runs the kfs command on the store, its output thrown away; resolves to { cpu, wall }
 // in ms. bash's `time` gives the CPU of the process it waited for, in ms.
