@@ -29,6 +29,9 @@ declare namespace kfs {
   /** The Content-Type of that text: `text/plain; version=0.0.4`. */
   const METRICS_CONTENT_TYPE: string
 
+  /** The upper bounds, in seconds, of the buckets of `store.metrics()`'s durations, before the last (+Inf). */
+  const DURATION_BUCKETS: readonly number[]
+
   /** Every code kfs raises on purpose. Codes are stable; messages may change. */
   type ErrorCode =
     | 'EINVAL'

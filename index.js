@@ -3,6 +3,7 @@
 const { Store } = require('./lib/store')
 const errors = require('./lib/api/errors')
 const { metricsText, CONTENT_TYPE } = require('./lib/api/prometheus')
+const { DURATION_BUCKETS } = require('./lib/api/metrics')
 
 // const store = kfs(dir, options): the store opens itself on first use.
 function kfs (dir, options) {
@@ -24,3 +25,5 @@ module.exports.removeShadowsSync = removeShadowsSync
 // store.metrics()'s object in Prometheus's text format, and that format's Content-Type.
 module.exports.metricsText = metricsText
 module.exports.METRICS_CONTENT_TYPE = CONTENT_TYPE
+// The upper bounds, in seconds, of store.metrics()'s duration buckets (the last, +Inf, left out).
+module.exports.DURATION_BUCKETS = DURATION_BUCKETS

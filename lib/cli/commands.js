@@ -7,6 +7,7 @@ const { Progress } = require('./progress')
 const { Output, write, println } = require('./output')
 const { put } = require('./put')
 const { metrics } = require('./metrics')
+const { top } = require('./top')
 const { openTarget } = require('./write-file')
 const { humanSize, table, escapeField, describeError, shardName } = require('./text')
 
@@ -230,4 +231,4 @@ const reclaiming = (command) => async (store, io, ...args) => {
   return code
 }
 
-module.exports = { put: reclaiming(put), get, unlink: reclaiming(unlink), exists, stat, list, metrics, compact, verify, repair }
+module.exports = { put: reclaiming(put), get, unlink: reclaiming(unlink), exists, stat, list, metrics, top, compact, verify, repair }

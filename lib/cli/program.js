@@ -120,7 +120,7 @@ function addFileCommands (program, run) {
     .action((key, options) => run('stat', [key, options]))
 }
 
-// The commands on the whole store or a shard: list, verify, repair, metrics, compact.
+// The commands on the whole store or a shard: list, verify, repair, metrics, top, compact.
 function addStoreCommands (program, run) {
   program.command('list')
     .argument('[shard]', 'only this shard (0 to 255)', shardNumber)
@@ -141,6 +141,11 @@ function addStoreCommands (program, run) {
     .option('--listen <address>', 'serve /metrics over HTTP at HOST:PORT ([IPv6]:PORT; :PORT: every interface) for Prometheus, until killed: the figures of whichever process holds the store, 503 while none does; never holds the store itself', listenAddress)
     .description('print the store\'s metrics in Prometheus\'s text format (with --json, as one JSON object): those of the process holding the store, else of the store as this command opened it')
     .action((options) => run('metrics', [options]))
+
+  program.command('top')
+    .option('--once', 'print one snapshot and exit, as when standard output is not a terminal')
+    .description('a live view of the store, redrawn every second: files, bytes, reclaimable, disk, reserve, shards, memory, and operations per second with their p99 and a minute of history; q quits. Never holds the store: shows whichever process does, or the figures as of the store\'s last close')
+    .action((options) => run('top', [options]))
 
   program.command('compact')
     .description('compact every shard, reclaiming the space of removed data; prints disk use before and after, or that there was nothing to reclaim')

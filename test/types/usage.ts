@@ -123,6 +123,7 @@ async function main (): Promise<void> {
   const method: kfs.MethodMetrics | undefined = metrics.operations.readFile
   assertType<ReturnType<typeof kfs.metricsText>, string>(true)
   assertType<typeof kfs.METRICS_CONTENT_TYPE, string>(true)
+  assertType<typeof kfs.DURATION_BUCKETS, readonly number[]>(true)
   kfs.metricsText(metrics)
   if (method) assertType<typeof method.errors.ENOENT | typeof method.seconds.buckets[0], number>(true)
   // @ts-expect-error metrics() takes no argument
