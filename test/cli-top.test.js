@@ -27,9 +27,9 @@ function op (count, buckets) {
 const BUCKETS = kfs.DURATION_BUCKETS.length + 1
 const cumulative = (at, n) => Array.from({ length: BUCKETS }, (_, i) => (i >= at ? n : 0))
 
-// A fake terminal: stdout a TTY of `columns`, stdin one in raw mode; `screen` is all written.
-function terminal (columns = 100) {
-  const stdout = Object.assign(new PassThrough(), { isTTY: true, columns, rows: 30 })
+// A fake terminal: stdout a TTY of `columns` and `rows`, stdin one in raw mode; `screen` is all written.
+function terminal (columns = 100, rows = 30) {
+  const stdout = Object.assign(new PassThrough(), { isTTY: true, columns, rows })
   const stdin = Object.assign(new PassThrough(), { isTTY: true, raw: false, setRawMode (on) { this.raw = on } })
   const t = { stdout, stdin, screen: '' }
   stdout.on('data', (d) => { t.screen += d })
@@ -61,6 +61,19 @@ describe('kfs top', function () {
       for (let i = 0; i < 70; i++) history = remember(history, { readFile: { perSecond: i } })
       expect(history.readFile).to.have.length(60)
       expect(history.total.at(-1)).to.equal(69)
+    })
+
+    it('fits in the height, saying how many lines more there were', () => {
+      const operations = Object.fromEntries(kfs.DURATION_BUCKETS.map((_, i) => [`method${i}`, op(i + 1, cumulative(i, i + 1))]))
+      const r = rates({}, operations, 1)
+      const state = { location: '/s', held: 1, metrics: figures(operations), rates: r, history: remember({}, r), at: new Date(0) }
+      expect(view(state, 100)).to.have.length.above(20)
+      const lines = view(state, 100, 12)
+      expect(lines).to.have.length(12)
+      expect(lines[0]).to.match(/^kfs top {2}\/s/)
+      expect(lines[11]).to.match(/^… \d+ lines more: a taller terminal shows them$/)
+      expect(+lines[11].match(/\d+/)[0]).to.equal(view(state, 100).length - 11)
+      expect(view(state, 100, 0)).to.have.length(1)
     })
 
     it('fits every line in the width, and says where no process holds the store', () => {
@@ -99,6 +112,25 @@ describe('kfs top', function () {
         await watched.close()
         await held.close()
       }
+    })
+
+    it('under a fake terminal: draws no more lines than its rows, and leaves a stdin that is not a terminal paused', async () => {
+      let calls = 0 // a holder whose every method is called once more between two samples
+      const operations = () => { calls++; return Object.fromEntries(kfs.DURATION_BUCKETS.map((_, i) => [`method${i}`, op(calls, cumulative(i, calls))])) }
+      const store = { location: '/s', heldBy: 1, metrics: async () => figures(operations()) }
+      const t = terminal(100, 10)
+      const stdin = new PassThrough() // a pipe: `cmd | kfs top`
+      const running = top(store, { stdout: t.stdout, stdin }, {})
+      try {
+        await until(() => t.frames().length >= 2, 'a frame with rates')
+        const lines = t.frames()[1].replace(/\x1b\[[JK]/g, '').split('\r\n') // eslint-disable-line no-control-regex
+        expect(lines).to.have.length(10)
+        expect(lines[9]).to.match(/lines more/)
+      } finally {
+        stdin.write('q')
+        expect(await within(running, scaled(5000), 'quitting')).to.equal(0)
+      }
+      expect(stdin.readableFlowing).to.equal(false)
     })
 
     it('under a fake terminal: with no holder, shows the store\'s figures, then the holder that starts, which it never kept out', async () => {

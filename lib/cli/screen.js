@@ -18,10 +18,10 @@ function leave () {
   if (!taken) return
   const { stdout, stdin } = taken
   taken = undefined
-  if (stdin && stdin.isTTY) {
-    stdin.setRawMode(false)
-    stdin.pause()
-  }
+  if (stdin && stdin.isTTY) stdin.setRawMode(false)
+  // Paused whatever it is: a pipe read for keys (`cmd | kfs top`) left flowing would keep
+  // the process alive until its writer ends.
+  if (stdin) stdin.pause()
   stdout.write('\x1b[?25h\x1b[?1049l')
 }
 

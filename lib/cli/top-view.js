@@ -40,11 +40,12 @@ function sparkline (values) {
 
 const ms = (seconds) => (seconds === Infinity ? '> 10 s' : seconds >= 1 ? `≤ ${seconds} s` : `≤ ${+(seconds * 1000).toFixed(2)} ms`)
 
-// The screen's lines, each at most `width` characters. `state`: { location, held (the
-// holder's pid, or undefined where no process holds the store), metrics, rates (rates(),
-// or undefined for a single snapshot), history: { [method]: per-second values, and
-// total }, at (a Date) }.
-function view ({ location, held, metrics: m, rates: r, history = {}, at }, width = 80) {
+// The screen's lines, each at most `width` characters, `height` lines at most: operations
+// that do not fit are counted on the last line (a line more would scroll the screen,
+// taking the top line away). `state`: { location, held (the holder's pid, or undefined
+// where no process holds the store), metrics, rates (rates(), or undefined for a single
+// snapshot), history: { [method]: per-second values, and total }, at (a Date) }.
+function view ({ location, held, metrics: m, rates: r, history = {}, at }, width = 80, height = Infinity) {
   const lines = [
     `kfs top  ${location}  ${at.toISOString().slice(11, 19)} UTC`,
     (held !== undefined ? `held by process ${held}` : 'no process holds the store: its figures as of their last close, no operations') + (r ? '; q quits' : ''),
@@ -55,7 +56,14 @@ function view ({ location, held, metrics: m, rates: r, history = {}, at }, width
     ''
   ]
   lines.push(...operationLines(m, r, history, width))
-  return lines.map((line) => (line.length > width ? line.slice(0, Math.max(0, width - 1)) + '…' : line))
+  return fit(lines, height).map((line) => (line.length > width ? line.slice(0, Math.max(0, width - 1)) + '…' : line))
+}
+
+// `lines` cut to `height`, the last line kept saying how many more there were.
+function fit (lines, height) {
+  const rows = Math.max(1, height)
+  if (lines.length <= rows) return lines
+  return [...lines.slice(0, rows - 1), `… ${lines.length - rows + 1} lines more: a taller terminal shows them`]
 }
 
 // A row per method with calls: per second and p99 over the last interval with a sparkline of

@@ -51,7 +51,7 @@ async function live (location, io, sample) {
   const quitting = new Promise((resolve) => { quit = resolve })
   const onKey = (key) => { if (QUIT_KEYS.some((k) => String(key).includes(k))) quit() }
   let shown
-  const redraw = () => { if (shown) screen.draw(stdout, view(shown, stdout.columns || 80)) }
+  const redraw = () => { if (shown) screen.draw(stdout, view(shown, stdout.columns || 80, stdout.rows || 24)) }
   let before
   let history = {}
   screen.enter(stdout, stdin)
