@@ -154,6 +154,42 @@ describe('kfs top', function () {
       }
     })
 
+    it('under a fake terminal: goes on as its holder is killed and another starts', async () => {
+      await c.cli(['put'], { input: 'one' })
+      const watched = kfs(c.db, top.storeOptions())
+      const t = terminal()
+      let first = await holder(c.db)
+      const running = top(watched, { stdout: t.stdout, stdin: t.stdin }, {})
+      let failed
+      running.catch((err) => { failed = err })
+      const shown = (re) => until(() => failed || re.test(t.frames().at(-1) || ''), String(re))
+      try {
+        await shown(new RegExp(`held by process ${first.child.pid}`))
+        await first.kill()
+        await shown(/no process holds the store/)
+        first = await holder(c.db)
+        await shown(new RegExp(`held by process ${first.child.pid}`))
+        await first.stop()
+        await shown(/no process holds the store/)
+        expect(failed).to.equal(undefined)
+      } finally {
+        t.stdin.write('q')
+        await within(running, scaled(5000), 'quitting').catch(() => {})
+        await first.stop()
+        await watched.close()
+      }
+    })
+
+    it('without a terminal: lines whole, however long', async () => {
+      const location = `/${'long/'.repeat(40)}store`
+      const store = { location, heldBy: 1, metrics: async () => figures() }
+      const stdout = new PassThrough() // a file or a pipe: no columns
+      let text = ''
+      stdout.on('data', (d) => { text += d })
+      expect(await top(store, { stdout }, {})).to.equal(0)
+      expect(text.split('\n')[0]).to.include(location).and.not.to.include('…')
+    })
+
     it('without a terminal: one snapshot, or JSON, and exit 0; a missing store is ENOENT', async () => {
       await c.cli(['put'], { input: 'one' })
       const held = await holder(c.db)

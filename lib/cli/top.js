@@ -17,7 +17,7 @@ async function top (store, io, { once }) {
   if (!once && io.stdout.isTTY) return live(store.location, io, sample)
   const s = await sample()
   if (io.json) await println(io.stdout, JSON.stringify({ heldBy: s.held ?? null, metrics: s.metrics }))
-  else await write(io.stdout, view({ location: store.location, ...s, at: new Date() }, io.stdout.columns || 120).join('\n') + '\n')
+  else await write(io.stdout, view({ location: store.location, ...s, at: new Date() }, io.stdout.columns || Infinity).join('\n') + '\n') // a file or pipe: lines whole
   return 0
 }
 
