@@ -37,8 +37,8 @@ function terminal (columns = 100, rows = 30) {
   return t
 }
 
-async function until (check, what) {
-  return within((async () => { while (!check()) await new Promise((resolve) => setTimeout(resolve, 20)) })(), scaled(10000), what)
+async function until (check, what, ms = 10000) {
+  return within((async () => { while (!check()) await new Promise((resolve) => setTimeout(resolve, 20)) })(), scaled(ms), what)
 }
 
 describe('kfs top', function () {
@@ -177,6 +177,27 @@ describe('kfs top', function () {
         await within(running, scaled(5000), 'quitting').catch(() => {})
         await first.stop()
         await watched.close()
+      }
+    })
+
+    it('samples every --interval seconds, its sparkline spanning 60 of them; an interval out of range is a usage error', async () => {
+      let calls = 0
+      const store = { location: '/s', heldBy: 1, metrics: async () => figures({ stat: op(++calls, cumulative(0, calls)) }) }
+      const t = terminal()
+      const running = top(store, { stdout: t.stdout, stdin: t.stdin }, { interval: 0.1 })
+      try {
+        await until(() => t.frames().length >= 5, 'five frames', 2500) // 4 s at one a second
+        const frame = t.frames().at(-1)
+        expect(frame).to.match(/p99 +last 6 s\x1b/) // eslint-disable-line no-control-regex
+        expect(+frame.match(/^stat +([\d.]+) /m)[1]).to.be.above(2) // a call a sample: about 10 per second
+      } finally {
+        t.stdin.write('q')
+        expect(await within(running, scaled(5000), 'quitting')).to.equal(0)
+      }
+      for (const bad of ['0', '0.05', 'x', '3601']) {
+        const r = await c.cli(['top', '--interval', bad])
+        expect(r.code, bad).to.equal(2)
+        expect(r.stderr).to.match(/from 0\.1 to 3600/)
       }
     })
 

@@ -53,6 +53,13 @@ function listenAddress (value) {
   return { host: m[1] ?? (m[2] || undefined), port: Number(m[3]) }
 }
 
+// kfs top --interval: seconds between two samples, 0.1 to 3600.
+function seconds (value) {
+  const n = /^\d+(?:\.\d+)?$/.test(value) ? Number(value) : NaN
+  if (!(n >= 0.1 && n <= 3600)) throw new InvalidArgumentError('must be a number of seconds from 0.1 to 3600.')
+  return n
+}
+
 function shardNumber (value) {
   const n = nonNegativeInteger(value)
   if (n > 255) throw new InvalidArgumentError('must be a shard number from 0 to 255.')
@@ -144,7 +151,8 @@ function addStoreCommands (program, run) {
 
   program.command('top')
     .option('--once', 'print one snapshot and exit, as when standard output is not a terminal')
-    .description('a live view of the store, redrawn every second: files, bytes, reclaimable, disk, reserve, shards, memory, and operations per second with their p99 and a minute of history; q quits. Never holds the store: shows whichever process does, or the figures as of the store\'s last close')
+    .option('--interval <seconds>', 'seconds between two samples, 0.1 to 3600 (default: 1)', seconds)
+    .description('a live view of the store, redrawn every second (--interval): files, bytes, reclaimable, disk, reserve, shards, memory, and operations per second with their p99 and a minute of history; q quits. Never holds the store: shows whichever process does, or the figures as of the store\'s last close')
     .action((options) => run('top', [options]))
 
   program.command('compact')

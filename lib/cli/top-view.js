@@ -44,8 +44,9 @@ const ms = (seconds) => (seconds === Infinity ? '> 10 s' : seconds >= 1 ? `≤ $
 // that do not fit are counted on the last line (a line more would scroll the screen,
 // taking the top line away). `state`: { location, held (the holder's pid, or undefined
 // where no process holds the store), metrics, rates (rates(), or undefined for a single
-// snapshot), history: { [method]: per-second values, and total }, at (a Date) }.
-function view ({ location, held, metrics: m, rates: r, history = {}, at }, width = 80, height = Infinity) {
+// snapshot), history: { [method]: per-second values, and total }, interval (seconds between
+// two samples, 1 unless said), at (a Date) }.
+function view ({ location, held, metrics: m, rates: r, history = {}, interval = 1, at }, width = 80, height = Infinity) {
   const lines = [
     `kfs top  ${location}  ${at.toISOString().slice(11, 19)} UTC`,
     (held !== undefined ? `held by process ${held}` : 'no process holds the store: its figures as of their last close, no operations') + (r ? '; q quits' : ''),
@@ -55,7 +56,7 @@ function view ({ location, held, metrics: m, rates: r, history = {}, at }, width
     `memory write ${humanSize(m.memory.write)}   readahead ${humanSize(m.memory.readahead)}   memtables ${humanSize(m.memory.memtables)}   of ${humanSize(m.memory.budget)}`,
     ''
   ]
-  lines.push(...operationLines(m, r, history, width))
+  lines.push(...operationLines(m, r, history, width, interval))
   return fit(lines, height).map((line) => (line.length > width ? line.slice(0, Math.max(0, width - 1)) + '…' : line))
 }
 
@@ -67,8 +68,9 @@ function fit (lines, height) {
 }
 
 // A row per method with calls: per second and p99 over the last interval with a sparkline of
-// the last minute; for a single snapshot, calls and p99 since the holder opened the store.
-function operationLines (m, r, history, width) {
+// the last HISTORY samples (a minute at one a second); for a single snapshot, calls and p99
+// since the holder opened the store.
+function operationLines (m, r, history, width, interval) {
   if (!r) {
     const since = rates({}, m.operations, 0)
     const rows = Object.entries(since).map(([method, o]) => `${method.padEnd(18)} ${String(o.calls).padStart(10)}   p99 ${ms(o.p99)}`)
@@ -76,7 +78,7 @@ function operationLines (m, r, history, width) {
   }
   const spark = Math.max(0, Math.min(HISTORY, width - 44))
   const total = Object.values(r).reduce((sum, o) => sum + o.perSecond, 0)
-  const rows = [`${'operation'.padEnd(18)} ${'per s'.padStart(9)} ${'p99'.padStart(12)}  last minute`,
+  const rows = [`${'operation'.padEnd(18)} ${'per s'.padStart(9)} ${'p99'.padStart(12)}  ${interval === 1 ? 'last minute' : `last ${+(HISTORY * interval).toFixed(1)} s`}`,
     `${'all'.padEnd(18)} ${total.toFixed(1).padStart(9)} ${''.padStart(12)}  ${sparkline((history.total || []).slice(-spark))}`]
   for (const method of Object.keys(history).filter((k) => k !== 'total').sort()) {
     const o = r[method]

@@ -5,16 +5,15 @@ const { view, rates, remember } = require('./top-view')
 const screen = require('./screen')
 const { write, println } = require('./output')
 
-const INTERVAL_MS = 1000
 const QUIT_KEYS = ['q', 'Q', '\x03'] // Ctrl-C comes as a key in raw mode
 
 // kfs top: the store's figures and operations, redrawn every second on a terminal; one
 // snapshot otherwise (or with --once). It never holds the store (metrics.storeOptions):
 // its store reaches whichever process holds it, and where none does, the store's figures
 // are read from a read-only open made for each sample, which a node may start beside.
-async function top (store, io, { once }) {
+async function top (store, io, { once, interval = 1 }) {
   const sample = sampler(store)
-  if (!once && io.stdout.isTTY) return live(store.location, io, sample)
+  if (!once && io.stdout.isTTY) return live(store.location, io, sample, interval)
   const s = await sample()
   if (io.json) await println(io.stdout, JSON.stringify({ heldBy: s.held ?? null, metrics: s.metrics }))
   else await write(io.stdout, view({ location: store.location, ...s, at: new Date() }, io.stdout.columns || Infinity).join('\n') + '\n') // a file or pipe: lines whole
@@ -43,9 +42,10 @@ function sampler (store) {
   }
 }
 
-// Until q (or Ctrl-C) is pressed: a sample a second, rates over the last interval of one
-// holder, a minute of history; redrawn on resize too. The terminal is given back on every way out.
-async function live (location, io, sample) {
+// Until q (or Ctrl-C) is pressed: a sample every `interval` seconds, rates over the last
+// interval of one holder, 60 samples of history; redrawn on resize too. The terminal is
+// given back on every way out.
+async function live (location, io, sample, interval) {
   const { stdout, stdin } = io
   let quit
   const quitting = new Promise((resolve) => { quit = resolve })
@@ -65,11 +65,11 @@ async function live (location, io, sample) {
       const same = before && s.held !== undefined && before.held === s.held
       const r = same ? rates(before.metrics.operations, s.metrics.operations, (at - before.at) / 1000) : {}
       history = s.held === undefined ? {} : remember(same ? history : {}, r)
-      shown = { location, ...s, rates: r, history, at: new Date(at) }
+      shown = { location, ...s, rates: r, history, interval, at: new Date(at) }
       redraw()
       before = { ...s, at }
       let timer
-      const next = new Promise((resolve) => { timer = setTimeout(resolve, Math.max(0, INTERVAL_MS - (Date.now() - at)), true) })
+      const next = new Promise((resolve) => { timer = setTimeout(resolve, Math.max(0, interval * 1000 - (Date.now() - at)), true) })
       const going = await Promise.race([next, quitting.then(() => false)])
       clearTimeout(timer)
       if (!going) break
