@@ -201,6 +201,13 @@ describe('kfs top', function () {
       }
     })
 
+    it('with --json on a terminal: one snapshot, as JSON', async () => {
+      const store = { location: '/s', heldBy: 7, metrics: async () => figures() }
+      const t = terminal()
+      expect(await within(top(store, { stdout: t.stdout, stdin: t.stdin, json: true }, {}), scaled(5000), 'the snapshot')).to.equal(0)
+      expect(JSON.parse(t.screen)).to.deep.equal({ heldBy: 7, metrics: figures() })
+    })
+
     it('without a terminal: lines whole, however long', async () => {
       const location = `/${'long/'.repeat(40)}store`
       const store = { location, heldBy: 1, metrics: async () => figures() }

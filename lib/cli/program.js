@@ -150,7 +150,7 @@ function addStoreCommands (program, run) {
     .action((options) => run('metrics', [options]))
 
   program.command('top')
-    .option('--once', 'print one snapshot and exit, as when standard output is not a terminal')
+    .option('--once', 'print one snapshot and exit, as with --json or when standard output is not a terminal')
     .option('--interval <seconds>', 'seconds between two samples, 0.1 to 3600 (default: 1)', seconds)
     .description('a live view of the store, redrawn every second (--interval): files, bytes, reclaimable, disk, reserve, shards, memory, and operations per second with their p99 and a minute of history; q quits. Never holds the store: shows whichever process does, or the figures as of the store\'s last close')
     .action((options) => run('top', [options]))

@@ -8,12 +8,12 @@ const { write, println } = require('./output')
 const QUIT_KEYS = ['q', 'Q', '\x03'] // Ctrl-C comes as a key in raw mode
 
 // kfs top: the store's figures and operations, redrawn every second on a terminal; one
-// snapshot otherwise (or with --once). It never holds the store (metrics.storeOptions):
+// snapshot otherwise (or with --once or --json). It never holds the store (metrics.storeOptions):
 // its store reaches whichever process holds it, and where none does, the store's figures
 // are read from a read-only open made for each sample, which a node may start beside.
 async function top (store, io, { once, interval = 1 }) {
   const sample = sampler(store)
-  if (!once && io.stdout.isTTY) return live(store.location, io, sample, interval)
+  if (!once && !io.json && io.stdout.isTTY) return live(store.location, io, sample, interval) // JSON is for programs: one snapshot
   const s = await sample()
   if (io.json) await println(io.stdout, JSON.stringify({ heldBy: s.held ?? null, metrics: s.metrics }))
   else await write(io.stdout, view({ location: store.location, ...s, at: new Date() }, io.stdout.columns || Infinity).join('\n') + '\n') // a file or pipe: lines whole
