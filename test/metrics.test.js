@@ -188,7 +188,7 @@ describe('metrics', function () {
     expect(m.diskBytes).to.equal(sumShards(usage, 'diskBytes'))
   })
 
-  it('a scrape of a store with its shards open reads their disk bytes at most once per 5 s; usage() reads them each time', async () => {
+  it('a scrape of a store with its shards open reads their disk bytes at most once per 5 s; usage() reads again those of the shards written since', async () => {
     const store = t.open({ referenceId: REF, shardCount: 16, openAhead: false }) // the shards the writes opened
     for (let i = 0; i < 40; i++) await store.writeFile(`f${i}`, bytes(KiB, `f${i}`))
     const logBytes = LevelDb.prototype.logBytes
@@ -206,8 +206,15 @@ describe('metrics', function () {
       for (let i = 0; i < 5; i++) await store.metrics()
       await scrape(store.location)
       expect(reads).to.equal(read)
+      const before = await store.usage()
+      expect(sumShards(before, 'diskBytes')).to.equal(first.diskBytes)
+      expect(reads).to.equal(read) // nothing written since
+      await store.writeFile('f0', bytes(2 * KiB, 'again'))
       const usage = await store.usage()
-      expect(reads).to.equal(read + open)
+      expect(reads).to.equal(read + 1) // the shard written
+      const { shard } = await store.stat('f0')
+      const diskOf = (u) => u.shards.find((s) => s.index === shard).diskBytes
+      expect(diskOf(usage)).to.be.above(diskOf(before)) // its log holds the write
       expect((await store.metrics()).diskBytes).to.equal(sumShards(usage, 'diskBytes'))
     } finally {
       LevelDb.prototype.logBytes = logBytes
