@@ -48,6 +48,7 @@ describe('the store\'s backends', () => {
     expect(routeOf('PATCH', `${VERSION}/files/k`)).to.equal(undefined)
     // Prometheus's path, outside the version, and only there.
     expect(routeOf('GET', '/metrics')).to.equal('metrics')
+    expect(routeOf('HEAD', '/metrics')).to.equal('metrics')
     expect(routeOf('GET', `${VERSION}/metrics`)).to.equal(undefined)
     expect(routeOf('GET', '/metrics/x')).to.equal(undefined)
     expect(routeOf('GET', '/files/k')).to.equal(undefined)

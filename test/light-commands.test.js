@@ -17,12 +17,26 @@ const PRELOAD = path.join(__dirname, 'fixtures', 'loaded-modules.js')
 // node_modules leads).
 const STORE_CODE = [/(^|\/)node_modules\/leveldown\//, /^lib\/store\/local\.js$/, /^lib\/data\/(digester|read-ahead)\.js$/, /^lib\/shard\//, /^lib\/leveldb\/(leveldb|open)\.js$/, /^lib\/share\/server\.js$/, /^lib\/maintenance\//]
 
-// The modules of the store's own code that a process loaded, as
-// fixtures/loaded-modules.js wrote them to `list`.
-function storeCodeIn (list) {
-  const files = fs.readFileSync(list, 'utf8').split('\n').filter(Boolean).map((file) => path.relative(ROOT, file))
-  return files.filter((file) => STORE_CODE.some((code) => code.test(file)))
-}
+// What only the local backend or freeing large buffers needs (node:worker_threads, for
+// the digest thread and base/freed.js): not a short command's through a holder.
+const NOT_FOR_SHORT = ['builtin:worker_threads']
+
+// The lines fixtures/loaded-modules.js wrote to `list`.
+const linesOf = (list) => fs.readFileSync(list, 'utf8').split('\n').filter(Boolean)
+
+// The files of the modules a process loaded, relative to ROOT.
+const filesIn = (list) => linesOf(list).filter((line) => path.isAbsolute(line)).map((file) => path.relative(ROOT, file))
+
+// The modules of the store's own code that a process loaded.
+const storeCodeIn = (list) => filesIn(list).filter((file) => STORE_CODE.some((code) => code.test(file)))
+
+// The CLI's modules of commands other than `name` (lib/cli/commands.js loads each when
+// it runs), and the file a get writes to (write-file.js), that a process loaded.
+const OTHER_COMMANDS = ['put', 'metrics', 'top', 'top-view', 'write-file'].map((name) => `lib/cli/${name}.js`)
+const otherCommandsIn = (list, name) => filesIn(list).filter((file) => OTHER_COMMANDS.includes(file) && file !== `lib/cli/${name}.js`)
+
+// What of NOT_FOR_SHORT a process loaded.
+const notForShortIn = (list) => linesOf(list).filter((line) => NOT_FOR_SHORT.includes(line))
 
 describe('commands beside a holder load none of the store\'s code', function () {
   const c = useCli()
@@ -33,7 +47,7 @@ describe('commands beside a holder load none of the store\'s code', function () 
   async function loading (args) {
     const list = path.join(c.t.dir, 'loaded')
     const result = await c.cli(args, { env: { NODE_OPTIONS: `--require ${JSON.stringify(PRELOAD)}`, KFS_TEST_LOADED: list } })
-    return { ...result, loaded: storeCodeIn(list) }
+    return { ...result, loaded: storeCodeIn(list), extra: notForShortIn(list), others: otherCommandsIn(list, args[0]) }
   }
 
   beforeEach(async () => {
@@ -53,9 +67,11 @@ describe('commands beside a holder load none of the store\'s code', function () 
 
   it('kfs get, stat, exists, list and metrics, each through the holder', () => besideHolder(async () => {
     for (const args of [['get', 'small'], ['stat', 'small'], ['exists', 'small'], ['list'], ['metrics']]) {
-      const { code, stdout, stderr, loaded } = await loading(args)
+      const { code, stdout, stderr, loaded, extra, others } = await loading(args)
       expect({ code, stderr }, args.join(' ')).to.deep.equal({ code: 0, stderr: '' })
       expect(loaded, args.join(' ')).to.deep.equal([])
+      expect(extra, args.join(' ')).to.deep.equal([])
+      expect(others, args.join(' ')).to.deep.equal([])
       if (args[0] === 'get') expect(stdout.toString()).to.equal('a small file\n')
     }
   }))
@@ -79,6 +95,7 @@ describe('commands beside a holder load none of the store\'s code', function () 
     expect(await new Promise((resolve) => child.once('exit', resolve))).to.equal(0)
     expect(JSON.parse(out)).to.deep.equal({ text: 'a small file\n', found: true, size: 13, names: ['small'], heldBy: held.child.pid })
     expect(storeCodeIn(list)).to.deep.equal([])
+    expect(notForShortIn(list)).to.deep.equal([])
   }))
 
   it('sees the store\'s code where a command opens the store itself (no holder)', async () => {

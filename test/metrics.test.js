@@ -15,10 +15,10 @@ const { LevelDb } = require('../lib/leveldb/leveldb')
 
 const KiB = 1024
 
-// GET `url` on the store's socket: { status, type, text }.
-function scrape (dir, url = '/metrics') {
+// GET (or `method`) `url` on the store's socket: { status, type, text }.
+function scrape (dir, url = '/metrics', method = 'GET') {
   return new Promise((resolve, reject) => {
-    const req = http.get({ socketPath: path.join(dir, 'kfs.sock'), path: url, agent: false }, (res) => {
+    const req = http.request({ socketPath: path.join(dir, 'kfs.sock'), path: url, method, agent: false }, (res) => {
       let text = ''
       res.setEncoding('utf8')
       res.on('data', (part) => { text += part })
@@ -26,6 +26,7 @@ function scrape (dir, url = '/metrics') {
       res.on('error', reject)
     })
     req.on('error', reject)
+    req.end()
   })
 }
 
@@ -83,6 +84,7 @@ describe('metrics', function () {
     const { status, type, text } = await scrape(store.location)
     expect(status).to.equal(200)
     expect(type).to.equal('text/plain; version=0.0.4')
+    expect(await scrape(store.location, '/metrics', 'HEAD')).to.deep.equal({ status: 200, type, text: '' })
     const parsed = parse(text)
     for (const name of GAUGES) expect(parsed.types.get(name), name).to.equal('gauge')
     for (const name of COUNTERS) expect(parsed.types.get(name), name).to.equal('counter')
@@ -186,7 +188,7 @@ describe('metrics', function () {
     expect(m.diskBytes).to.equal(sumShards(usage, 'diskBytes'))
   })
 
-  it('a scrape of a store with its shards open reads their disk bytes at most once per 5 s; usage() reads them each time', async () => {
+  it('a scrape of a store with its shards open reads their disk bytes at most once per 5 s; usage() reads again those of the shards written since', async () => {
     const store = t.open({ referenceId: REF, shardCount: 16, openAhead: false }) // the shards the writes opened
     for (let i = 0; i < 40; i++) await store.writeFile(`f${i}`, bytes(KiB, `f${i}`))
     const logBytes = LevelDb.prototype.logBytes
@@ -204,8 +206,15 @@ describe('metrics', function () {
       for (let i = 0; i < 5; i++) await store.metrics()
       await scrape(store.location)
       expect(reads).to.equal(read)
+      const before = await store.usage()
+      expect(sumShards(before, 'diskBytes')).to.equal(first.diskBytes)
+      expect(reads).to.equal(read) // nothing written since
+      await store.writeFile('f0', bytes(2 * KiB, 'again'))
       const usage = await store.usage()
-      expect(reads).to.equal(read + open)
+      expect(reads).to.equal(read + 1) // the shard written
+      const { shard } = await store.stat('f0')
+      const diskOf = (u) => u.shards.find((s) => s.index === shard).diskBytes
+      expect(diskOf(usage)).to.be.above(diskOf(before)) // its log holds the write
       expect((await store.metrics()).diskBytes).to.equal(sumShards(usage, 'diskBytes'))
     } finally {
       LevelDb.prototype.logBytes = logBytes
@@ -230,6 +239,14 @@ describe('metrics', function () {
     } finally {
       await state.close()
     }
+    // Read-only, which cannot write them again: each shard is read once, then trusted here.
+    const reader = t.open({ readOnly: true, maxOpenShards: 1 }) // closed again as the next opens
+    expect(await reader.usage()).to.include({ files: 25, reclaimable: 5 * 2 * KiB })
+    const opened = (await reader.metrics()).shardOpens
+    expect(opened).to.equal(shards)
+    await reader.usage()
+    expect((await reader.metrics()).shardOpens).to.equal(opened)
+    await reader.close()
     store = t.open({ openAhead: false })
     const m = await store.metrics()
     expect(m).to.include({ shardsOpen: 0, shardsUncounted: shards, files: 0, reclaimableBytes: 0 })

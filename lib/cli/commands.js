@@ -5,10 +5,6 @@ const { Transform } = require('node:stream')
 const { pipeline } = require('node:stream/promises')
 const { Progress } = require('./progress')
 const { Output, write, println } = require('./output')
-const { put } = require('./put')
-const { metrics } = require('./metrics')
-const { top } = require('./top')
-const { openTarget } = require('./write-file')
 const { humanSize, table, escapeField, describeError, shardName } = require('./text')
 
 // Each command gets the store, its arguments and `io` ({ stdin, stdout, stderr,
@@ -23,7 +19,7 @@ async function get (store, io, key, file, { start, end, force }) {
   // A reversed range is a usage error, whatever is stored.
   if (end < start) throw Object.assign(new RangeError(`end (${end}) must not be less than start (${start})`), { code: 'EINVAL' })
   // A FILE written through (a FIFO, a device) is opened before the store is: see openTarget.
-  const target = file && file !== '-' ? await openTarget(file, io.temps) : undefined
+  const target = file && file !== '-' ? await require('./write-file').openTarget(file, io.temps) : undefined
   let progress
   try {
     const stat = await store.stat(key) // ENOENT before anything is created
@@ -231,4 +227,17 @@ const reclaiming = (command) => async (store, io, ...args) => {
   return code
 }
 
-module.exports = { put: reclaiming(put), get, unlink: reclaiming(unlink), exists, stat, list, metrics, top, compact, verify, repair }
+// The commands with a module of their own, each loaded when it runs (program.js reads
+// commands[name] only then): a short command loads none of the others' code. A new
+// command in lib/cli/NAME.js, exporting { NAME }, is one more line here.
+const OWN_MODULE = {
+  put: () => reclaiming(require('./put').put),
+  metrics: () => require('./metrics').metrics,
+  top: () => require('./top').top
+}
+
+module.exports = { get, unlink: reclaiming(unlink), exists, stat, list, compact, verify, repair }
+for (const [name, load] of Object.entries(OWN_MODULE)) {
+  let command
+  Object.defineProperty(module.exports, name, { enumerable: true, get: () => (command = command || load()) })
+}

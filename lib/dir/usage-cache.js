@@ -98,7 +98,10 @@ class UsageCache {
 
   // A record that cannot be written stays marked open: read from the shard when needed.
   async closed (index, figures) {
-    if (this.#state.readOnly) return
+    // Read-only: nothing is written, and the shard did not change, so its figures are
+    // true for this store (a record an older kfs or a crash left is read once, not at
+    // each usage()).
+    if (this.#state.readOnly) return void this.#trusted.set(index, figures)
     try {
       await this.#write((state) => state.put(usageKey(index), JSON.stringify({ ...figures, open: false })))
       this.#trusted.set(index, figures)

@@ -166,6 +166,14 @@ class LevelDb {
     return this.#writesBegun === this.#writesEnded ? this.#writesBegun : undefined
   }
 
+  // A mark of the writes and compactions begun so far, undefined while either is in flight:
+  // a mark that did not change says the database's files changed only by LevelDB's own
+  // background work.
+  changeMark () {
+    const writes = this.writeMark()
+    return writes === undefined || this.#compactions > 0 ? undefined : `${writes}.${this.#compactionsBegun}`
+  }
+
   // An iterator over a snapshot taken now; prefetch: entries read ahead of the consumer.
   iterator ({ prefetch = 0, ...options } = {}) {
     if (this.#life.closing) throw errors.closed()

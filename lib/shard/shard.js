@@ -23,7 +23,7 @@ class Shard {
   #life = new Lifecycle('open')
   #upgrading // upgradeHeads() under way, or done
   #unsaved // the damage note of a read-only open, which cannot write it
-  #disk = { bytes: 0, at: -Infinity } // diskBytes as last read, and when (performance.now())
+  #disk = { bytes: 0, at: -Infinity, mark: undefined } // diskBytes as last read: when (performance.now()), at which db.changeMark()
 
   constructor ({ index, location, db, cap, chunkKeys, sync, memtables, account, dead = 0, created = false, allHeads = false, unsaved = [] }) {
     this.#memtables = memtables
@@ -227,13 +227,15 @@ class Shard {
     return [...(await scans.damageNotes(this.db)), ...this.#unsaved]
   }
 
-  // `maxAge`: how old, in ms, the disk bytes may be. Reading them lists the shard's directory.
-  async figures ({ maxAge = 0 } = {}) {
+  // `maxAge`: how old, in ms, the disk bytes may be; `sinceChange`: read again as well once
+  // this process wrote or compacted the shard since. Reading them lists its directory.
+  async figures ({ maxAge = 0, sinceChange = false } = {}) {
     const at = performance.now()
-    if (at - this.#disk.at > maxAge) {
+    const mark = this.db.changeMark()
+    if (at - this.#disk.at > maxAge || (sinceChange && (mark === undefined || mark !== this.#disk.mark))) {
       // LevelDB's tables, and its log: an open shard's recent writes are only there.
       const [tables, logs] = await Promise.all([this.db.approximateSize(records.WHOLE.from, records.WHOLE.to).catch(() => 0), this.db.logBytes()])
-      this.#disk = { bytes: tables + logs, at }
+      this.#disk = { bytes: tables + logs, at, mark }
     }
     return { used: this.used, files: this.files, diskBytes: this.#disk.bytes, dead: this.dead }
   }

@@ -176,11 +176,12 @@ class Shards {
     return !this.#pool.closing && !this.#pool.inUse(index) && this.#opener.asLeft(index)
   }
 
-  // Exact figures: live for an open shard, cached at close for the others. Only a shard whose
-  // cache a crash left untrusted is opened.
+  // Exact figures: live for an open shard (its disk bytes read again once it changed, or
+  // DISK_BYTES_AGE old), cached at close for the others. Only a shard whose cache a crash
+  // left untrusted is opened.
   async figures (index) {
     const open = this.#pool.peek(index)
-    return (open && (await open.figures())) || this.usage.get(index) || this.inShard(index, (shard) => shard.figures(), { useReserve: true, admitted: true })
+    return (open && (await open.figures({ maxAge: DISK_BYTES_AGE, sinceChange: true }))) || this.usage.get(index) || this.inShard(index, (shard) => shard.figures(), { useReserve: true, admitted: true })
   }
 
   // Every shard's figures summed, no shard opened: an open shard's live (figures(), its disk bytes

@@ -33,7 +33,7 @@ const ROUTES = Object.freeze({
   // An array of arguments in, { result } out: the methods in CALLS.
   call: { methods: ['POST'], path: 'call', param: 'METHOD', json: true },
   // store.metrics() in Prometheus's text format (version 0.0.4), where Prometheus looks.
-  metrics: { methods: ['GET'], path: 'metrics', root: true }
+  metrics: { methods: ['GET', 'HEAD'], path: 'metrics', root: true }
 })
 
 // A failure is its status and a JSON body { error: { code, message, ...props } }, or

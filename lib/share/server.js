@@ -255,6 +255,7 @@ class Holder {
 }
 
 // `method` if the client says it called it (CALL_HEADER), else undefined: the stream's own name.
+// Taken on the client's word: it can only name its own request's method, of two.
 function countedAs (req, method) {
   return req.headers[CALL_HEADER] === method ? method : undefined
 }
