@@ -122,5 +122,28 @@ describe('kfs metrics', function () {
     } finally {
       taken.close()
     }
+    // 192.0.2.1 (TEST-NET-1, RFC 5737) is no address of this machine's.
+    const foreign = await c.cli(['metrics', '--listen', '192.0.2.1:0'])
+    expect(foreign.code).to.equal(1)
+    expect(foreign.stderr).to.match(/^kfs: .*EADDRNOTAVAIL.*\n$/)
+  })
+
+  it('--listen [IPv6]:PORT and :PORT name the address they listen on', async function () {
+    await c.cli(['put'], { input: 'one' })
+    const loopback = net.createServer()
+    const ipv6 = await new Promise((resolve) => loopback.once('error', () => resolve(false)).listen(0, '::1', () => resolve(true)))
+    loopback.close()
+    if (!ipv6) this.skip() // a machine without IPv6's loopback
+    for (const [address, shown] of [['[::1]:0', /^http:\/\/\[::1\]:\d+\/metrics$/], [':0', /^http:\/\/(\[::\]|0\.0\.0\.0):\d+\/metrics$/]]) {
+      const served = await listener(c.db, address)
+      try {
+        expect(served.url, address).to.match(shown)
+        // every interface: IPv4's loopback too
+        const url = address === ':0' ? served.url.replace(/\/\/[^/]+:/, '//127.0.0.1:') : served.url
+        expect((await request(url)).status, address).to.equal(503)
+      } finally {
+        await served.stop()
+      }
+    }
   })
 })
