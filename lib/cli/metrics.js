@@ -25,7 +25,8 @@ async function serve (store, io, { host, port }) {
     if (err.code !== 'ENOTCONN') throw err
   })
   const http = require('node:http')
-  const server = http.createServer((req, res) => answer(store, req, res))
+  // A scrape that fails past its answer's start (its client gone) ends that answer only.
+  const server = http.createServer((req, res) => answer(store, req, res).catch(() => res.destroy()))
   await new Promise((resolve, reject) => {
     server.once('error', reject)
     server.listen(port, host, resolve)
