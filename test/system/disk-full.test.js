@@ -383,7 +383,10 @@ describe('a full disk', function () {
     }
   })
 
-  it('a state database that failed on the full disk is reopened: once space is back, every shard opens', async () => {
+  it('a state database that failed on the full disk is reopened: once space is back, every shard opens', async function () {
+    // Hundreds of synced writes to a loop device: 5 s alone, 35 s beside three busy loops,
+    // over 120 s once in a full system run at a load of about 12.
+    this.timeout(scaled(300000))
     const dir = path.join(fsys.mnt, 'store5')
     const N = 64
     const store = kfs(dir, { shardCount: N, maxOpenShards: 1, idleTimeout: 0, diskReserve: 0 })
@@ -412,7 +415,8 @@ describe('a full disk', function () {
     }
   })
 
-  it('a new process can open the store on the full disk: get, list, stat, verify, unlink, compact, then put', async () => {
+  it('a new process can open the store on the full disk: get, list, stat, verify, unlink, compact, then put', async function () {
+    this.timeout(scaled(300000)) // 17 s alone, 40 s beside three busy loops
     const dir = path.join(fsys.mnt, 'store2')
     const store = kfs(dir, { maxOpenShards: 2, idleTimeout: 0 })
     const stored = new Map()
