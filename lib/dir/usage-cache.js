@@ -8,7 +8,7 @@ const { madeNotDurable } = require('../leveldb/leveldb')
 // metrics() need not open every shard. A shard is marked open while it may change, and
 // repairing during repair(): marked so at startup, its figures are not trusted (the last
 // process died). Nor are figures without `dead` (a removed version's bytes not yet given
-// back), which a kfs before it left: the shard's next open reads them.
+// back), which an older kfs left: the shard's next open reads them.
 const USAGE = 'usage!'
 const REPAIR = 'repair!'
 const usageKey = (index) => USAGE + shardName(index)
