@@ -29,7 +29,7 @@ class Store {
   #streams = new OpenStreams(() => this.#operations.closed)
   #writeBudget
   #backends
-  #counts = new OperationMetrics() // the calls this store ran here (metrics())
+  #counts = new OperationMetrics(() => Boolean(this.#backends.local)) // the calls this store ran, held here (metrics())
 
   constructor (dir, options) {
     if (typeof dir !== 'string' || dir === '') throw errors.invalidType('dir', 'a non-empty string', dir)
@@ -49,25 +49,16 @@ class Store {
     }, () => this.#life.opened())
   }
 
-  get referenceId () {
+  // The store's format, as its backend read it; `fallback` until it opened.
+  #format (field, fallback) {
     const format = this.#backends.format
-    return format && format.referenceId
+    return format ? format[field] : fallback
   }
 
-  get chunkSize () {
-    const format = this.#backends.format
-    return format ? format.chunkSize : this.#options.chunkSize
-  }
-
-  get shardCapacity () {
-    const format = this.#backends.format
-    return format && format.shardCap
-  }
-
-  get shardCount () {
-    const format = this.#backends.format
-    return format ? format.shardCount : this.#options.shardCount
-  }
+  get referenceId () { return this.#format('referenceId') }
+  get chunkSize () { return this.#format('chunkSize', this.#options.chunkSize) }
+  get shardCapacity () { return this.#format('shardCap') }
+  get shardCount () { return this.#format('shardCount', this.#options.shardCount) }
 
   // The process ID of the process that holds the store, this one or its holder;
   // undefined until open, after close, once the holder went away (until the next call),
@@ -101,7 +92,7 @@ class Store {
   // write to a store opened read-only is refused (EROFS) before it opens; the errors of
   // `file` (a coerced key) give its name. One async function: each promise between the
   // caller and the call is a turn of the microtask queue, which a small read feels.
-  // Counted as the method `counted` (false: not counted; #count).
+  // Counted as the method `counted` (false: not counted).
   async #op (name, call, { write = false, file, counted = name } = {}) {
     const start = performance.now()
     let leave
@@ -117,22 +108,8 @@ class Store {
       throw failure
     } finally {
       if (leave) leave()
-      if (counted) this.#count(counted, start, failure)
+      if (counted) this.#counts.ended(counted, start, failure)
     }
-  }
-
-  // The process that holds the store counts its calls, those it serves to other processes
-  // with them (share/server.js calls this Store); a process using it through its holder
-  // counts none, which the holder counted.
-  #count (method, start, failure) {
-    if (this.#backends.local) this.#counts.observe(method, performance.now() - start, failure)
-  }
-
-  // Counted as `method` once the stream closed, failed if it was destroyed with an error.
-  #countStream (method, stream) {
-    const start = performance.now()
-    stream.once('close', () => this.#count(method, start, stream.errored))
-    return stream
   }
 
   // Whether a write must be synced: this store's `sync`, or args.SYNC.
@@ -172,7 +149,7 @@ class Store {
       this.#writable()
       return this.#backends.run('openWriter', (b) => b.openWriter(file, { expectedSha256, size, sync, signal }))
     }), (err) => errors.named(err, file), { frees: served })
-    return this.#streams.add(this.#countStream(args.countedAs(options, 'createWriteStream'), stream), served)
+    return this.#streams.add(this.#counts.stream(args.countedAs(options, 'createWriteStream'), stream), served)
   }
 
   createReadStream (key, options) {
@@ -186,8 +163,9 @@ class Store {
       admit()
       return this.#backends.run('openReader', (b) => b.openReader(file, range, { unchecked, signal }))
     }), (err) => errors.named(err, file))
-    return this.#streams.add(this.#countStream(args.countedAs(options, 'createReadStream'), stream), served)
+    return this.#streams.add(this.#counts.stream(args.countedAs(options, 'createReadStream'), stream), served)
   }
+
 
   // Content addressing: resolves to the key, the SHA-256 of the content; content
   // already stored is not written again. `options`: internal (args.SYNC).
@@ -204,23 +182,12 @@ class Store {
   }
 
   // The Readable gets its first 'error' listener only when spooling starts, once the
-  // store is open: an error it emits before is kept here, not left to kill the process,
-  // and a put that ends without reading it destroys it, as pipeline() would.
-  async #putStream (readable, options) {
-    let early
-    const keep = (err) => { early = early || err }
-    readable.on('error', keep)
-    try {
-      return await this.#op('putStream', (b) => {
-        if (early) throw early
-        return b.putStream(readable, { sync: this.#sync(options) })
-      }, { write: true, counted: 'put' })
-    } catch (err) {
-      readable.destroy()
-      throw err
-    } finally {
-      readable.off('error', keep)
-    }
+  // store is open: until then, args.whileGuarded keeps what it emits.
+  #putStream (readable, options) {
+    return args.whileGuarded(readable, (early) => this.#op('putStream', (b) => {
+      early()
+      return b.putStream(readable, { sync: this.#sync(options) })
+    }, { write: true, counted: 'put' }))
   }
 
   async exists (key) {
@@ -262,7 +229,7 @@ class Store {
       failure = err
       throw err
     } finally {
-      this.#count('list', start, failure)
+      this.#counts.ended('list', start, failure)
     }
   }
 

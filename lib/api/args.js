@@ -73,6 +73,23 @@ function isReadable (data) {
   return data !== null && typeof data === 'object' && typeof data.pipe === 'function' && typeof data[Symbol.asyncIterator] === 'function'
 }
 
+// fn(early) with an 'error' listener on the Readable argument `readable` until it settles:
+// an error it emits before its reader listens is kept, not left to kill the process, and
+// early() throws it. A failure destroys `readable`, as pipeline() would.
+async function whileGuarded (readable, fn) {
+  let kept
+  const keep = (err) => { kept = kept || err }
+  readable.on('error', keep)
+  try {
+    return await fn(() => { if (kept) throw kept })
+  } catch (err) {
+    readable.destroy()
+    throw err
+  } finally {
+    readable.off('error', keep)
+  }
+}
+
 // createWriteStream's { sha256, size }: either may be absent.
 function writeOptions (options = {}) {
   const { sha256, size } = checkOptionNames(options, ['sha256', 'size'])
@@ -107,4 +124,4 @@ function verifyOptions (options = {}, count) {
   return { shard, onProgress }
 }
 
-module.exports = { SYNC, UNCHECKED, SERVED, COUNTED_AS, synced, served, countedAs, arity, arityError, toBuffer, isReadable, writeOptions, range, shardIndex, verifyOptions }
+module.exports = { SYNC, UNCHECKED, SERVED, COUNTED_AS, synced, served, countedAs, arity, arityError, toBuffer, isReadable, whileGuarded, writeOptions, range, shardIndex, verifyOptions }

@@ -18,9 +18,26 @@ const METHODS = Object.freeze([
 
 class OperationMetrics {
   #methods = new Map() // name -> { count, sum, buckets (not cumulative), errors: code -> count }
+  #counting
 
-  constructor () {
+  // `counting()`: whether calls are counted now. The process that holds a store counts its
+  // calls, those it serves to others with them; one using the store through its holder
+  // counts none, which the holder counted.
+  constructor (counting = () => true) {
+    this.#counting = counting
     for (const name of METHODS) this.#method(name)
+  }
+
+  // A call of `name` begun at `start` (performance.now()) ended, failed with `failure` if given.
+  ended (name, start, failure) {
+    if (this.#counting()) this.observe(name, performance.now() - start, failure)
+  }
+
+  // `stream`, counted as a call of `name` once it closed, failed if destroyed with an error.
+  stream (name, stream) {
+    const start = performance.now()
+    stream.once('close', () => this.ended(name, start, stream.errored))
+    return stream
   }
 
   // One call of `name` ended after `ms` milliseconds (performance.now(): a plain number), failed
