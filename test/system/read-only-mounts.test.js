@@ -75,7 +75,10 @@ describe('a store opened read-only', function () {
     beforeEach(async () => {
       await writeStore(path.join(src, 'store'))
     })
-    afterEach(() => {
+    // Inner hooks run before useTmp's, which closes the stores a test opened: close them
+    // here first, or a LevelDB still open writes into the directory being removed.
+    afterEach(async () => {
+      await Promise.allSettled(t.stores.splice(0).map((s) => s.close()))
       fs.rmSync(path.join(src, 'store'), { recursive: true, force: true })
     })
     after(() => {
