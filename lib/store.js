@@ -121,13 +121,14 @@ class Store {
     if (this.#options.readOnly) throw errors.readOnly(`the store at ${this.location}`, { path: this.location })
   }
 
-  async writeFile (key, data) {
-    args.arity('writeFile', arguments, ['key', 'data'])
+  async writeFile (key, data, options) {
+    args.arity('writeFile', arguments, ['key', 'data', 'options'])
     const file = coerceKey(key)
     const buffer = args.toBuffer(data)
+    const { expires } = args.fileOptions(options)
     // A small file is hashed in one call, cheaper than a hash object fed chunk by chunk.
     const sha256 = buffer.length <= ONE_CALL_HASH ? sha256Of(buffer) : undefined
-    await this.#op('writeFile', (b) => b.writeFile(file, buffer, { sha256, sync: this.#sync() }), { write: true, file })
+    await this.#op('writeFile', (b) => b.writeFile(file, buffer, { sha256, expires, sync: this.#sync() }), { write: true, file })
   }
 
   async readFile (key, options) {
@@ -140,14 +141,14 @@ class Store {
   createWriteStream (key, options) {
     args.arity('createWriteStream', arguments, ['key', 'options'], undefined, 'a stream')
     const file = coerceKey(key)
-    const { sha256: expectedSha256, size } = args.writeOptions(options)
+    const { sha256: expectedSha256, size, expires } = args.writeOptions(options)
     const served = args.served(options)
     const admit = this.#streams.admission(served)
     const sync = this.#sync(options)
     const stream = new WriteStream((signal) => Promise.resolve().then(() => {
       admit()
       this.#writable()
-      return this.#backends.run('openWriter', (b) => b.openWriter(file, { expectedSha256, size, sync, signal }))
+      return this.#backends.run('openWriter', (b) => b.openWriter(file, { expectedSha256, size, expires, sync, signal }))
     }), (err) => errors.named(err, file), { frees: served })
     return this.#streams.add(this.#counts.stream(args.countedAs(options, 'createWriteStream'), stream), served)
   }
@@ -168,25 +169,28 @@ class Store {
 
 
   // Content addressing: resolves to the key, the SHA-256 of the content; content
-  // already stored is not written again. `options`: internal (args.SYNC).
+  // already stored with the same expiry is not written again. `options`: { expires }, and
+  // internal ones (args.SYNC).
   async put (data, options) {
+    let expires
     try {
-      args.arity('put', arguments, ['data'], 'it stores content under its SHA-256 and resolves to that key; to store data under a key of your own, use writeFile(key, data)')
+      args.arity('put', arguments, ['data', 'options'], 'it stores content under its SHA-256 and resolves to that key; to store data under a key of your own, use writeFile(key, data)')
+      expires = args.fileOptions(options).expires
     } catch (err) {
       if (args.isReadable(data)) data.destroy() // as a put that never reads it does
       throw err
     }
-    if (args.isReadable(data)) return this.#putStream(data, options)
+    if (args.isReadable(data)) return this.#putStream(data, { expires, sync: this.#sync(options) })
     const buffer = args.toBuffer(data)
-    return this.#op('put', (b) => b.put(buffer, { sync: this.#sync(options) }), { write: true })
+    return this.#op('put', (b) => b.put(buffer, { expires, sync: this.#sync(options) }), { write: true })
   }
 
   // The Readable gets its first 'error' listener only when spooling starts, once the
   // store is open: until then, args.whileGuarded keeps what it emits.
-  #putStream (readable, options) {
+  #putStream (readable, { expires, sync }) {
     return args.whileGuarded(readable, (early) => this.#op('putStream', (b) => {
       early()
-      return b.putStream(readable, { sync: this.#sync(options) })
+      return b.putStream(readable, { expires, sync })
     }, { write: true, counted: 'put' }))
   }
 

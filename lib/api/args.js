@@ -90,13 +90,37 @@ async function whileGuarded (readable, fn) {
   }
 }
 
-// createWriteStream's { sha256, size }: either may be absent.
+// The latest expiry the expiry index's keys can order (records.js: 13 digits).
+const LATEST_EXPIRY = 9999999999999
+
+// An expiry time, a Date or ms since the epoch, as ms (undefined: none). 0 is stored as 1,
+// as 0 means "none" in a head record: either time is past.
+function expiresOption (expires) {
+  if (expires === undefined) return undefined
+  if (expires instanceof Date) {
+    const time = expires.getTime()
+    if (Number.isNaN(time)) throw errors.invalidValue('expires', 'is an invalid Date')
+    expires = time
+  } else if (typeof expires !== 'number') {
+    throw errors.invalidType('expires', 'a Date or milliseconds since the epoch', expires)
+  }
+  if (!Number.isSafeInteger(expires) || expires < 0 || expires > LATEST_EXPIRY) throw errors.invalidValue('expires', `must be a time from 1970 to ${new Date(LATEST_EXPIRY).toISOString()}, got ${expires}`)
+  return Math.max(1, expires)
+}
+
+// writeFile's and put's { expires }; any internal options (SYNC) pass through.
+function fileOptions (options = {}) {
+  const { expires } = checkOptionNames(options, ['expires'])
+  return { expires: expiresOption(expires) }
+}
+
+// createWriteStream's { sha256, size, expires }: any may be absent.
 function writeOptions (options = {}) {
-  const { sha256, size } = checkOptionNames(options, ['sha256', 'size'])
+  const { sha256, size, expires } = checkOptionNames(options, ['sha256', 'size', 'expires'])
   if (sha256 !== undefined && (typeof sha256 !== 'string' || !/^[0-9a-fA-F]{64}$/.test(sha256))) throw errors.invalidValue('sha256', 'must be 64 hex characters')
   if (size !== undefined && typeof size !== 'number') throw errors.invalidType('size', 'a number', size)
   if (size !== undefined && (!Number.isSafeInteger(size) || size < 0)) throw errors.invalidValue('size', `must be a non-negative integer, got ${size}`)
-  return { sha256: sha256 && sha256.toLowerCase(), size }
+  return { sha256: sha256 && sha256.toLowerCase(), size, expires: expiresOption(expires) }
 }
 
 function range (options = {}) {
@@ -124,4 +148,4 @@ function verifyOptions (options = {}, count) {
   return { shard, onProgress }
 }
 
-module.exports = { SYNC, UNCHECKED, SERVED, COUNTED_AS, synced, served, countedAs, arity, arityError, toBuffer, isReadable, whileGuarded, writeOptions, range, shardIndex, verifyOptions }
+module.exports = { SYNC, UNCHECKED, SERVED, COUNTED_AS, synced, served, countedAs, arity, arityError, toBuffer, isReadable, whileGuarded, fileOptions, writeOptions, range, shardIndex, verifyOptions }

@@ -5,6 +5,7 @@ const { readAheadShape, MAX_EACH } = require('./read-ahead')
 const { headerOf, payload, intact } = require('../shard/chunk-record')
 const { OFFLOAD_DIGEST_BYTES } = require('./digester')
 const { decodeHead } = require('../shard/head-record')
+const { expired } = require('../shard/records')
 const errors = require('../api/errors')
 const { UNCHECKED } = require('../api/args') // perf/ only: skips the chunk digests
 
@@ -103,9 +104,10 @@ class ChunkReader {
     const { shard } = lease
     const get = (k) => readAhead.get(shard.db, k)
     const head = await get(key)
+    const now = Date.now()
     const first = head !== undefined ? decodeHead(key, head, { unchecked }) : await readVersion(shard, key, { get, unchecked, head })
-    if (first && first.data) return first
-    return onVersion(shard, key, { first, get, unchecked }, async ({ meta, data }) => {
+    if (first && first.data && !expired(first.meta, now)) return first
+    return onVersion(shard, key, { first, get, unchecked, now }, async ({ meta, data }) => {
       if (data) return { meta, data }
       // A chunk count that disagrees with the size is the reader's to name; a chunk of
       // OFFLOAD_DIGEST_BYTES or more readFile checks on the digest thread.
@@ -191,12 +193,13 @@ const replacing = (shard, key) => errors.shardBusy(shard.index, `kept replacing 
 
 // fn({ meta, data }) on the current version of `key`, again while it returns REPLACED.
 // The first version tried: `first` (readVersion's just before) if given, else read
-// afresh if `fresh`, else `meta` if given, else from metaHints.
-async function onVersion (shard, key, { first = NOT_GOT, meta, fresh = false, get, unchecked }, fn) {
+// afresh if `fresh`, else `meta` if given, else from metaHints. A version expired at
+// `now` is not found.
+async function onVersion (shard, key, { first = NOT_GOT, meta, fresh = false, get, unchecked, now = Date.now() }, fn) {
   const read = () => readVersion(shard, key, { get, unchecked })
   for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
     const current = attempt === 0 && first !== NOT_GOT ? first : attempt > 0 || fresh ? await read() : meta ? { meta } : await hinted(shard, key, read)
-    if (!current) throw errors.notFound(key)
+    if (!current || expired(current.meta, now)) throw errors.notFound(key)
     const result = await fn(current)
     if (result !== REPLACED) return result
   }

@@ -21,8 +21,9 @@ class ChunkWriter {
   // sha256: the content's hash, known to the caller (put). expectedSha256: checked before
   // the commit (EINTEGRITY). budget: the store's WriteBudget, holding each chunk record
   // from its filling until LevelDB wrote it. records: its RecordPool. sync: this write is
-  // synced (as every write in a synced store's shard).
-  constructor ({ lease, key, name, chunkSize, size, sha256, expectedSha256, budget = new WriteBudget(), records = new RecordPool(), sync = false }) {
+  // synced (as every write in a synced store's shard). expires: the version's expiry time
+  // (ms since the epoch), if it has one.
+  constructor ({ lease, key, name, chunkSize, size, sha256, expectedSha256, expires, budget = new WriteBudget(), records = new RecordPool(), sync = false }) {
     const { shard } = lease
     this.lease = lease
     this.mayWrite = lease.mayWrite
@@ -35,7 +36,7 @@ class ChunkWriter {
     this.name = name
     this.chunkSize = chunkSize
     this.expectedSize = size
-    Object.assign(this, { sha256, expectedSha256, records })
+    Object.assign(this, { sha256, expectedSha256, expires, records })
     this.hash = sha256 ? undefined : contentHash()
     this.version = newVersion()
     this.size = 0
@@ -163,7 +164,7 @@ class ChunkWriter {
     if (this.expectedSha256 && sha256 !== this.expectedSha256) {
       throw errors.integrity(this.key, 'the content written does not have the expected SHA-256; nothing was committed', { expected: this.expectedSha256, found: sha256 })
     }
-    const meta = newMeta({ key: this.key, name: this.name, version: this.version, size: this.size, chunks: this.sent.chunks, sha256 })
+    const meta = newMeta({ key: this.key, name: this.name, version: this.version, size: this.size, chunks: this.sent.chunks, sha256, expires: this.expires })
     await this.shard.commit(meta, this.reservation, () => this.aborting, inline, { sync: this.sync }).catch((err) => {
       // Committed, perhaps not durably (Shard#apply): the version is the file now.
       if (err.written) this.state = 'committed'

@@ -29,10 +29,10 @@ class Files {
 
   // A ChunkWriter of `target` ({ key, name }) on a write lease. `signal` ends a wait for
   // the shard.
-  async openWriter (target, { size, sha256, expectedSha256, sync, signal } = {}) {
+  async openWriter (target, { size, sha256, expectedSha256, expires, sync, signal } = {}) {
     const lease = await this.shards.lease(this.route(target.key), { write: true, admitted: true, signal })
     try {
-      return new ChunkWriter({ lease, ...target, chunkSize: this.chunkSize, size, sha256, expectedSha256, sync, budget: this.writeBudget, records: this.records })
+      return new ChunkWriter({ lease, ...target, chunkSize: this.chunkSize, size, sha256, expectedSha256, expires, sync, budget: this.writeBudget, records: this.records })
     } catch (err) {
       lease.release()
       throw err
@@ -55,7 +55,7 @@ class Files {
 
   // A file at hand of less than a chunk, its SHA-256 known: what a ChunkWriter would do
   // (one record, no write budget, in the commit batch), without its machinery.
-  async #writeSmall ({ key, name }, data, { sha256, sync }) {
+  async #writeSmall ({ key, name }, data, { sha256, expires, sync }) {
     const lease = await this.shards.lease(this.route(key), { write: true, admitted: true })
     const { shard } = lease
     let reservation
@@ -68,7 +68,7 @@ class Files {
         inline.push(record)
         lease.mayWrite()
       }
-      const meta = newMeta({ key, name, version: newVersion(), size: data.length, chunks: inline.length, sha256 })
+      const meta = newMeta({ key, name, version: newVersion(), size: data.length, chunks: inline.length, sha256, expires })
       await shard.commit(meta, reservation, undefined, inline, { sync })
       return meta
     } finally {

@@ -1,5 +1,6 @@
 'use strict'
 
+const { expired } = require('../shard/records')
 const errors = require('../api/errors')
 
 // Shards whose first page of metadata list() fetches ahead of the one it yields from.
@@ -9,7 +10,9 @@ const LIST_AHEAD = 16
 // by shard, a page of metadata at a time, holding no shard between pages. A shard or
 // record that fails does not stop the listing: one error at the end names them.
 // `admitted`: a listing the holder serves (args.SERVED), which ends while the store closes.
+// A file expired when the listing began is left out.
 async function * list (shards, only, operations, { admitted = false } = {}) {
+  const now = Date.now()
   const failed = [] // { shard, error }
   const indices = shards.indices().filter((i) => only === undefined || i === only)
   // The next shards' first pages are fetched ahead, so that their opening (a few
@@ -33,6 +36,7 @@ async function * list (shards, only, operations, { admitted = false } = {}) {
             failed.push({ shard: index, error: meta.error })
             continue
           }
+          if (expired(meta, now)) continue
           const entry = { key: meta.key, size: meta.size }
           if (meta.name !== undefined) entry.name = meta.name
           yield entry

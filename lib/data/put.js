@@ -4,10 +4,12 @@ const fs = require('node:fs')
 const { sha256Of } = require('../api/keys')
 const { spool, remove } = require('./spool')
 const { OFFLOAD_DIGEST_BYTES } = require('./digester')
+const { expired } = require('../shard/records')
 const errors = require('../api/errors')
 
 // Content addressing: put() stores data under the SHA-256 of its content, and content
-// already stored (same hash and size) is not written again.
+// already stored (same hash and size, not expired) with the expiry asked is not written
+// again. With another expiry it is, as writeFile would: the put's expiry replaces it.
 class Puts {
   #files
   #digester
@@ -25,14 +27,14 @@ class Puts {
     this.#cap = cap
   }
 
-  async put (buffer, { sync } = {}) {
+  async put (buffer, { expires, sync } = {}) {
     const sha256 = buffer.length >= OFFLOAD_DIGEST_BYTES ? await this.#digester.digestOf(buffer) : sha256Of(buffer)
-    await this.#unlessHeld(sha256, buffer.length, sync, () => this.#files.write({ key: sha256 }, [buffer], { size: buffer.length, sha256, sync }))
+    await this.#unlessHeld(sha256, buffer.length, { expires, sync }, () => this.#files.write({ key: sha256 }, [buffer], { size: buffer.length, sha256, expires, sync }))
     return sha256
   }
 
   // The key is known only once the input is hashed: it is spooled to tmp/ meanwhile.
-  async putStream (readable, { sync } = {}) {
+  async putStream (readable, { expires, sync } = {}) {
     const controller = new AbortController()
     this.#spools.add(controller)
     if (this.#stopped) controller.abort()
@@ -42,10 +44,10 @@ class Puts {
         throw this.#stopped ? errors.closed() : err
       })
       const { file, size, sha256 } = spooled
-      await this.#unlessHeld(sha256, size, sync, async () => {
+      await this.#unlessHeld(sha256, size, { expires, sync }, async () => {
         const input = fs.createReadStream(file, { highWaterMark: this.#files.chunkSize })
         try {
-          await this.#files.write({ key: sha256 }, input, { size, sha256, sync })
+          await this.#files.write({ key: sha256 }, input, { size, sha256, expires, sync })
         } finally {
           input.destroy() // also when the write failed before reading it
         }
@@ -66,9 +68,9 @@ class Puts {
   // Calls write() unless the content is stored. Puts of one content take turns: at once,
   // each would write it, all versions but the last dead bytes. A synced put (in a store
   // that is not synced) writes it even if stored, as that may not be durable yet.
-  #unlessHeld (sha256, size, sync, write) {
+  #unlessHeld (sha256, size, { expires, sync }, write) {
     const run = (this.#putting.get(sha256) || Promise.resolve()).then(async () => {
-      if (sync || !(await this.#holds(sha256, size))) await write()
+      if (sync || !(await this.#holds(sha256, size, expires))) await write()
     })
     const turn = run.catch(() => {})
     this.#putting.set(sha256, turn)
@@ -77,9 +79,9 @@ class Puts {
   }
 
   // A write's own lookup: it never gives up the reserve.
-  async #holds (sha256, size) {
+  async #holds (sha256, size, expires) {
     const meta = await this.#files.inShardOf(sha256, (shard) => shard.getMeta(sha256), () => undefined, { useReserve: false })
-    return Boolean(meta) && meta.sha256 === sha256 && meta.size === size
+    return Boolean(meta) && meta.sha256 === sha256 && meta.size === size && meta.expires === expires && !expired(meta, Date.now())
   }
 }
 

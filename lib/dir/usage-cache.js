@@ -4,8 +4,9 @@ const { shardName } = require('../base/shard-names')
 const { retryOnce } = require('./retry')
 const { madeNotDurable } = require('../leveldb/leveldb')
 
-// Each shard's { used, files, diskBytes, dead } in the `state` LevelDB, so usage() and
-// metrics() need not open every shard. A shard is marked open while it may change, and
+// Each shard's { used, files, diskBytes, dead, nextExpiry } in the `state` LevelDB, so
+// usage() and metrics() need not open every shard, nor the expiry collector
+// (maintenance/expiry.js) to know when a closed shard holds files due. A shard is marked open while it may change, and
 // repairing during repair(): marked so at startup, its figures are not trusted (the last
 // process died). Nor are figures without `dead` (a removed version's bytes not yet given
 // back), which an older kfs left: the shard's next open reads them.
@@ -52,6 +53,13 @@ class UsageCache {
 
   get (index) {
     return this.#trusted.get(index)
+  }
+
+  // [[index, time]]: the earliest expiry of each closed shard that holds files to expire.
+  expiries () {
+    const times = []
+    for (const [index, figures] of this.#trusted) if (figures.nextExpiry !== undefined) times.push([index, figures.nextExpiry])
+    return times
   }
 
   // Synced: after a power cut, changed figures must never look trusted. Shards opened at

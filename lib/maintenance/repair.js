@@ -58,7 +58,7 @@ async function repair (ctx, index) {
 // version, and rewrites the accounting. A file that lost only its head record (format 3)
 // or its metadata record is kept and the record remade from the other, if the version is
 // whole (`remade`). records.HEADS goes with the other system records: the next open
-// checks again. Idempotent: a repair cut short is finished by running it again.
+// checks again; the expiry index is made again from the kept files' metadata. Idempotent: a repair cut short is finished by running it again.
 async function rebuild (shard, chunkSize) {
   const found = { kept: new Map(), used: 0, dropped: [], remade: [] } // kept: key -> meta
   const metas = await readMetas(shard, found)
@@ -66,6 +66,10 @@ async function rebuild (shard, chunkSize) {
   const notes = []
   for await (const entry of shard.db.scan({ ...records.damageRange(), valueAsBuffer: false })) notes.push(records.decodeNote(entry.value))
   const ops = await removeStray(shard, chunkSize, found)
+  // The expiry index, which removeStray cleared with the other system records, made again.
+  for (const meta of found.kept.values()) {
+    if (meta.expires !== undefined) ops.push({ type: 'put', key: records.expiryKey(meta.expires, meta.key), value: meta.version })
+  }
   ops.push({ type: 'put', key: records.ACCOUNT, value: JSON.stringify({ used: found.used, files: found.kept.size }) })
   await shard.db.batch(ops, { sync: true })
   return { files: found.kept.size, used: found.used, dropped: found.dropped, remade: found.remade, notes }

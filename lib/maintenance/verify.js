@@ -1,6 +1,6 @@
 'use strict'
 
-const { checkFile, checkAccounting, headsWithoutMeta } = require('./file-check')
+const { checkFile, checkAccounting, headsWithoutMeta, unindexed } = require('./file-check')
 const args = require('../api/args')
 
 // Files checked at once: LevelDB reads on libuv's threads while this thread hashes.
@@ -56,6 +56,9 @@ async function verify (ctx, { shard, onProgress }) {
       }
       for (const key of await shards.inShard(index, headsWithoutMeta, MAY_SPEND_RESERVE)) {
         problem(index, key, 'file', `its head record has no metadata record: a read finds the file, a listing, stat and the accounting do not. kfs repair ${index} makes its metadata again from it, or unlink removes it`)
+      }
+      for (const key of await shards.inShard(index, unindexed, MAY_SPEND_RESERVE)) {
+        problem(index, key, 'expiry', `its expiry record is missing: it would never be removed when it expires. kfs repair ${index} makes the record again`)
       }
       const accounting = await shards.inShard(index, checkAccounting, MAY_SPEND_RESERVE)
       if (accounting) problem(index, null, 'accounting', accounting)

@@ -24,16 +24,20 @@ function commitOps (chunkKeys, meta, inline, old) {
   meta.inline = inline.length === meta.chunks && meta.chunks <= 1
   const data = !meta.inline ? undefined : inline.length ? chunkRecord.payload(inline[0]) : NO_BYTES
   const head = encodeHead(meta.key, meta, data)
+  // First: the new version's expiry record may have the key of the old one's.
+  if (old) removeVersion(ops, chunkKeys, meta.key, old)
   if (!meta.inline) putChunks(ops, chunkKeys, meta.key, meta.version, 0, inline)
   ops.push({ type: 'put', key: meta.key, value: head })
   ops.push({ type: 'put', key: records.metaKey(meta.key), value: records.encodeMeta(meta) })
   if (meta.chunks > inline.length) ops.push({ type: 'del', key: records.pendingKey(meta.version) })
-  if (old) removeVersion(ops, chunkKeys, meta.key, old)
+  if (meta.expires !== undefined) ops.push({ type: 'put', key: records.expiryKey(meta.expires, meta.key), value: meta.version })
   return { ops, head }
 }
 
-// Deletes a version's chunks and notes its size as dead space (dead-space.js).
+// Deletes a version's chunks and its expiry record, and notes its size as dead space
+// (dead-space.js).
 function removeVersion (ops, chunkKeys, key, meta) {
+  if (meta.expires !== undefined) ops.push({ type: 'del', key: records.expiryKey(meta.expires, key) })
   if (!meta.inline) for (let i = 0; i < meta.chunks; i++) ops.push({ type: 'del', key: chunkKeys.key(key, meta.version, i) })
   if (meta.size > 0) ops.push({ type: 'put', key: records.deadKey(key, meta.version), value: String(meta.size) })
 }

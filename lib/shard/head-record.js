@@ -44,7 +44,8 @@ function decodeHead (key, record, { unchecked = false } = {}) {
   if (record.length < FIELDS || record[4] !== FORMAT || (record[5] & ~KNOWN_FLAGS) !== 0) throw badHead(key, 'is not a head record of format 3')
   if (!unchecked && !intact(key, record)) throw badHead(key, 'does not match its CRC32')
   // Written by a kfs that reads these fields: served as live, it could be a file removed.
-  if ((record[5] & TRASHED) !== 0 || readUint64(record, 40) !== 0 || readUint64(record, 48) !== 0) throw errors.newerRecord(key, 'has an expiry time or a trash mark')
+  if ((record[5] & TRASHED) !== 0 || readUint64(record, 48) !== 0) throw errors.newerRecord(key, 'has a trash mark')
+  const expires = readUint64(record, 40)
   const size = readUint64(record, 16)
   const chunks = record.readUInt32BE(24)
   const inline = (record[5] & INLINE) !== 0
@@ -60,6 +61,7 @@ function decodeHead (key, record, { unchecked = false } = {}) {
     format: FORMAT
   }
   if (inline) meta.inline = true
+  if (expires !== 0) meta.expires = expires
   return { meta, data: inline ? record.subarray(FIELDS) : undefined }
 }
 

@@ -24,17 +24,18 @@ async function openShard ({ index, location, readOnly, memtables = UNBOUNDED, un
   let dropped = []
   try {
     // At once: each is a call on libuv's threads, and a store just opened opens many shards.
-    const [raw, heads, dead, recovered] = await settled([
+    const [raw, heads, dead, recovered, nextExpiry] = await settled([
       db.get(records.ACCOUNT),
       created || db.get(records.HEADS),
       created ? 0 : deadBytes(db),
-      created ? [] : db.droppedOnRecovery()
+      created ? [] : db.droppedOnRecovery(),
+      created ? undefined : scans.firstExpiry(db)
     ])
     dropped = [...unnoted, ...recovered]
     if (raw === undefined) throw new Error('its accounting record is missing')
     const account = JSON.parse(raw)
     const unsaved = dropped.length ? await noteDamage(db, dropped) : []
-    const shard = make({ ...rest, index, location, db, memtables, account, dead, created, allHeads: heads !== undefined, unsaved })
+    const shard = make({ ...rest, index, location, db, memtables, account, dead, created, allHeads: heads !== undefined, unsaved, nextExpiry })
     memtables.add(shard)
     return shard
   } catch (err) {

@@ -83,6 +83,8 @@ class ShardOpener {
     this.opens++
     this.#unnoted.delete(index)
     shard.onDead = this.#shards.onDead
+    shard.onExpiry = this.#shards.onExpiry
+    if (shard.nextExpiry !== undefined) this.#shards.onExpiry(shard)
     if (shard.dead > 0) this.#shards.onDead()
     try {
       await this.#prepare(shard, created, marked, room)

@@ -14,6 +14,7 @@ const DAMAGE = '!d!'
 const DEAD = '!x!'
 const META = '!m!'
 const PENDING = '!p!'
+const EXPIRY = '!e!'
 const WHOLE = { from: '!', to: '\xff' } // every record of a shard
 const FILES = { gte: '0', lt: 'g' } // every head and chunk record: file keys are hex
 
@@ -21,6 +22,21 @@ const metaKey = (key) => META + key
 const pendingKey = (version) => PENDING + version
 const damageKey = (time, n = 0) => `${DAMAGE}${new Date(time).toISOString()}.${n}`
 const deadKey = (key, version) => `${DEAD}${key} ${version}`
+// The expiry index: one record per file with an expiry, its value the version it names, in
+// order of expiry (13 digits hold every time args.js accepts), so that the files due are the
+// first records of the range.
+const EXPIRES_DIGITS = 13
+const expiryKey = (expires, key) => `${EXPIRY}${String(expires).padStart(EXPIRES_DIGITS, '0')} ${key}`
+// The records of the files due at `now`: every one expiring at or before it.
+const dueRange = (now) => ({ gt: EXPIRY, lt: `${EXPIRY}${String(now).padStart(EXPIRES_DIGITS, '0')}!` })
+const expiryRange = () => prefixRange(EXPIRY)
+// { expires, key } of an expiry record's key.
+function parseExpiryKey (id) {
+  const space = id.indexOf(' ', EXPIRY.length)
+  return { expires: Number(id.slice(EXPIRY.length, space)), key: id.slice(space + 1) }
+}
+// Whether `meta`'s version has expired at `now`: from then on, it is gone to every reader.
+const expired = (meta, now) => meta.expires !== undefined && meta.expires <= now
 // The note of a version's chunk moved into its head (head-upgrade.js): an id of its own, so
 // that a removal of the version, noted under deadKey, is never forgotten with it.
 const movedKey = (key, version) => `${DEAD}${key} ${version} moved`
@@ -63,8 +79,10 @@ class ChunkKeys {
 
 // The metadata of a version about to be committed, as this kfs writes it: chunk digests and a
 // head record.
-function newMeta ({ key, name, version, size, chunks, sha256 }) {
-  return { key, version, size, chunks, sha256, chunkDigest: CHUNK_DIGEST, mtime: Date.now(), name, format: HEAD_FORMAT }
+function newMeta ({ key, name, version, size, chunks, sha256, expires }) {
+  const meta = { key, version, size, chunks, sha256, chunkDigest: CHUNK_DIGEST, mtime: Date.now(), name, format: HEAD_FORMAT }
+  if (expires !== undefined) meta.expires = expires
+  return meta
 }
 
 function encodeMeta (meta) {
@@ -73,6 +91,7 @@ function encodeMeta (meta) {
   if (meta.format !== undefined) record.format = meta.format
   if (meta.inline) record.inline = true
   if (meta.name !== undefined) record.name = meta.name
+  if (meta.expires !== undefined) record.expires = meta.expires
   return JSON.stringify(record)
 }
 
@@ -89,7 +108,8 @@ function decodeMeta (value, shard, key) {
     Number.isSafeInteger(meta.chunks) && meta.chunks >= 0 && typeof meta.sha256 === 'string' &&
     (meta.chunkDigest === undefined || meta.chunkDigest === CHUNK_DIGEST) &&
     (meta.format === undefined || (meta.format === HEAD_FORMAT && meta.chunkDigest === CHUNK_DIGEST)) &&
-    (meta.inline === undefined || (meta.inline === true && meta.format === HEAD_FORMAT && meta.chunks <= 1))
+    (meta.inline === undefined || (meta.inline === true && meta.format === HEAD_FORMAT && meta.chunks <= 1)) &&
+    (meta.expires === undefined || (Number.isSafeInteger(meta.expires) && meta.expires > 0))
   if (!valid) throw badMeta(shard, key)
   return { key, ...meta }
 }
@@ -116,6 +136,7 @@ module.exports = {
   DEAD,
   META,
   PENDING,
+  EXPIRY,
   WHOLE,
   FILES,
   metaKey,
@@ -123,6 +144,11 @@ module.exports = {
   damageKey,
   deadKey,
   movedKey,
+  expiryKey,
+  dueRange,
+  expiryRange,
+  parseExpiryKey,
+  expired,
   metaRange,
   pendingRange,
   damageRange,

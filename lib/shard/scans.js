@@ -45,6 +45,12 @@ async function * headsWithoutMeta (db) {
   }
 }
 
+// The earliest time in the expiry index, or undefined.
+async function firstExpiry (db) {
+  for await (const entry of scan(db, records.expiryRange(), { values: false, limit: 1 })) return records.parseExpiryKey(entry.key).expires
+  return undefined
+}
+
 // Versions being written, or abandoned: [{ key, version }].
 async function pendingVersions (db) {
   const pending = []
@@ -70,4 +76,4 @@ async function damageNotes (db) {
   return notes
 }
 
-module.exports = { storedKeys, metaPage, metaEntry, headsWithoutMeta, pendingVersions, deadVersions, damageNotes }
+module.exports = { storedKeys, metaPage, metaEntry, headsWithoutMeta, firstExpiry, pendingVersions, deadVersions, damageNotes }

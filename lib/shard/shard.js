@@ -14,6 +14,9 @@ const errors = require('../api/errors')
 const { free } = require('../base/freed')
 const { Lifecycle } = require('../api/lifecycle')
 
+// Expiry records a collection removes in one batch (collectExpired).
+const COLLECT_BATCH = 1000
+
 // One S-bucket: a LevelDB holding chunks, metadata and its own accounting (`used`, `files`),
 // which changes only inside the atomic batch that commits or removes a file: exact after a crash.
 class Shard {
@@ -25,7 +28,7 @@ class Shard {
   #unsaved // the damage note of a read-only open, which cannot write it
   #disk = { bytes: 0, at: -Infinity, mark: undefined } // diskBytes as last read: when (performance.now()), at which db.changeMark()
 
-  constructor ({ index, location, db, cap, chunkKeys, sync, memtables, account, dead = 0, created = false, allHeads = false, unsaved = [] }) {
+  constructor ({ index, location, db, cap, chunkKeys, sync, memtables, account, dead = 0, created = false, allHeads = false, unsaved = [], nextExpiry }) {
     this.#memtables = memtables
     this.#deadSpace = new DeadSpace(this, dead)
     this.#unsaved = unsaved
@@ -43,6 +46,8 @@ class Shard {
     this.writing = new Set() // versions being written by this process right now
     this.tail = Promise.resolve()
     this.onDead = () => {} // called when `dead` grew
+    this.nextExpiry = nextExpiry // the earliest time in its expiry index, or undefined
+    this.onExpiry = () => {} // called when nextExpiry came sooner
     this.allHeads = allHeads // every file has a head record (records.HEADS): nothing to upgrade
   }
 
@@ -72,6 +77,12 @@ class Shard {
   async getMeta (key) {
     const raw = await this.db.get(records.metaKey(key))
     return raw === undefined ? undefined : records.decodeMeta(raw, this.index, key)
+  }
+
+  // The metadata of the version readers see at `now`: none once it has expired.
+  async getLiveMeta (key, now = Date.now()) {
+    const meta = await this.getMeta(key)
+    return meta && !records.expired(meta, now) ? meta : undefined
   }
 
   // In the exclusive section, as every change to the shard's keys: the fingerprints miss none.
@@ -123,6 +134,10 @@ class Shard {
       }
       if (old) this.#deadSpace.died(old.size)
       else this.#prints.added(meta.key, this.files)
+      if (meta.expires !== undefined && !(this.nextExpiry <= meta.expires)) {
+        this.nextExpiry = meta.expires
+        this.onExpiry(this)
+      }
       reservation.release()
       // Here: discardAbandoned() never sees the version pending and no longer being written.
       this.writing.delete(meta.version)
@@ -148,6 +163,40 @@ class Shard {
       this.#deadSpace.died(old.size)
       this.#prints.removed(key, this.files)
       if (notDurable) throw notDurable
+    })
+  }
+
+  // Removes the files whose expiry record is due at `now`, up to `limit` records, in one batch
+  // with the accounting, as unlink does. A record naming a version replaced since goes alone.
+  // Resolves to the files removed and whether records may be left due; nextExpiry is read
+  // again from the index.
+  collectExpired (now, limit = COLLECT_BATCH) {
+    return this.exclusive(async () => {
+      await this.room()
+      const due = []
+      for await (const entry of this.db.scan({ ...records.dueRange(now), limit, valueAsBuffer: false })) due.push(entry)
+      const ops = []
+      const gone = []
+      for (const { key: id, value: version } of due) {
+        const { key } = records.parseExpiryKey(id)
+        ops.push({ type: 'del', key: id })
+        const meta = await this.getMeta(key)
+        if (!meta || meta.version !== version || !records.expired(meta, now)) continue
+        ops.push({ type: 'del', key: records.metaKey(key) })
+        if (meta.format !== undefined) ops.push({ type: 'del', key })
+        removeVersion(ops, this.chunkKeys, key, meta)
+        gone.push(meta)
+      }
+      let notDurable
+      if (ops.length) {
+        const used = gone.reduce((sum, meta) => sum + meta.size, 0)
+        notDurable = await this.#apply(ops, { used: this.used - used, files: this.files - gone.length }, false)
+        this.#deadSpace.died(used)
+        for (const meta of gone) this.#prints.removed(meta.key, this.files)
+      }
+      this.nextExpiry = await scans.firstExpiry(this.db)
+      if (notDurable) throw notDurable
+      return { files: gone.length, more: due.length === limit }
     })
   }
 
@@ -237,7 +286,7 @@ class Shard {
       const [tables, logs] = await Promise.all([this.db.approximateSize(records.WHOLE.from, records.WHOLE.to).catch(() => 0), this.db.logBytes()])
       this.#disk = { bytes: tables + logs, at, mark }
     }
-    return { used: this.used, files: this.files, diskBytes: this.#disk.bytes, dead: this.dead }
+    return { used: this.used, files: this.files, diskBytes: this.#disk.bytes, dead: this.dead, nextExpiry: this.nextExpiry }
   }
 
   // LevelDB's CompactRange reports no error, and one that failed (a full disk) leaves the

@@ -36,6 +36,7 @@ class Shards {
     this.readOnly = options.readOnly // shards open through shadows, and none is created
     this.onDead = () => {} // called when a shard holds more dead bytes (Reclaimer)
     this.onWrite = () => {} // called when a write begins (Reclaimer)
+    this.onExpiry = () => {} // called with a shard whose nextExpiry came sooner (Collector)
     this.#operations = operations
     this.memtables = new Memtables({ limit: options.memory, others: heldAbove })
     this.#opener = new ShardOpener(this, existing)

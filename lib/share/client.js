@@ -46,7 +46,9 @@ class Remote {
 
   async stat (file) {
     const stat = await this.call('stat', sent(file))
-    return { ...stat, mtime: new Date(stat.mtime) }
+    const revived = { ...stat, mtime: new Date(stat.mtime) }
+    if (stat.expires !== undefined) revived.expires = new Date(stat.expires)
+    return revived
   }
 
   usage () {
@@ -82,8 +84,8 @@ class Remote {
   }
 
   // A buffer can be sent again: it does not wait for 100 Continue.
-  async writeFile (file, buffer, { sync } = {}) {
-    const writer = await this.openWriter(file, { sync, continued: false, call: 'writeFile' })
+  async writeFile (file, buffer, { expires, sync } = {}) {
+    const writer = await this.openWriter(file, { expires, sync, continued: false, call: 'writeFile' })
     try {
       await writer.write(buffer)
     } catch (err) {
@@ -93,8 +95,8 @@ class Remote {
     await writer.finish()
   }
 
-  async put (data, { sync } = {}) {
-    const res = await this.#sender.request('put', undefined, { query: { sync: sync ? '1' : undefined }, body: data })
+  async put (data, { expires, sync } = {}) {
+    const res = await this.#sender.request('put', undefined, { query: { expires: timeOf(expires), sync: sync ? '1' : undefined }, body: data })
     return JSON.parse(await readAll(res)).result
   }
 
@@ -119,8 +121,8 @@ class Remote {
   }
 
   // A writer for WriteStream: the body of one PUT, committed when it ends.
-  openWriter (file, { expectedSha256, size, sync, continued = true, call } = {}) {
-    const query = { sha256: expectedSha256, size: size === undefined ? undefined : String(size), sync: sync ? '1' : undefined }
+  openWriter (file, { expectedSha256, size, expires, sync, continued = true, call } = {}) {
+    const query = { sha256: expectedSha256, size: size === undefined ? undefined : String(size), expires: timeOf(expires), sync: sync ? '1' : undefined }
     return this.#sender.upload('write', sent(file), query, continued, call && { [CALL_HEADER]: call })
   }
 
@@ -153,6 +155,9 @@ const JSON_HEADERS = { 'content-type': 'application/json' }
 
 // A file as its caller named it: the holder's own store coerces it again, and names it
 // in its errors.
+// An expiry time (ms, as args.js normalised it) as a query sends it.
+const timeOf = (expires) => (expires === undefined ? undefined : String(expires))
+
 function sent (file) {
   return file.name === undefined ? file.key : file.name
 }

@@ -159,7 +159,9 @@ class Holder {
     unlink: async ({ res, params, query }) => answer(res, await this.#store.unlink(decoded(params.join('/')), synced(query))),
     put: async ({ req, res, query }) => {
       cutIdleBody(req, this.#idleMs)
-      answer(res, await this.#store.put(req, synced(query)))
+      const options = { ...synced(query) }
+      if (query.has('expires')) options.expires = Number(query.get('expires'))
+      answer(res, await this.#store.put(req, options))
     },
     list: ({ res, query }) => {
       const shard = query.get('shard')
@@ -248,6 +250,7 @@ class Holder {
     const options = { ...synced(query), [SERVED]: true, [COUNTED_AS]: countedAs(req, 'writeFile') }
     if (query.has('sha256')) options.sha256 = query.get('sha256')
     if (query.has('size')) options.size = Number(query.get('size'))
+    if (query.has('expires')) options.expires = Number(query.get('expires'))
     const stream = this.#store.createWriteStream(key, options)
     await pipeline(req, stream)
     answer(res, { key: stream.key, size: stream.size, sha256: stream.sha256 })

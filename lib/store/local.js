@@ -16,6 +16,7 @@ const { verify } = require('../maintenance/verify')
 const { repair } = require('../maintenance/repair')
 const { compact } = require('../maintenance/compact')
 const { Reclaimer } = require('../maintenance/reclaimer')
+const { Collector } = require('../maintenance/expiry')
 const { Holder, removeStaleSocket } = require('../share/server')
 
 // The store opened in this process, which holds it: the local backend of a Store
@@ -32,6 +33,7 @@ class LocalStore {
   #usage
   #reserve
   #reclaimer
+  #collector
   #holder // serving other processes
 
   // `opened`: the store's directory, opened (dir/store-dir.js).
@@ -86,6 +88,15 @@ class LocalStore {
       enabled: options.reclaim && !options.readOnly
     })
     shards.onDead = () => this.#reclaimer.noteDead()
+    // A store opened read-only collects nothing; its reads still hide expired files.
+    const collector = this.#collector = new Collector({
+      openShards: () => shards.openShards(),
+      closedExpiries: () => usage.expiries(),
+      inShard: (index, fn) => shards.inShard(index, fn),
+      enabled: !options.readOnly
+    })
+    shards.onExpiry = (shard) => collector.note(shard.nextExpiry)
+    for (const [, time] of usage.expiries()) collector.note(time)
     shards.onWrite = () => this.#reclaimer.noteWrite()
   }
 
@@ -105,40 +116,41 @@ class LocalStore {
     if (options.openAhead && !options.readOnly && !operations.closed) this.#shards.openAhead()
   }
 
-  writeFile (file, buffer, { sha256 }) {
-    return this.#files.write(file, [buffer], { size: buffer.length, sha256 })
+  writeFile (file, buffer, { sha256, expires }) {
+    return this.#files.write(file, [buffer], { size: buffer.length, sha256, expires })
   }
 
   readFile (file, { unchecked }) {
     return readFile(this.#files, this.#digester, file.key, { unchecked })
   }
 
-  openWriter (file, { expectedSha256, size, sync, signal }) {
-    return this.#files.openWriter(file, { expectedSha256, size, sync: this.#asked(sync), signal })
+  openWriter (file, { expectedSha256, size, expires, sync, signal }) {
+    return this.#files.openWriter(file, { expectedSha256, size, expires, sync: this.#asked(sync), signal })
   }
 
   openReader (file, range, { unchecked, signal }) {
     return this.#files.openReader(file.key, range, { unchecked, signal })
   }
 
-  put (buffer, { sync }) {
-    return this.#puts.put(buffer, { sync: this.#asked(sync) })
+  put (buffer, { expires, sync }) {
+    return this.#puts.put(buffer, { expires, sync: this.#asked(sync) })
   }
 
-  putStream (readable, { sync }) {
-    return this.#puts.putStream(readable, { sync: this.#asked(sync) })
+  putStream (readable, { expires, sync }) {
+    return this.#puts.putStream(readable, { expires, sync: this.#asked(sync) })
   }
 
   exists ({ key }) {
-    return this.#files.inShardOf(key, async (shard) => Boolean(await shard.getMeta(key)), () => false)
+    return this.#files.inShardOf(key, async (shard) => Boolean(await shard.getLiveMeta(key)), () => false)
   }
 
   stat ({ key }) {
     return this.#files.inShardOf(key, async (shard) => {
-      const meta = await shard.getMeta(key)
+      const meta = await shard.getLiveMeta(key)
       if (!meta) throw errors.notFound(key)
       const stat = { key, size: meta.size, chunks: meta.chunks, shard: shard.index, mtime: new Date(meta.mtime), sha256: meta.sha256 }
       if (meta.name !== undefined) stat.name = meta.name
+      if (meta.expires !== undefined) stat.expires = new Date(meta.expires)
       return stat
     }, () => { throw errors.notFound(key) })
   }
@@ -189,6 +201,7 @@ class LocalStore {
       shardCloses: activity.closes,
       flushes: { budget: activity.flushes, quiet: activity.quietFlushes },
       reclaims: { runs: this.#reclaimer.runs, pieces: this.#reclaimer.pieces },
+      expiries: { runs: this.#collector.runs, files: this.#collector.files },
       clients: this.#holder ? this.#holder.clients : 0,
       operations: counts.snapshot()
     }
@@ -226,6 +239,7 @@ class LocalStore {
     writeBudget.shutdown(errors.closed())
     streams.destroy({ all: true })
     this.#puts.stop()
+    await this.#collector.stop()
     await this.#reclaimer.stop()
     this.#shards.shutdown() // operations waiting for a shard fail now, so they drain
     await Promise.all([operations.drained(), streams.closed()])

@@ -1,0 +1,101 @@
+'use strict'
+
+// setTimeout's longest delay: a later expiry is waited for in steps.
+const MAX_DELAY = 0x7fffffff
+// After a collection that failed (a full disk, a shard busy or damaged), the next try.
+const RETRY_MS = 10 * 1000
+
+// Removes expired files in the background, with no call from the user: one timer, never
+// keeping the process alive, set for the earliest expiry over the shards, open ones
+// (Shard#nextExpiry) and closed ones (their figures in the usage cache, `closedExpiries()`:
+// [[index, time]]). When it fires, each shard with files due is leased (opened if closed)
+// and collected in batches (Shard#collectExpired); their space goes to the Reclaimer as
+// dead bytes, like an unlink's. now (the clock): for tests.
+class Collector {
+  #openShards
+  #closedExpiries
+  #inShard
+  #enabled
+  #now
+  #timer
+  #at // the time the timer is set for
+  #running
+  #stopped = false
+
+  constructor ({ openShards, closedExpiries = () => [], inShard, enabled = true, now = Date.now }) {
+    this.#openShards = openShards
+    this.#closedExpiries = closedExpiries
+    this.#inShard = inShard
+    this.#enabled = enabled
+    this.#now = now
+    this.runs = 0 // collections that removed files
+    this.files = 0 // expired files removed
+  }
+
+  // A shard's earliest expiry is `time`, sooner than the timer's, or the timer is not set.
+  note (time) {
+    if (!this.#enabled || this.#stopped || this.#running || time === undefined) return
+    if (this.#at !== undefined && this.#at <= time) return
+    this.#arm(time)
+  }
+
+  #arm (time) {
+    clearTimeout(this.#timer)
+    this.#at = time
+    this.#timer = setTimeout(() => this.#start(), Math.min(MAX_DELAY, Math.max(0, time - this.#now())))
+    this.#timer.unref() // never keeps a process alive: files left are collected next time
+  }
+
+  // Every expiry known, soonest first: [[index, time]].
+  #expiries () {
+    const times = new Map(this.#closedExpiries())
+    for (const shard of this.#openShards()) {
+      if (shard.nextExpiry === undefined) times.delete(shard.index)
+      else times.set(shard.index, shard.nextExpiry)
+    }
+    return [...times].sort((a, b) => a[1] - b[1])
+  }
+
+  #start () {
+    this.#at = undefined
+    if (this.#stopped || this.#running) return
+    let failed = false
+    this.#running = this.collectNow().catch(() => { failed = true }).finally(() => {
+      this.#running = undefined
+      const [next] = this.#expiries()
+      if (next && !this.#stopped) this.#arm(failed ? Math.max(next[1], this.#now() + RETRY_MS) : next[1])
+    })
+  }
+
+  // Collects every shard with files due now; rejects with the first failure, after trying
+  // the others.
+  async collectNow () {
+    const now = this.#now()
+    let files = 0
+    let failure
+    for (const [index, time] of this.#expiries()) {
+      if (time > now || this.#stopped) break
+      try {
+        for (let more = true; more && !this.#stopped;) {
+          const done = await this.#inShard(index, (shard) => shard.collectExpired(now))
+          files += done.files
+          more = done.more
+        }
+      } catch (err) {
+        failure = failure || err
+      }
+    }
+    if (files > 0) this.runs++
+    this.files += files
+    if (failure) throw failure
+    return files
+  }
+
+  stop () {
+    this.#stopped = true
+    clearTimeout(this.#timer)
+    return this.#running || Promise.resolve()
+  }
+}
+
+module.exports = { Collector }
