@@ -140,7 +140,12 @@ declare namespace kfs {
   /** What `writeFile` and `put` accept; strings are stored as UTF-8. */
   type Data = Buffer | Uint8Array | string
 
-  interface WriteStreamOptions {
+  interface FileOptions {
+    /** When the file expires: from then on no reader finds it, and its space comes back by itself. A Date or ms since the epoch; a past time expires it at once. */
+    expires?: Date | number
+  }
+
+  interface WriteStreamOptions extends FileOptions {
     /** 64 hex characters: the content must hash to it, or EINTEGRITY. */
     sha256?: string
     /** The file's size in bytes: claimed in its shard before anything is written (ENOSPC at once); other lengths fail with EINVAL. */
@@ -164,6 +169,8 @@ declare namespace kfs {
     sha256: string
     /** Present only for named keys. */
     name?: string
+    /** Present only for a file written with an expiry. */
+    expires?: Date
   }
 
   interface ListEntry {
@@ -223,6 +230,8 @@ declare namespace kfs {
     shardCloses: number
     flushes: { budget: number, quiet: number }
     reclaims: { runs: number, pieces: number }
+    /** Collections of expired files that removed some, and the files they removed. */
+    expiries: { runs: number, files: number }
     clients: number
     /** By method: writeFile, readFile, createWriteStream, createReadStream, put, exists, stat, unlink, list, usage, diskUsage, reclaim, compact, verify, repair. */
     operations: Record<string, MethodMetrics>
@@ -309,12 +318,12 @@ declare namespace kfs {
     readonly status: 'opening' | 'open' | 'closing' | 'closed'
 
     open (): Promise<void>
-    writeFile (key: string, data: Data): Promise<void>
+    writeFile (key: string, data: Data, options?: FileOptions): Promise<void>
     readFile (key: string): Promise<Buffer>
     createWriteStream (key: string, options?: WriteStreamOptions): Writable
     createReadStream (key: string, options?: ReadStreamOptions): Readable
     /** Stores the content under its SHA-256 and resolves to that key in hex. */
-    put (data: Data | Readable): Promise<string>
+    put (data: Data | Readable, options?: FileOptions): Promise<string>
     exists (key: string): Promise<boolean>
     stat (key: string): Promise<FileStat>
     unlink (key: string): Promise<void>

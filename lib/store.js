@@ -122,7 +122,7 @@ class Store {
   }
 
   async writeFile (key, data, options) {
-    args.arity('writeFile', arguments, ['key', 'data', 'options'])
+    args.arity('writeFile', arguments, args.withOptions(options, ['key', 'data']), typeof options === 'string' ? 'it stores a string as UTF-8 and takes no encoding' : undefined)
     const file = coerceKey(key)
     const buffer = args.toBuffer(data)
     const { expires } = args.fileOptions(options)
@@ -174,7 +174,7 @@ class Store {
   async put (data, options) {
     let expires
     try {
-      args.arity('put', arguments, ['data', 'options'], 'it stores content under its SHA-256 and resolves to that key; to store data under a key of your own, use writeFile(key, data)')
+      args.arity('put', arguments, args.withOptions(options, ['data']), 'it stores content under its SHA-256 and resolves to that key; to store data under a key of your own, use writeFile(key, data)')
       expires = args.fileOptions(options).expires
     } catch (err) {
       if (args.isReadable(data)) data.destroy() // as a put that never reads it does

@@ -86,7 +86,7 @@ describe('bad input', function () {
     const before = snapshot(store.location)
     const calls = {
       open: () => store.open(1),
-      writeFile: () => store.writeFile('k', 'data', { encoding: 'utf8' }),
+      writeFile: () => store.writeFile('k', 'data', {}, 1),
       readFile: () => store.readFile('present', 'utf8'),
       createWriteStream: () => store.createWriteStream('k', {}, 1),
       createReadStream: () => store.createReadStream('present', {}, 1),
@@ -113,6 +113,9 @@ describe('bad input', function () {
       expect(err && err.code, method).to.equal('EINVAL')
       expect(err.message, method).to.match(new RegExp(`^store\\.${method}\\(\\) takes (no arguments|\\d arguments? \\()`))
     }
+    // fs's options are not writeFile's.
+    expect((await rejects(store.writeFile('k', 'data', { encoding: 'utf8' }), 'EINVAL')).message).to.contain('unknown option "encoding"')
+    expect((await rejects(store.writeFile('k', 'data', 'utf8'), 'EINVAL')).message).to.contain('takes no encoding')
     // The first call of a cacache or level user is pointed to the method that does it.
     const put = await rejects(store.put('notes.txt', 'hello'), 'EINVAL')
     expect(put.message).to.contain('use writeFile(key, data)')

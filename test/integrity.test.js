@@ -232,9 +232,9 @@ describe('integrity', () => {
     })
   })
 
-  it('a head record with an expiry time or a trash mark, which only a newer kfs writes, is ENOTSUP', async () => {
+  it('a head record with a trash mark, which only a newer kfs writes, is ENOTSUP', async () => {
     const dir = await storeWithFile()
-    await tamper(dir, (db, keys, head) => rewriteHead(db, head, (meta) => ({ ...meta, expires: Date.now() + 60000 })))
+    await tamper(dir, (db, keys, head) => rewriteHead(db, head, (meta) => ({ ...meta, trashed: Date.now() })))
     const err = await rejects(t.open().readFile('f'), 'ENOTSUP')
     expect(err.message).to.contain('written by a newer kfs')
   })

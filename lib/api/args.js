@@ -62,6 +62,14 @@ function arityError (method, given, params, hint, returns = 'a promise') {
   return errors.tooManyArguments(method, params, count, hint)
 }
 
+// The parameters of a method that takes an options object after `params`: a value in its
+// place that is no plain object (a callback, an encoding, a key given by habit, an
+// AbortSignal) is an extra argument, for arity() to name.
+function withOptions (options, params) {
+  const plain = options !== null && typeof options === 'object' && [Object.prototype, null].includes(Object.getPrototypeOf(options))
+  return options === undefined || plain ? [...params, 'options'] : params
+}
+
 function toBuffer (data, name = 'data') {
   if (Buffer.isBuffer(data)) return data
   if (data instanceof Uint8Array) return Buffer.from(data.buffer, data.byteOffset, data.byteLength)
@@ -148,4 +156,4 @@ function verifyOptions (options = {}, count) {
   return { shard, onProgress }
 }
 
-module.exports = { SYNC, UNCHECKED, SERVED, COUNTED_AS, synced, served, countedAs, arity, arityError, toBuffer, isReadable, whileGuarded, fileOptions, writeOptions, range, shardIndex, verifyOptions }
+module.exports = { SYNC, UNCHECKED, SERVED, COUNTED_AS, synced, served, countedAs, arity, arityError, withOptions, toBuffer, isReadable, whileGuarded, fileOptions, writeOptions, range, shardIndex, verifyOptions }

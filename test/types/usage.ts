@@ -59,6 +59,14 @@ async function main (): Promise<void> {
   await store.writeFile('name', 42)
   // @ts-expect-error the key is required
   await store.writeFile(Buffer.from('data'))
+  await store.writeFile('name', 'text', { expires: new Date() })
+  await store.writeFile('name', 'text', { expires: Date.now() + 3600000 })
+  // @ts-expect-error an expiry is a Date or ms
+  await store.writeFile('name', 'text', { expires: '1h' })
+  assertType<Awaited<ReturnType<typeof store.put>>, string>(true)
+  await store.put('data', { expires: new Date() })
+  const expires = (await store.stat('name')).expires
+  assertType<typeof expires, Date | undefined>(true)
 
   const data = await store.readFile('name')
   assertType<typeof data, Buffer>(true)

@@ -1,0 +1,413 @@
+'use strict'
+
+// Expiry (issue 45, item 1): a file written with { expires } is gone to every reader from
+// then on, and the store removes it in bulk by itself (lib/maintenance/expiry.js).
+const { expect } = require('chai')
+const path = require('node:path')
+const { LevelDb } = require('../lib/leveldb/leveldb')
+const { shardDirName } = require('../lib/base/shard-names')
+const records = require('../lib/shard/records')
+const { Collector } = require('../lib/maintenance/expiry')
+const { useTmp, rejects, throws, bytes, collect, scaled, sleep, runNode, within } = require('./helpers')
+const { holder } = require('./share-harness')
+
+const C = 1024
+const HOUR = 3600 * 1000
+
+// Resolves once `check()` is true, polling; rejects past `ms` (scaled).
+async function until (check, ms = 5000, what = 'the condition') {
+  const end = Date.now() + scaled(ms)
+  while (!(await check())) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`)
+    await new Promise((resolve) => setTimeout(resolve, 20))
+  }
+}
+
+// The records of `range` in the shard of `key`, in a closed store.
+async function shardRecords (dir, index, range) {
+  const db = await LevelDb.open(path.join(dir, shardDirName(index)))
+  try {
+    const found = []
+    for await (const entry of db.scan({ ...range, valueAsBuffer: false })) found.push(entry)
+    return found
+  } finally {
+    await db.close()
+  }
+}
+
+async function inShardDb (dir, index, fn) {
+  const db = await LevelDb.open(path.join(dir, shardDirName(index)))
+  try {
+    return await fn(db)
+  } finally {
+    await db.close()
+  }
+}
+
+describe('expiry', () => {
+  const t = useTmp()
+  const storeDir = () => path.join(t.dir, 'store')
+
+  describe('the expires option', () => {
+    const BAD = [['a string', '2030-01-01', 'TypeError'], ['NaN', NaN, 'RangeError'], ['a fraction', 1.5, 'RangeError'], ['a negative time', -1, 'RangeError'],
+      ['an invalid Date', new Date('nope'), 'RangeError'], ['a time past 13 digits', 1e13, 'RangeError'], ['null', null, 'TypeError'], ['an object', {}, 'TypeError']]
+
+    for (const [what, value, type] of BAD) {
+      it(`${what} is EINVAL on writeFile, put and createWriteStream`, async () => {
+        const store = t.open()
+        const errors = [
+          await rejects(store.writeFile('f', 'x', { expires: value }), 'EINVAL'),
+          await rejects(store.put('x', { expires: value }), 'EINVAL'),
+          throws(() => store.createWriteStream('f', { expires: value }), 'EINVAL')
+        ]
+        for (const err of errors) expect(err.name).to.equal(type)
+        expect(await store.exists('f')).to.equal(false)
+      })
+    }
+
+    it('an unknown option beside it is EINVAL', async () => {
+      const store = t.open()
+      await rejects(store.writeFile('f', 'x', { expire: Date.now() }), 'EINVAL')
+      await rejects(store.put('x', { ttl: 5 }), 'EINVAL')
+    })
+
+    it('a Date and ms since the epoch are the same expiry, which stat gives back as a Date', async () => {
+      const store = t.open()
+      const when = new Date(Date.now() + HOUR)
+      await store.writeFile('d', 'x', { expires: when })
+      await store.writeFile('n', 'x', { expires: when.getTime() })
+      expect((await store.stat('d')).expires).to.deep.equal(when)
+      expect((await store.stat('n')).expires).to.deep.equal(when)
+      await store.writeFile('none', 'x')
+      expect(await store.stat('none')).to.not.have.property('expires')
+    })
+  })
+
+  describe('readers', () => {
+    const large = bytes(5 * C + 7)
+
+    for (const [what, data] of [['a file in its head', Buffer.from('small')], ['a file of chunks', large], ['an empty file', Buffer.alloc(0)]]) {
+      it(`${what} with a past time is gone at once to every reader`, async () => {
+        const store = t.open({ chunkSize: C })
+        await store.writeFile('f', data, { expires: Date.now() - 1 })
+        await store.writeFile('live', 'x')
+        await rejects(store.readFile('f'), 'ENOENT')
+        await rejects(collect(store.createReadStream('f')), 'ENOENT')
+        await rejects(collect(store.createReadStream('f', { start: 1, end: 2 })), 'ENOENT')
+        expect(await store.exists('f')).to.equal(false)
+        await rejects(store.stat('f'), 'ENOENT')
+        expect((await collect(store.list())).map((e) => e.key)).to.deep.equal([(await store.stat('live')).key])
+      })
+    }
+
+    it('expires 0 (1970) is past too', async () => {
+      const store = t.open()
+      await store.writeFile('f', 'x', { expires: 0 })
+      expect(await store.exists('f')).to.equal(false)
+    })
+
+    it('a file is read until its time, and from then on, with no call, is gone', async () => {
+      const store = t.open({ chunkSize: C })
+      const expires = Date.now() + scaled(400)
+      await store.writeFile('small', 'small', { expires })
+      await store.writeFile('large', large, { expires })
+      expect(String(await store.readFile('small'))).to.equal('small')
+      expect(Buffer.concat(await collect(store.createReadStream('large')))).to.deep.equal(large)
+      expect(await store.exists('large')).to.equal(true)
+      expect(await collect(store.list())).to.have.length(2)
+      await sleep(Math.max(0, expires - Date.now()) / scaled(1) + 5)
+      for (const key of ['small', 'large']) {
+        await rejects(store.readFile(key), 'ENOENT')
+        expect(await store.exists(key)).to.equal(false)
+        await rejects(store.stat(key), 'ENOENT')
+      }
+      expect(await collect(store.list())).to.deep.equal([])
+    })
+
+    it('verify does not call an expired file not yet collected damage', async () => {
+      const store = t.open({ chunkSize: C })
+      await store.writeFile('f', large, { expires: Date.now() + HOUR })
+      await store.close()
+      // A clock past its expiry: the store opened read-only collects nothing.
+      const reader = t.open({ readOnly: true }, 'store')
+      const realNow = Date.now
+      Date.now = () => realNow() + 2 * HOUR
+      try {
+        expect(await reader.exists('f')).to.equal(false)
+        expect((await reader.verify()).problems).to.deep.equal([])
+        expect((await reader.usage()).files).to.equal(1)
+      } finally {
+        Date.now = realNow
+      }
+    })
+  })
+
+  describe('writing again', () => {
+    it('replaces the expiry, and a write without one clears it', async () => {
+      const store = t.open()
+      const soon = Date.now() + HOUR
+      await store.writeFile('f', 'a', { expires: soon })
+      await store.writeFile('f', 'b', { expires: soon + 1000 })
+      expect((await store.stat('f')).expires.getTime()).to.equal(soon + 1000)
+      await store.writeFile('f', 'c')
+      expect(await store.stat('f')).to.not.have.property('expires')
+      await store.writeFile('f', 'd', { expires: Date.now() - 1 })
+      expect(await store.exists('f')).to.equal(false)
+      await store.writeFile('f', 'e')
+      expect(String(await store.readFile('f'))).to.equal('e')
+    })
+
+    it('through a stream, with sha256 and size', async () => {
+      const store = t.open({ chunkSize: C })
+      const data = bytes(3 * C)
+      const expires = new Date(Date.now() + HOUR)
+      const ws = store.createWriteStream('s', { expires, size: data.length })
+      await new Promise((resolve, reject) => ws.on('error', reject).on('finish', resolve).end(data))
+      expect((await store.stat('s')).expires).to.deep.equal(expires)
+    })
+
+    it('put of content held with another expiry sets the expiry asked; with the same, writes nothing', async () => {
+      const store = t.open()
+      const later = Date.now() + 2 * HOUR
+      const key = await store.put('piece', { expires: later })
+      const { mtime } = await store.stat(key)
+      await sleep(5)
+      await store.put('piece', { expires: later })
+      expect((await store.stat(key)).mtime).to.deep.equal(mtime) // not written again
+      const sooner = Date.now() + HOUR
+      await store.put('piece', { expires: sooner })
+      expect((await store.stat(key)).expires.getTime()).to.equal(sooner)
+      await store.put('piece')
+      expect(await store.stat(key)).to.not.have.property('expires')
+    })
+
+    it('put of content held but expired stores it again', async () => {
+      const store = t.open()
+      const key = await store.put('piece', { expires: Date.now() - 1 })
+      expect(await store.exists(key)).to.equal(false)
+      await store.put('piece', { expires: Date.now() - 1 })
+      await store.put('piece')
+      expect(String(await store.readFile(key))).to.equal('piece')
+    })
+
+    it('keeps one expiry record per file, of its version, through overwrites and unlinks', async () => {
+      const store = t.open()
+      const far = Date.now() + HOUR
+      await store.writeFile('f', 'a', { expires: far })
+      await store.writeFile('f', 'b', { expires: far })
+      await store.writeFile('f', 'c', { expires: far + 1 })
+      await store.writeFile('g', 'c', { expires: far })
+      await store.unlink('g')
+      await store.writeFile('h', 'c', { expires: far })
+      await store.writeFile('h', 'c')
+      const shard = (await store.stat('f')).shard
+      const key = (await store.stat('f')).key
+      await store.close()
+      const index = await shardRecords(storeDir(), shard, records.expiryRange())
+      const meta = JSON.parse((await shardRecords(storeDir(), shard, { gte: records.metaKey(key), lte: records.metaKey(key) }))[0].value)
+      expect(index.filter((e) => e.key.endsWith(' ' + key))).to.deep.equal([{ key: records.expiryKey(far + 1, key), value: meta.version }])
+      // g and h, in whichever shards they are, left none.
+      const all = []
+      for (const s of new Set([shard, ...(await indices())])) all.push(...(await shardRecords(storeDir(), s, records.expiryRange())))
+      expect(all).to.have.length(1)
+    })
+
+    async function indices () {
+      const store = t.open({ readOnly: true }, 'store')
+      const found = [(await store.stat('h')).shard]
+      await store.close()
+      return found
+    }
+  })
+
+  describe('collection', () => {
+    it('removes expired files by itself, gives their bytes and count back, and leaves live ones', async () => {
+      const store = t.open({ chunkSize: C })
+      const data = bytes(3 * C)
+      const expires = Date.now() + scaled(2000)
+      for (let i = 0; i < 30; i++) await store.writeFile(`gone${i}`, data, { expires })
+      for (let i = 0; i < 5; i++) await store.writeFile(`kept${i}`, data, { expires: Date.now() + HOUR })
+      await store.writeFile('forever', data)
+      expect((await store.usage()).files).to.equal(36)
+      await until(async () => (await store.metrics()).expiries.files === 30, 5000, 'the collection')
+      const usage = await store.usage()
+      expect(usage.files).to.equal(6)
+      expect(usage.used).to.equal(6 * data.length)
+      expect(usage.reclaimable).to.be.at.least(30 * data.length) // the Reclaimer gives it back
+      expect((await store.metrics()).expiries.runs).to.be.at.least(1)
+      expect((await collect(store.list())).map((e) => e.name).sort()).to.deep.equal(['forever', 'kept0', 'kept1', 'kept2', 'kept3', 'kept4'])
+      expect((await store.verify()).problems).to.deep.equal([])
+    })
+
+    it('removes more files than one batch holds', async () => {
+      const store = t.open()
+      const expires = Date.now() + scaled(500)
+      await Promise.all(Array.from({ length: 2500 }, (_, i) => store.put(`p${i}`, { expires })))
+      await until(async () => (await store.usage()).files === 0, 10000, 'the collection')
+      expect((await store.metrics()).expiries.files).to.equal(2500)
+    })
+
+    it('an expiry record naming a version replaced since removes nothing, and goes', async () => {
+      const store = t.open()
+      await store.writeFile('f', 'live')
+      const { shard, key } = await store.stat('f')
+      await store.close()
+      const stale = records.expiryKey(Date.now() - 1000, key)
+      await inShardDb(storeDir(), shard, (db) => db.batch([{ type: 'put', key: stale, value: '0123456789abcdef' }]))
+      const again = t.open({}, 'store')
+      expect(String(await again.readFile('f'))).to.equal('live') // opens its shard
+      await sleep(300)
+      expect(String(await again.readFile('f'))).to.equal('live')
+      expect((await again.metrics()).expiries.files).to.equal(0)
+      await again.close()
+      expect(await shardRecords(storeDir(), shard, records.expiryRange())).to.deep.equal([])
+    })
+
+    it('collects the files of a shard closed with files due, opening it when they are', async () => {
+      const store = t.open({ idleTimeout: 1 })
+      const expires = Date.now() + scaled(800)
+      await store.writeFile('f', 'x', { expires })
+      await store.close()
+      // Reopened: the shard stays closed, its expiry known from the usage cache.
+      const again = t.open({ openAhead: false }, 'store')
+      await again.open()
+      expect((await again.metrics()).shardsOpen).to.equal(0)
+      await until(async () => (await again.metrics()).expiries.files === 1, 5000, 'the collection')
+      expect((await again.usage()).files).to.equal(0)
+    })
+
+    it('a store opened read-only collects nothing, and still hides expired files', async () => {
+      const store = t.open()
+      await store.writeFile('f', 'x', { expires: Date.now() + scaled(200) })
+      await store.close()
+      const reader = t.open({ readOnly: true }, 'store')
+      await reader.open()
+      await sleep(600)
+      expect(await reader.exists('f')).to.equal(false)
+      expect((await reader.metrics()).expiries.files).to.equal(0)
+      expect((await reader.usage()).files).to.equal(1)
+    })
+
+    it('no timer keeps a process alive: a process with a file expiring in an hour exits', async () => {
+      const script = `
+        const store = require('./')(process.argv[1])
+        store.writeFile('f', 'x', { expires: Date.now() + 3600000 }).then(() => store.close())`
+      await within(runNode(script, [storeDir()]), scaled(20000), 'the process to exit')
+      const again = t.open({}, 'store')
+      expect((await again.stat('f')).expires).to.be.a('date')
+    })
+  })
+
+  describe('the Collector alone, on a fake clock', () => {
+    function fakeShards (times) {
+      const shards = times.map((nextExpiry, index) => ({ index, nextExpiry, collected: [] }))
+      for (const shard of shards) {
+        shard.collectExpired = async (now) => {
+          shard.collected.push(now)
+          shard.nextExpiry = undefined
+          return { files: 1, more: false }
+        }
+      }
+      return shards
+    }
+
+    it('collects, at the time asked, only the shards with files due, closed ones among them', async () => {
+      let now = 1000
+      const shards = fakeShards([500, 2000, undefined])
+      const leased = []
+      const closed = new Map([[7, 900], [8, 5000]])
+      const collector = new Collector({
+        openShards: () => shards,
+        closedExpiries: () => [...closed],
+        inShard: async (index, fn) => {
+          leased.push(index)
+          closed.delete(index) // opened
+          return fn(shards[index] || { collectExpired: async () => ({ files: 1, more: false }) })
+        },
+        now: () => now
+      })
+      expect(await collector.collectNow()).to.equal(2)
+      expect(leased).to.deep.equal([0, 7])
+      now = 2000
+      expect(await collector.collectNow()).to.equal(1)
+      expect(shards[1].collected).to.deep.equal([2000])
+      expect(collector.files).to.equal(3)
+      await collector.stop()
+    })
+
+    it('takes batches while a shard says more are due, and a failure leaves the others collected', async () => {
+      let calls = 0
+      const bad = { index: 0, nextExpiry: 1 }
+      const good = { index: 1, nextExpiry: 2, collectExpired: async () => ({ files: 1000, more: ++calls < 3 }) }
+      const collector = new Collector({
+        openShards: () => [bad, good],
+        inShard: async (index, fn) => {
+          if (index === 0) throw Object.assign(new Error('busy'), { code: 'EBUSY' })
+          return fn(good)
+        },
+        now: () => 10
+      })
+      await rejects(collector.collectNow(), 'EBUSY')
+      expect(collector.files).to.equal(3000)
+      await collector.stop()
+    })
+
+    it('disabled (read-only), notes set no timer', async () => {
+      const shards = fakeShards([1])
+      const collector = new Collector({ openShards: () => shards, inShard: async (i, fn) => fn(shards[i]), enabled: false })
+      collector.note(1)
+      await sleep(50)
+      expect(shards[0].collected).to.deep.equal([])
+    })
+  })
+
+  describe('verify and repair', () => {
+    it('a lost expiry record is damage verify names and repair makes again; the file then expires', async () => {
+      const store = t.open()
+      await store.writeFile('f', 'x', { expires: Date.now() + HOUR })
+      await store.writeFile('g', 'y', { expires: Date.now() + HOUR })
+      const { shard, key } = await store.stat('f')
+      await store.close()
+      await inShardDb(storeDir(), shard, async (db) => {
+        const all = await collectRange(db, records.expiryRange())
+        await db.batch(all.filter((e) => e.key.endsWith(' ' + key)).map((e) => ({ type: 'del', key: e.key })))
+      })
+      const again = t.open({}, 'store')
+      const { problems } = await again.verify()
+      expect(problems).to.have.length(1)
+      expect(problems[0]).to.include({ shard, key, kind: 'expiry' })
+      expect(problems[0].problem).to.contain('never be removed')
+      await again.repair(shard)
+      expect((await again.verify()).problems).to.deep.equal([])
+      expect((await again.stat('f')).expires).to.be.a('date')
+    })
+  })
+
+  describe('through a holder', () => {
+    it('expires crosses the socket on writeFile, put and streams; stat gives it back as a Date', async () => {
+      const held = await holder(storeDir())
+      try {
+        const remote = t.open({}, 'store')
+        const when = new Date(Date.now() + HOUR)
+        await remote.writeFile('f', 'x', { expires: when })
+        const key = await remote.put('piece', { expires: when.getTime() })
+        const ws = remote.createWriteStream('s', { expires: when })
+        await new Promise((resolve, reject) => ws.on('error', reject).on('finish', resolve).end('stream'))
+        expect(remote.heldBy).to.equal(held.child.pid)
+        for (const k of ['f', key, 's']) expect((await remote.stat(k)).expires).to.deep.equal(when)
+        await remote.writeFile('gone', 'x', { expires: Date.now() - 1 })
+        expect(await remote.exists('gone')).to.equal(false)
+        await rejects(remote.writeFile('f', 'x', { expires: 'soon' }), 'EINVAL')
+        await remote.close()
+      } finally {
+        await held.stop()
+      }
+    })
+  })
+})
+
+async function collectRange (db, range) {
+  const found = []
+  for await (const entry of db.scan({ ...range, valueAsBuffer: false })) found.push(entry)
+  return found
+}
