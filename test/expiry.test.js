@@ -23,18 +23,10 @@ async function until (check, ms = 5000, what = 'the condition') {
   }
 }
 
-// The records of `range` in the shard of `key`, in a closed store.
-async function shardRecords (dir, index, range) {
-  const db = await LevelDb.open(path.join(dir, shardDirName(index)))
-  try {
-    const found = []
-    for await (const entry of db.scan({ ...range, valueAsBuffer: false })) found.push(entry)
-    return found
-  } finally {
-    await db.close()
-  }
-}
+// The records of `range` in shard `index` of the closed store at `dir`.
+const shardRecords = (dir, index, range) => inShardDb(dir, index, (db) => collectRange(db, range))
 
+// fn(db) on shard `index` of the closed store at `dir`.
 async function inShardDb (dir, index, fn) {
   const db = await LevelDb.open(path.join(dir, shardDirName(index)))
   try {
