@@ -4,12 +4,11 @@ const fs = require('node:fs')
 const { sha256Of } = require('../api/keys')
 const { spool, remove } = require('./spool')
 const { OFFLOAD_DIGEST_BYTES } = require('./digester')
-const { expired } = require('../shard/records')
 const errors = require('../api/errors')
 
 // Content addressing: put() stores data under the SHA-256 of its content, and content
-// already stored (same hash and size, not expired) with the expiry asked is not written
-// again. With another expiry it is, as writeFile would: the put's expiry replaces it.
+// already stored (same hash and size) with the expiry asked is not written again. With
+// another expiry it is, as writeFile would: the put's expiry replaces it.
 class Puts {
   #files
   #digester
@@ -81,7 +80,7 @@ class Puts {
   // A write's own lookup: it never gives up the reserve.
   async #holds (sha256, size, expires) {
     const meta = await this.#files.inShardOf(sha256, (shard) => shard.getMeta(sha256), () => undefined, { useReserve: false })
-    return Boolean(meta) && meta.sha256 === sha256 && meta.size === size && meta.expires === expires && !expired(meta, Date.now())
+    return Boolean(meta) && meta.sha256 === sha256 && meta.size === size && meta.expires === expires
   }
 }
 

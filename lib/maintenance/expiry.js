@@ -21,6 +21,7 @@ class Collector {
   #at // the time the timer is set for
   #running
   #stopped = false
+  #noted = new Map() // index -> time: shards noted, which the pool may not list as open yet
 
   constructor ({ openShards, closedExpiries = () => [], inShard, enabled = true, now = Date.now }) {
     this.#openShards = openShards
@@ -32,10 +33,11 @@ class Collector {
     this.files = 0 // expired files removed
   }
 
-  // A shard's earliest expiry is `time`, sooner than the timer's, or the timer is not set.
-  note (time) {
-    if (!this.#enabled || this.#stopped || this.#running || time === undefined) return
-    if (this.#at !== undefined && this.#at <= time) return
+  // Shard `index`'s earliest expiry is `time` (it opened, or a write came sooner).
+  note (index, time) {
+    if (!this.#enabled || this.#stopped || time === undefined) return
+    this.#noted.set(index, time)
+    if (this.#running || (this.#at !== undefined && this.#at <= time)) return
     this.#arm(time)
   }
 
@@ -48,7 +50,7 @@ class Collector {
 
   // Every expiry known, soonest first: [[index, time]].
   #expiries () {
-    const times = new Map(this.#closedExpiries())
+    const times = new Map([...this.#closedExpiries(), ...this.#noted])
     for (const shard of this.#openShards()) {
       if (shard.nextExpiry === undefined) times.delete(shard.index)
       else times.set(shard.index, shard.nextExpiry)
@@ -81,6 +83,7 @@ class Collector {
           files += done.files
           more = done.more
         }
+        if (this.#noted.get(index) === time) this.#noted.delete(index) // open: its nextExpiry says the rest
       } catch (err) {
         failure = failure || err
       }

@@ -95,8 +95,8 @@ class LocalStore {
       inShard: (index, fn) => shards.inShard(index, fn),
       enabled: !options.readOnly
     })
-    shards.onExpiry = (shard) => collector.note(shard.nextExpiry)
-    for (const [, time] of usage.expiries()) collector.note(time)
+    shards.onExpiry = (shard) => collector.note(shard.index, shard.nextExpiry)
+    for (const [index, time] of usage.expiries()) collector.note(index, time)
     shards.onWrite = () => this.#reclaimer.noteWrite()
   }
 
