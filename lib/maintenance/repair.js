@@ -43,10 +43,11 @@ async function repair (ctx, index) {
     } finally {
       await db.close()
     }
-    await shards.usage.repaired(index, { used: result.used, files: result.files, diskBytes: 0, dead })
+    await shards.usage.repaired(index, { used: result.used, files: result.files, diskBytes: 0, dead, nextExpiry: result.nextExpiry })
     shards.markCleaned(index)
     // Files that left no trace at all can only be counted, from the last known total.
     const unaccounted = Math.max(0, (before ?? 0) - result.files - result.dropped.length)
+    delete result.nextExpiry // the usage cache's, not the report's
     return { shard: index, ...result, unaccounted, recreated: lost }
   } finally {
     shards.unhold(index)
@@ -72,7 +73,9 @@ async function rebuild (shard, chunkSize) {
   }
   ops.push({ type: 'put', key: records.ACCOUNT, value: JSON.stringify({ used: found.used, files: found.kept.size }) })
   await shard.db.batch(ops, { sync: true })
-  return { files: found.kept.size, used: found.used, dropped: found.dropped, remade: found.remade, notes }
+  const expiries = [...found.kept.values()].map((meta) => meta.expires).filter((time) => time !== undefined)
+  const nextExpiry = expiries.length ? Math.min(...expiries) : undefined
+  return { files: found.kept.size, used: found.used, dropped: found.dropped, remade: found.remade, notes, nextExpiry }
 }
 
 function keep (found, meta) {

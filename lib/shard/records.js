@@ -14,7 +14,7 @@ const DAMAGE = '!d!'
 const DEAD = '!x!'
 const META = '!m!'
 const PENDING = '!p!'
-const EXPIRY = '!e!'
+const EXPIRY_INDEX = '!e!'
 const WHOLE = { from: '!', to: '\xff' } // every record of a shard
 const FILES = { gte: '0', lt: 'g' } // every head and chunk record: file keys are hex
 
@@ -26,14 +26,14 @@ const deadKey = (key, version) => `${DEAD}${key} ${version}`
 // order of expiry (13 digits hold every time args.js accepts), so that the files due are the
 // first records of the range.
 const EXPIRES_DIGITS = 13
-const expiryKey = (expires, key) => `${EXPIRY}${String(expires).padStart(EXPIRES_DIGITS, '0')} ${key}`
+const expiryKey = (expires, key) => `${EXPIRY_INDEX}${String(expires).padStart(EXPIRES_DIGITS, '0')} ${key}`
 // The records of the files due at `now`: every one expiring at or before it.
-const dueRange = (now) => ({ gt: EXPIRY, lt: `${EXPIRY}${String(now).padStart(EXPIRES_DIGITS, '0')}!` })
-const expiryRange = () => prefixRange(EXPIRY)
+const dueRange = (now) => ({ gt: EXPIRY_INDEX, lt: `${EXPIRY_INDEX}${String(now).padStart(EXPIRES_DIGITS, '0')}!` })
+const expiryRange = () => prefixRange(EXPIRY_INDEX)
 // { expires, key } of an expiry record's key.
 function parseExpiryKey (id) {
-  const space = id.indexOf(' ', EXPIRY.length)
-  return { expires: Number(id.slice(EXPIRY.length, space)), key: id.slice(space + 1) }
+  const space = id.indexOf(' ', EXPIRY_INDEX.length)
+  return { expires: Number(id.slice(EXPIRY_INDEX.length, space)), key: id.slice(space + 1) }
 }
 // Whether `meta`'s version has expired at `now`: from then on, it is gone to every reader.
 const expired = (meta, now) => meta.expires !== undefined && meta.expires <= now
@@ -136,7 +136,7 @@ module.exports = {
   DEAD,
   META,
   PENDING,
-  EXPIRY,
+  EXPIRY_INDEX,
   WHOLE,
   FILES,
   metaKey,

@@ -223,8 +223,12 @@ class LocalStore {
     return verify(this.#maintenance(), checked)
   }
 
-  repair (shard) {
-    return repair(this.#maintenance(), shard)
+  // A repaired shard is closed: its expiry, in the usage cache, goes to the collector.
+  async repair (shard) {
+    const result = await repair(this.#maintenance(), shard)
+    const figures = this.#shards.usage.get(shard)
+    if (figures) this.#collector.note(shard, figures.nextExpiry)
+    return result
   }
 
   // Every resource is released even when one fails to close; the first failure is
