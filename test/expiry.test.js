@@ -9,6 +9,8 @@ const { shardDirName } = require('../lib/base/shard-names')
 const records = require('../lib/shard/records')
 const { Collector } = require('../lib/maintenance/expiry')
 const { spawn } = require('node:child_process')
+const http = require('node:http')
+const { Readable } = require('node:stream')
 const { useTmp, rejects, throws, bytes, collect, scaled, sleep, within } = require('./helpers')
 const { holder } = require('./share-harness')
 
@@ -42,7 +44,7 @@ describe('expiry', () => {
   const storeDir = () => path.join(t.dir, 'store')
 
   describe('the expires option', () => {
-    const BAD = [['a string', '2030-01-01', 'TypeError'], ['NaN', NaN, 'RangeError'], ['a fraction', 1.5, 'RangeError'], ['a negative time', -1, 'RangeError'],
+    const BAD = [['a string', '2030-01-01', 'TypeError'], ['NaN', NaN, 'RangeError'], ['a fraction', 1.5, 'RangeError'], ['an unsafe integer', -(2 ** 60), 'RangeError'],
       ['an invalid Date', new Date('nope'), 'RangeError'], ['a time past 13 digits', 1e13, 'RangeError'], ['null', null, 'TypeError'], ['an object', {}, 'TypeError']]
 
     for (const [what, value, type] of BAD) {
@@ -116,10 +118,14 @@ describe('expiry', () => {
       expect(await store.exists('f')).to.equal(false)
     })
 
-    it('expires 0 (1970) is past too', async () => {
+    it('expires 0 (1970), a negative time and a Date before 1970 are past too', async () => {
       const store = t.open()
-      await store.writeFile('f', 'x', { expires: 0 })
-      expect(await store.exists('f')).to.equal(false)
+      for (const expires of [0, -1, new Date(-1), new Date('1900-01-01')]) {
+        await store.writeFile('f', 'x', { expires })
+        expect(await store.exists('f'), String(expires)).to.equal(false)
+        const key = await store.put('p', { expires })
+        expect(await store.exists(key), String(expires)).to.equal(false)
+      }
     })
 
     it('a file is read until its time, and from then on, with no call, is gone', async () => {
@@ -461,6 +467,96 @@ describe('expiry', () => {
   })
 
   describe('through a holder', () => {
+    // A request's answer: status and JSON body.
+    const request = (socket, method, url, body) => new Promise((resolve, reject) => {
+      const req = http.request({ socketPath: socket, method, path: url, agent: false }, (res) => {
+        const parts = []
+        res.on('data', (part) => parts.push(part)).on('end', () => resolve({ status: res.statusCode, body: JSON.parse(Buffer.concat(parts).toString('utf8')) }))
+      })
+      req.on('error', reject)
+      req.end(body)
+    })
+
+    it('the holder takes expires as 1 to 13 digits only, else 400 EINVAL and nothing written', async () => {
+      const held = await holder(storeDir())
+      try {
+        const socket = path.join(storeDir(), 'kfs.sock')
+        for (const bad of ['', '1e3', '%2012%20', '-1', '1.5', '12345678901234', 'x']) {
+          for (const [method, url] of [['PUT', `/v2/files/k?expires=${bad}`], ['POST', `/v2/put?expires=${bad}`]]) {
+            const answer = await request(socket, method, url, 'data')
+            expect(answer.status, url).to.equal(400)
+            expect(answer.body.error, url).to.include({ code: 'EINVAL', argument: 'expires' })
+          }
+        }
+        const store = t.open({}, 'store')
+        expect(await store.exists('k')).to.equal(false)
+        expect(await store.exists(require('node:crypto').createHash('sha256').update('data').digest('hex'))).to.equal(false)
+        const when = Date.now() + HOUR
+        expect((await request(socket, 'PUT', `/v2/files/k?expires=${when}`, 'data')).status).to.equal(200)
+        expect((await store.stat('k')).expires).to.deep.equal(new Date(when))
+        await store.close()
+      } finally {
+        await held.stop()
+      }
+    })
+
+    // A holder of an older kfs serves /v1 alone, and answers any other path as main's
+    // lib/share/server.js does: 400 EINVAL naming the path, the body unread.
+    async function olderHolder (socket) {
+      const seen = []
+      const serve = (req, res) => {
+        seen.push(`${req.method} ${req.url}`)
+        const answer = (status, body) => {
+          res.writeHead(status, { 'content-type': 'application/json' })
+          res.end(JSON.stringify(body))
+        }
+        const pathname = req.url.split('?')[0]
+        if (!pathname.startsWith('/v1/')) {
+          return answer(400, { error: { code: 'EINVAL', name: 'RangeError', argument: 'path', message: `path ${pathname} is not a path of this protocol (/v1/... or /metrics)` } })
+        }
+        if (req.headers.expect === '100-continue') res.writeContinue()
+        const parts = []
+        req.on('data', (part) => parts.push(part)).on('end', () => {
+          const data = Buffer.concat(parts)
+          const sha256 = require('node:crypto').createHash('sha256').update(data).digest('hex')
+          answer(200, { result: pathname === '/v1/put' ? sha256 : { key: 'k', size: data.length, sha256 } })
+        })
+      }
+      const server = http.createServer(serve).on('checkContinue', serve)
+      await new Promise((resolve) => server.listen(socket, resolve))
+      return { seen, close: () => new Promise((resolve) => server.close(resolve)) }
+    }
+
+    it('a write with expires through a holder of an older kfs is ENOTSUP, nothing sent; one without is served as before', async () => {
+      const { Remote } = require('../lib/share/client')
+      const socket = path.join(t.dir, 'kfs.sock')
+      const older = await olderHolder(socket)
+      try {
+        const remote = new Remote(socket)
+        const expires = Date.now() + HOUR
+        const failures = [
+          await rejects(remote.writeFile({ key: 'k' }, Buffer.from('data'), { expires }), 'ENOTSUP'),
+          await rejects(remote.put(Buffer.from('data'), { expires }), 'ENOTSUP'),
+          await rejects(remote.put(Readable.from([Buffer.from('data')]), { expires }), 'ENOTSUP'),
+          await rejects((async () => {
+            const writer = await remote.openWriter({ key: 's' }, { expires })
+            await writer.write(Buffer.from('data'))
+            await writer.finish()
+          })(), 'ENOTSUP')
+        ]
+        for (const err of failures) expect(err.message).to.match(/older kfs, which does not know expires/)
+        expect(older.seen.filter((line) => line.startsWith('PUT /v1') || line.startsWith('POST /v1'))).to.deep.equal([])
+        await remote.writeFile({ key: 'k' }, Buffer.from('data'))
+        expect(await remote.put(Buffer.from('data'))).to.have.length(64)
+        const writer = await remote.openWriter({ key: 's' }, {})
+        await writer.write(Buffer.from('data'))
+        await writer.finish()
+        expect(older.seen.slice(-3)).to.deep.equal(['PUT /v1/files/k', 'POST /v1/put', 'PUT /v1/files/s'])
+      } finally {
+        await older.close()
+      }
+    })
+
     it('expires crosses the socket on writeFile, put and streams; stat gives it back as a Date', async () => {
       const held = await holder(storeDir())
       try {

@@ -101,8 +101,8 @@ async function whileGuarded (readable, fn) {
 // The latest expiry the expiry index's keys can order (records.js: 13 digits).
 const LATEST_EXPIRY = 9999999999999
 
-// An expiry time, a Date or ms since the epoch, as ms (undefined: none). 0 is stored as 1,
-// as 0 means "none" in a head record: either time is past.
+// An expiry time, a Date or ms since the epoch, as ms (undefined: none). A time before 1
+// (0, or before 1970) is stored as 1, as 0 means "none" in a head record: each is past.
 function expiresOption (expires) {
   if (expires === undefined) return undefined
   if (expires instanceof Date) {
@@ -112,7 +112,7 @@ function expiresOption (expires) {
   } else if (typeof expires !== 'number') {
     throw errors.invalidType('expires', 'a Date or milliseconds since the epoch', expires)
   }
-  if (!Number.isSafeInteger(expires) || expires < 0 || expires > LATEST_EXPIRY) throw errors.invalidValue('expires', `must be a time from 1970 to ${new Date(LATEST_EXPIRY).toISOString()}, got ${expires}`)
+  if (!Number.isSafeInteger(expires) || expires > LATEST_EXPIRY) throw errors.invalidValue('expires', `must be whole milliseconds up to ${new Date(LATEST_EXPIRY).toISOString()}, got ${expires}`)
   return Math.max(1, expires)
 }
 

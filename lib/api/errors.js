@@ -159,6 +159,13 @@ function newerFormat (file, found, supported) {
   return make(Error, 'ENOTSUP', `the store was made by a newer kfs: ${file} says format ${found}, this kfs reads format ${supported} and older; upgrade kfs`, { path: file, found, supported })
 }
 
+// The process holding the store refused a request on the protocol's `version`, which
+// its older kfs does not serve: it did nothing of it.
+function olderHolder (version, keys) {
+  return make(Error, 'ENOTSUP', `the process holding the store runs an older kfs, which does not know ${keys.join(', ')} ` +
+    `(it does not serve ${version}): nothing was done; upgrade the kfs of the process that holds the store`)
+}
+
 // `within`: a directory above it is a file (`cause`, the OS's ENOTDIR).
 function notDirectory (dir, { within = false, cause } = {}) {
   const why = within ? 'cannot be a directory: a part of that path is a file, not a directory' : 'exists and is not a directory'
@@ -210,6 +217,7 @@ module.exports = {
   noStore,
   notHeld,
   newerFormat,
+  olderHolder,
   newerRecord,
   tooLarge,
   integrity,

@@ -1,7 +1,7 @@
 'use strict'
 
 const errors = require('../api/errors')
-const { ERROR_TRAILER, NOT_DONE_HEADER } = require('./protocol')
+const { ERROR_TRAILER, NOT_DONE_HEADER, newerNeeds } = require('./protocol')
 
 // Errors crossing the socket, both ways: how the holder (server.js) sends a failure and
 // how a client (sender.js) reads it, or a failure of the connection, and what each
@@ -87,15 +87,18 @@ function lost (err) {
   return Object.assign(gone, { [GONE]: true })
 }
 
-// The error of a failure answer. A refusal is NOT_DONE and UNSENT: at the cap, the
-// holder's EBUSY; while closing, CLOSING.
-function answered (status, headers, text) {
+// The error of a failure answer to a request sent on `sentPath`. A refusal is NOT_DONE
+// and UNSENT: at the cap, the holder's EBUSY; while closing, CLOSING. An older holder's
+// EINVAL naming the path of a request on a newer version (protocol.js) is ENOTSUP.
+function answered (status, headers, text, sentPath) {
   let err
   try {
     err = decodeError(JSON.parse(text).error)
   } catch {
     err = errors.system('the store\'s holder', { code: 'EIO', message: `answered ${status}: ${text.slice(0, 200)}` })
   }
+  const needs = err.code === 'EINVAL' && err.argument === 'path' ? newerNeeds(sentPath) : undefined
+  if (needs) return errors.olderHolder(needs.version, needs.keys)
   if (!headers[NOT_DONE_HEADER]) return holderError(err)
   if (err.code === 'EBUSY') return Object.assign(err, { [NOT_DONE]: true, [UNSENT]: true })
   return Object.assign(notDone('it is closing, and did not carry out the call'), { [CLOSING]: true })

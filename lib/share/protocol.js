@@ -6,6 +6,13 @@ const path = require('node:path')
 // over a Unix socket in the store's directory, so that `curl --unix-socket` speaks it.
 const SOCKET = 'kfs.sock'
 const VERSION = '/v1'
+// Later versions, each with the query keys it added. A request that carries one goes on
+// the version that added it, so that an older holder, which serves VERSION alone,
+// refuses it (400 EINVAL: not a path of its protocol, nothing done) rather than ignore
+// the key: a write with `expires` would else be committed without it. A holder serves
+// every version's routes the same; a request without those keys stays on VERSION, as
+// any holder serves it.
+const NEWER = Object.freeze({ '/v2': Object.freeze(['expires']) })
 const ERROR_TRAILER = 'kfs-error'
 const NOT_DONE_HEADER = 'kfs-not-done'
 // On a read or a write: the client's method (readFile, writeFile), which the holder counts
@@ -21,10 +28,10 @@ const ROUTES = Object.freeze({
   // The file (Range: bytes=A-B for a range), with the size and SHA-256 of the version
   // read in kfs-size and kfs-sha256; HEAD: the same headers, and no body.
   read: { methods: ['GET', 'HEAD'], path: 'files', param: 'KEY' },
-  // Writes the body (?sha256=HEX&size=N), answers its stat.
+  // Writes the body (?sha256=HEX&size=N&expires=MS, each optional), answers its stat.
   write: { methods: ['PUT'], path: 'files', param: 'KEY' },
   unlink: { methods: ['DELETE'], path: 'files', param: 'KEY' },
-  // Content addressing: the body's key.
+  // Content addressing: the body's key (?expires=MS, optional).
   put: { methods: ['POST'], path: 'put' },
   // ?shard=N: one JSON line per file.
   list: { methods: ['GET'], path: 'list' },
@@ -53,7 +60,7 @@ function socketPath (dir) {
 // A request's path as sent: whether it is under VERSION, its route's path, and what follows.
 function pathOf (pathname) {
   const [, first, ...rest] = pathname.split('/')
-  const versioned = `/${first}` === VERSION
+  const versioned = `/${first}` === VERSION || Object.hasOwn(NEWER, `/${first}`)
   const [segment, ...params] = versioned ? rest : [first, ...rest]
   return { versioned, segment, params }
 }
@@ -74,8 +81,21 @@ function requestOf (name, param, query = {}) {
   const route = ROUTES[name]
   const search = new URLSearchParams(Object.entries(query).filter(([, value]) => value !== undefined)).toString()
   const tail = param === undefined ? '' : `/${encodeURIComponent(param)}`
-  const prefix = route.root ? '' : VERSION
+  const prefix = route.root ? '' : versionOf(query)
   return { method: route.methods[0], path: `${prefix}/${route.path}${tail}${search ? `?${search}` : ''}` }
 }
 
-module.exports = { SOCKET, VERSION, ERROR_TRAILER, NOT_DONE_HEADER, CALL_HEADER, ROUTES, CALLS, MAX_SOCKET_PATH, socketPath, pathOf, routeOf, requestOf }
+// The version a request with `query` goes on: the one that added the last of its keys.
+function versionOf (query) {
+  const newer = Object.keys(NEWER).filter((version) => NEWER[version].some((name) => query[name] !== undefined))
+  return newer.length > 0 ? newer[newer.length - 1] : VERSION
+}
+
+// What a request on `path` (as sent) needs that an older holder does not serve: the
+// keys of the version it went on, or undefined on VERSION.
+function newerNeeds (path) {
+  const version = `/${path.split('/')[1]}`
+  return Object.hasOwn(NEWER, version) ? { version, keys: NEWER[version] } : undefined
+}
+
+module.exports = { SOCKET, VERSION, NEWER, ERROR_TRAILER, NOT_DONE_HEADER, CALL_HEADER, ROUTES, CALLS, MAX_SOCKET_PATH, socketPath, pathOf, routeOf, requestOf, newerNeeds }

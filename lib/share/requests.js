@@ -14,6 +14,15 @@ function synced (query) {
   return query.get('sync') === '1' ? { [SYNC]: true } : undefined
 }
 
+// A write's or put's options of ?expires=MS, as the client sends them: 1 to 13 digits
+// (args.js: 1 to LATEST_EXPIRY), nothing else. `options` as they are without it.
+function expiring (query, options) {
+  if (!query.has('expires')) return options
+  const text = query.get('expires')
+  if (!/^\d{1,13}$/.test(text)) throw errors.invalidValue('expires', `must be 1 to 13 digits (ms since the epoch), got ${JSON.stringify(text.slice(0, 100))}`)
+  return { ...options, expires: Number(text) }
+}
+
 // A key as sent, URI-encoded.
 function decoded (text) {
   try {
@@ -57,4 +66,4 @@ function shaped (body, what, empty) {
   return body
 }
 
-module.exports = { synced, decoded, parseRange, jsonBody, shaped }
+module.exports = { synced, expiring, decoded, parseRange, jsonBody, shaped }

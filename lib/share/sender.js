@@ -45,7 +45,7 @@ class Sender {
       req.once('response', (res) => {
         req.setTimeout(0)
         if (res.statusCode < 400) return resolve(res)
-        readAll(res).then((text) => failed(this.#answered(res, text)), (err) => failed(this.#failed(err)))
+        readAll(res).then((text) => failed(this.#answered(req, res, text)), (err) => failed(this.#failed(err)))
       })
       if (!streamed) return req.end(body)
       body.once('error', keep)
@@ -65,7 +65,7 @@ class Sender {
     const response = new Promise((resolve, reject) => {
       req.once('error', (err) => reject(this.#failed(err)))
       req.once('response', (res) => {
-        readAll(res).then((text) => (res.statusCode < 400 ? resolve(JSON.parse(text).result) : reject(this.#answered(res, text))), (err) => reject(this.#failed(err)))
+        readAll(res).then((text) => (res.statusCode < 400 ? resolve(JSON.parse(text).result) : reject(this.#answered(req, res, text))), (err) => reject(this.#failed(err)))
       })
     })
     response.catch((err) => { failure = failure || err })
@@ -134,8 +134,8 @@ class Sender {
     return this.#seen(lost(err))
   }
 
-  #answered (res, text) {
-    return this.#seen(answered(res.statusCode, res.headers, text))
+  #answered (req, res, text) {
+    return this.#seen(answered(res.statusCode, res.headers, text, req.path))
   }
 
   #seen (err) {

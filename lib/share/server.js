@@ -13,7 +13,7 @@ const { FORMAT_FILE } = require('../dir/format')
 const { defaultConnections } = require('../dir/descriptors')
 const { READING } = require('../data/streams')
 const { Connections, BACKLOG } = require('./connections')
-const { synced, decoded, parseRange, jsonBody, shaped } = require('./requests')
+const { synced, expiring, decoded, parseRange, jsonBody, shaped } = require('./requests')
 const { answer, fail, lines } = require('./answers')
 const { closingRefusal, busyRefusal, errorTrailer } = require('./failures')
 const { IDLE_MS, HEADERS_MS, httpOptions, cutIdleBody, drained } = require('./timeouts')
@@ -159,9 +159,7 @@ class Holder {
     unlink: async ({ res, params, query }) => answer(res, await this.#store.unlink(decoded(params.join('/')), synced(query))),
     put: async ({ req, res, query }) => {
       cutIdleBody(req, this.#idleMs)
-      const options = { ...synced(query) }
-      if (query.has('expires')) options.expires = Number(query.get('expires'))
-      answer(res, await this.#store.put(req, options))
+      answer(res, await this.#store.put(req, expiring(query, { ...synced(query) })))
     },
     list: ({ res, query }) => {
       const shard = query.get('shard')
@@ -247,10 +245,9 @@ class Holder {
 
   async #receive (key, query, req, res) {
     cutIdleBody(req, this.#idleMs)
-    const options = { ...synced(query), [SERVED]: true, [COUNTED_AS]: countedAs(req, 'writeFile') }
+    const options = expiring(query, { ...synced(query), [SERVED]: true, [COUNTED_AS]: countedAs(req, 'writeFile') })
     if (query.has('sha256')) options.sha256 = query.get('sha256')
     if (query.has('size')) options.size = Number(query.get('size'))
-    if (query.has('expires')) options.expires = Number(query.get('expires'))
     const stream = this.#store.createWriteStream(key, options)
     await pipeline(req, stream)
     answer(res, { key: stream.key, size: stream.size, sha256: stream.sha256 })
