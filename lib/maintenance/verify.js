@@ -2,6 +2,7 @@
 
 const { checkFile, checkAccounting, headsWithoutMeta, unindexed } = require('./file-check')
 const args = require('../api/args')
+const { expired } = require('../shard/records')
 
 // Files checked at once: LevelDB reads on libuv's threads while this thread hashes.
 const VERIFY_CONCURRENCY = 4
@@ -14,10 +15,13 @@ const mapLimit = () => require('async').mapLimit
 
 // Reads every committed file of an open store (`ctx`: { shards, chunkSize, shardCount })
 // and checks each shard's accounting and damage notes. Resolves to { files, bytes,
-// problems: [{ shard, key (null for a whole shard), kind, problem }] }. Holds a shard only
-// while checking a few files; memory stays at a page of metadata and their read-ahead.
+// problems: [{ shard, key (null for a whole shard), kind, problem }] }. A file expired at
+// the time verify starts is neither checked nor counted: it is gone to every reader. Holds
+// a shard only while checking a few files; memory stays at a page of metadata and their
+// read-ahead.
 async function verify (ctx, { shard, onProgress }) {
   const { shards } = ctx
+  const now = Date.now()
   if (shard !== undefined) args.shardIndex(shard, ctx.shardCount)
   const report = { files: 0, bytes: 0, problems: [] }
   const problem = (index, key, kind, text) => report.problems.push({ shard: index, key, kind, problem: text })
@@ -41,7 +45,7 @@ async function verify (ctx, { shard, onProgress }) {
       }
       for await (const page of shards.metaPages(index)) {
         const damages = await mapLimit()(page, VERIFY_CONCURRENCY, async (meta) => {
-          if (meta.error || stopped) return undefined
+          if (meta.error || stopped || expired(meta, now)) return undefined
           const damage = await shards.inShard(index, (s) => checkFile(s, meta.key, ctx.chunkSize), MAY_SPEND_RESERVE)
           report.files++
           report.bytes += meta.size
