@@ -299,6 +299,47 @@ describe('expiry', () => {
       expect((await again.usage()).files).to.equal(0)
     })
 
+    // Each shard's usage record in the closed store at `dir` made by change(record).
+    async function changeUsage (dir, change) {
+      const state = await LevelDb.open(path.join(dir, 'state'))
+      try {
+        for await (const { key, value } of state.scan({ gt: 'usage!', lt: 'usage!\xff', keyAsBuffer: false, valueAsBuffer: false })) {
+          await state.put(key, JSON.stringify(change(JSON.parse(value))))
+        }
+      } finally {
+        await state.close()
+      }
+    }
+
+    const untrusted = [
+      ['left marked open by a process that died', (record) => ({ ...record, open: true })],
+      ['written by an older kfs, without nextExpiry', (record) => ({ ...record, nextExpiry: undefined })] // dropped by JSON
+    ]
+    for (const [what, change] of untrusted) {
+      it(`collects the files due of a shard whose usage record was ${what}, without openAhead`, async () => {
+        const store = t.open()
+        await store.writeFile('f', 'x', { expires: Date.now() + scaled(300) })
+        await store.writeFile('live', 'y')
+        await store.close()
+        await changeUsage(storeDir(), change)
+        const again = t.open({ openAhead: false }, 'store')
+        await again.open()
+        await until(async () => (await again.metrics()).expiries.files === 1, 5000, 'the collection')
+        expect(await again.exists('live')).to.equal(true)
+      })
+    }
+
+    it('a shard that has no file due, its record trusted, stays closed', async () => {
+      const store = t.open()
+      await store.writeFile('f', 'x', { expires: Date.now() + HOUR })
+      await store.writeFile('g', 'y')
+      await store.close()
+      const again = t.open({ openAhead: false }, 'store')
+      await again.open()
+      await sleep(300)
+      expect((await again.metrics()).shardOpens).to.equal(0)
+    })
+
     it('a store opened read-only collects nothing, and still hides expired files', async () => {
       const store = t.open()
       await store.writeFile('f', 'x', { expires: Date.now() + scaled(200) })
@@ -379,6 +420,38 @@ describe('expiry', () => {
       })
       await rejects(collector.collectNow(), 'EBUSY')
       expect(collector.files).to.equal(3000)
+      await collector.stop()
+    })
+
+    it('a shard that fails is tried again after 10 s, then twice as long each time up to 10 min; noted again, at once', async () => {
+      let now = 1000
+      let tries = 0
+      const collector = new Collector({
+        openShards: () => [],
+        closedExpiries: () => [[3, 500]],
+        inShard: async () => {
+          tries++
+          throw Object.assign(new Error('damaged'), { code: 'ECORRUPT' })
+        },
+        now: () => now
+      })
+      await rejects(collector.collectNow(), 'ECORRUPT')
+      for (const wait of [10, 20, 40, 80, 160, 320, 600, 600].map((s) => s * 1000)) {
+        const before = tries
+        now += wait - 1
+        expect(await collector.collectNow(), `${wait - 1} ms after`).to.equal(0)
+        expect(tries).to.equal(before)
+        now += 1
+        await rejects(collector.collectNow(), 'ECORRUPT')
+        expect(tries, `${wait} ms after`).to.equal(before + 1)
+      }
+      // A repair notes it again: its timer fires at once, and the next try waits 10 s again.
+      const before = tries
+      collector.note(3, 500)
+      await until(() => tries === before + 1, 2000, 'the try')
+      now += 10000 - 1
+      expect(await collector.collectNow()).to.equal(0)
+      expect(tries).to.equal(before + 1)
       await collector.stop()
     })
 

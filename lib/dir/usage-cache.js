@@ -6,14 +6,19 @@ const { madeNotDurable } = require('../leveldb/leveldb')
 
 // Each shard's { used, files, diskBytes, dead, nextExpiry } in the `state` LevelDB, so
 // usage() and metrics() need not open every shard, nor the expiry collector
-// (maintenance/expiry.js) to know when a closed shard holds files due. A shard is marked open while it may change, and
-// repairing during repair(): marked so at startup, its figures are not trusted (the last
-// process died). Nor are figures without `dead` (a removed version's bytes not yet given
-// back), which an older kfs left: the shard's next open reads them.
+// (maintenance/expiry.js) to know when a closed shard holds files due. A shard is marked
+// open while it may change, and repairing during repair(): marked so at startup, its
+// figures are not trusted (the last process died). Nor are figures without `dead` (a
+// removed version's bytes not yet given back) or without `nextExpiry` (null: no file
+// expires), which an older kfs left: the shard's next open reads them.
 const USAGE = 'usage!'
 const REPAIR = 'repair!'
 const usageKey = (index) => USAGE + shardName(index)
 const repairKey = (index) => REPAIR + shardName(index)
+
+// A shard's record: its figures, nextExpiry null when none (JSON drops undefined, and a
+// record without it is an older kfs's).
+const recordOf = (figures, open) => JSON.stringify({ ...figures, nextExpiry: figures.nextExpiry ?? null, open })
 
 class UsageCache {
   #state
@@ -46,7 +51,7 @@ class UsageCache {
       const index = Number(entry.key.slice(USAGE.length))
       const record = JSON.parse(entry.value)
       known.add(index)
-      if (!record.open && record.dead !== undefined) trusted.set(index, record)
+      if (!record.open && record.dead !== undefined && record.nextExpiry !== undefined) trusted.set(index, { ...record, nextExpiry: record.nextExpiry ?? undefined })
     }
     return new UsageCache(state, reopen, trusted, known, repairing)
   }
@@ -68,7 +73,7 @@ class UsageCache {
     if (this.#state.readOnly) return Promise.resolve() // no shard changes: the figures stay true
     this.#trusted.delete(index)
     this.known.add(index)
-    this.#marks.set(index, JSON.stringify({ ...figures, open: true }))
+    this.#marks.set(index, recordOf(figures, true))
     if (!this.#nextBatch) {
       this.#nextBatch = this.#lastBatch.catch(() => {}).then(() => {
         const ops = [...this.#marks].map(([i, value]) => ({ type: 'put', key: usageKey(i), value }))
@@ -111,7 +116,7 @@ class UsageCache {
     // each usage()).
     if (this.#state.readOnly) return void this.#trusted.set(index, figures)
     try {
-      await this.#write((state) => state.put(usageKey(index), JSON.stringify({ ...figures, open: false })))
+      await this.#write((state) => state.put(usageKey(index), recordOf(figures, false)))
       this.#trusted.set(index, figures)
     } catch {
       // stays marked open: untrusted, so read from the shard when next needed
@@ -137,7 +142,7 @@ class UsageCache {
     let failure
     await this.#write((state) => state.batch([
       { type: 'del', key: repairKey(index) },
-      { type: 'put', key: usageKey(index), value: JSON.stringify({ ...figures, open: false }) }
+      { type: 'put', key: usageKey(index), value: recordOf(figures, false) }
     ], { sync: true })).catch((err) => {
       if (!madeNotDurable(err)) throw err
       failure = err

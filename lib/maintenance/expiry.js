@@ -2,8 +2,11 @@
 
 // setTimeout's longest delay: a later expiry is waited for in steps.
 const MAX_DELAY = 0x7fffffff
-// After a collection that failed (a full disk, a shard busy or damaged), the next try.
+// After a shard's collection failed (a full disk, the shard busy or damaged), its next try;
+// each failure after doubles the wait, up to MAX_RETRY_MS, until it is noted again (opened,
+// repaired) or a collection of it succeeds.
 const RETRY_MS = 10 * 1000
+const MAX_RETRY_MS = 10 * 60 * 1000
 
 // Removes expired files in the background, with no call from the user: one timer, never
 // keeping the process alive, set for the earliest expiry over the shards, open ones
@@ -22,6 +25,7 @@ class Collector {
   #running
   #stopped = false
   #noted = new Map() // index -> time: shards noted, which the pool may not list as open yet
+  #retries = new Map() // index -> { wait, at }: shards whose collection failed, not tried before `at`
 
   constructor ({ openShards, closedExpiries = () => [], inShard, enabled = true, now = Date.now }) {
     this.#openShards = openShards
@@ -37,6 +41,7 @@ class Collector {
   note (index, time) {
     if (!this.#enabled || this.#stopped || time === undefined) return
     this.#noted.set(index, time)
+    this.#retries.delete(index)
     if (this.#running || (this.#at !== undefined && this.#at <= time)) return
     this.#arm(time)
   }
@@ -48,35 +53,42 @@ class Collector {
     this.#timer.unref() // never keeps a process alive: files left are collected next time
   }
 
-  // Every expiry known, soonest first: [[index, time]].
+  // Every expiry known, by when its shard is due, soonest first: [[index, time, due]],
+  // `due` the time, or later a failed shard's next try.
   #expiries () {
     const times = new Map([...this.#closedExpiries(), ...this.#noted])
     for (const shard of this.#openShards()) {
       if (shard.nextExpiry === undefined) times.delete(shard.index)
       else times.set(shard.index, shard.nextExpiry)
     }
-    return [...times].sort((a, b) => a[1] - b[1])
+    const due = (index, time) => Math.max(time, this.#retries.has(index) ? this.#retries.get(index).at : time)
+    return [...times].map(([index, time]) => [index, time, due(index, time)]).sort((a, b) => a[2] - b[2])
+  }
+
+  #failed (index, now) {
+    const last = this.#retries.get(index)
+    const wait = last ? Math.min(MAX_RETRY_MS, last.wait * 2) : RETRY_MS
+    this.#retries.set(index, { wait, at: now + wait })
   }
 
   #start () {
     this.#at = undefined
     if (this.#stopped || this.#running) return
-    let failed = false
-    this.#running = this.collectNow().catch(() => { failed = true }).finally(() => {
+    this.#running = this.collectNow().catch(() => {}).finally(() => {
       this.#running = undefined
       const [next] = this.#expiries()
-      if (next && !this.#stopped) this.#arm(failed ? Math.max(next[1], this.#now() + RETRY_MS) : next[1])
+      if (next && !this.#stopped) this.#arm(next[2])
     })
   }
 
   // Collects every shard with files due now; rejects with the first failure, after trying
-  // the others.
+  // the others. A shard that failed is tried again once its wait passed.
   async collectNow () {
     const now = this.#now()
     let files = 0
     let failure
-    for (const [index, time] of this.#expiries()) {
-      if (time > now || this.#stopped) break
+    for (const [index, time, due] of this.#expiries()) {
+      if (due > now || this.#stopped) break
       try {
         for (let more = true; more && !this.#stopped;) {
           const done = await this.#inShard(index, (shard) => shard.collectExpired(now))
@@ -84,7 +96,9 @@ class Collector {
           more = done.more
         }
         if (this.#noted.get(index) === time) this.#noted.delete(index) // open: its nextExpiry says the rest
+        this.#retries.delete(index)
       } catch (err) {
+        this.#failed(index, now)
         failure = failure || err
       }
     }

@@ -97,6 +97,11 @@ class LocalStore {
     })
     shards.onExpiry = (shard) => collector.note(shard.index, shard.nextExpiry)
     for (const [index, time] of usage.expiries()) collector.note(index, time)
+    // A shard without trusted figures (the last process died with it open, or could not
+    // record them at its close) may hold files due that nothing here knows of: due now, so
+    // that a collection opens it and reads its expiry index, even without openAhead.
+    const now = Date.now()
+    for (const index of shards.indices()) if (!usage.get(index)) collector.note(index, now)
     shards.onWrite = () => this.#reclaimer.noteWrite()
   }
 
