@@ -270,6 +270,10 @@ function content (log, data, snapshot, initial, id, n) {
   return bytes.subarray(0, size)
 }
 
+// What a reader may find of a step's version: its SHA-256, or absent (null) once its
+// expiry passed, as it has for the short ones by the time states are checked.
+const read = (o) => (o.expires !== undefined && o.expires <= Date.now() ? null : o.sha256)
+
 // What may be read for each key after a cut at k: the outcome of the last step on it
 // that resolved synced before the cut (or, with none, its absence), or of any step on
 // it that began after that one and before the cut. null is "absent". Steps on one key
@@ -287,12 +291,12 @@ function expectations (log, outcomes, k, before = []) {
     else if (what === 'ack') acked.add(Number(n))
   })
   const keys = new Map()
-  for (const o of before) keys.set(o.key, { allowed: [o.sha256] })
+  for (const o of before) keys.set(o.key, { allowed: [read(o)] })
   outcomes.forEach((o, n) => {
     if (!keys.has(o.key)) keys.set(o.key, { allowed: [null] })
     if (!began.has(n)) return
-    if (acked.has(n) && o.sync) keys.set(o.key, { allowed: [o.sha256] })
-    else keys.get(o.key).allowed.push(o.sha256)
+    if (acked.has(n) && o.sync) keys.set(o.key, { allowed: [read(o)] })
+    else keys.get(o.key).allowed.push(read(o))
   })
   return { opened, keys }
 }

@@ -25,27 +25,30 @@ function data (n, size) {
   return out
 }
 
-// Runs one step: ['write', key, size], ['put', size] (the key is the content's
-// SHA-256), ['unlink', key], ['compact'], or ['together', ...steps] run at once.
+// Runs one step: ['write', key, size, expiresIn], ['put', size, expiresIn] (the key is
+// the content's SHA-256; expiresIn, optional: ms from now to its expiry), ['unlink', key],
+// ['compact'], ['collect', files] (waits until the store collected `files` expired files
+// itself), or ['together', ...steps] run at once.
 async function step (engine, s, sync) {
   if (s[0] === 'together') return Promise.all(s.slice(1).map((t) => step(engine, t, sync)))
-  if (s[0] === 'compact') {
-    mark('begin compact')
-    await engine.compact()
-    return mark('ack compact')
+  if (s[0] === 'compact' || s[0] === 'collect') {
+    mark(`begin ${s[0]}`)
+    await engine[s[0]](...s.slice(1))
+    return mark(`ack ${s[0]}`)
   }
   const n = outcomes.length
   const [op, ...args] = s
-  const size = op === 'put' ? args[0] : args[1]
+  const [size, expiresIn] = op === 'put' ? args : args.slice(1)
   const bytes = op === 'unlink' ? undefined : data(n, size)
   const sha256 = bytes ? crypto.createHash('sha256').update(bytes).digest('hex') : null
   const key = op === 'put' ? sha256 : args[0]
-  outcomes.push({ key, sha256, sync })
+  const expires = expiresIn === undefined ? undefined : Date.now() + expiresIn
+  outcomes.push({ key, sha256, sync, expires })
   mark(`begin ${n}`)
   if (op === 'put') {
-    if (await engine.put(bytes) !== key) throw new Error(`put() did not resolve to the content's SHA-256 ${key}`)
+    if (await engine.put(bytes, expires) !== key) throw new Error(`put() did not resolve to the content's SHA-256 ${key}`)
   } else {
-    await (op === 'write' ? engine.write(key, bytes) : engine.unlink(key))
+    await (op === 'write' ? engine.write(key, bytes, expires) : engine.unlink(key))
   }
   mark(`ack ${n}`)
 }
@@ -54,10 +57,18 @@ async function kfsEngine () {
   const kfs = require('../..')
   const store = await kfs(spec.dir, spec.options)
   return {
-    write: (key, bytes) => store.writeFile(key, bytes),
-    put: (bytes) => store.put(bytes),
+    write: (key, bytes, expires) => store.writeFile(key, bytes, { expires }),
+    put: (bytes, expires) => store.put(bytes, { expires }),
     unlink: (key) => store.unlink(key),
     compact: () => store.compact(),
+    collect: async (files) => {
+      const end = Date.now() + 120000
+      const collected = async () => (await store.metrics()).expiries.files
+      while (await collected() < files) {
+        if (Date.now() > end) throw new Error(`the store collected ${await collected()} expired files in 120 s, not ${files}`)
+        await new Promise((resolve) => setTimeout(resolve, 50))
+      }
+    },
     close: () => store.close()
   }
 }

@@ -1,8 +1,9 @@
 'use strict'
 
 // The crash-state workloads (harness.js): short runs of what kfs does to a
-// filesystem, each recorded whole. Steps (workload.js): ['write', key, bytes],
-// ['put', bytes], ['unlink', key], ['compact'], ['together', ...steps] (at once). `prepare` runs before recording, on
+// filesystem, each recorded whole. Steps (workload.js): ['write', key, bytes, expiresIn],
+// ['put', bytes, expiresIn], ['unlink', key], ['compact'], ['collect', files],
+// ['together', ...steps] (at once). `prepare` runs before recording, on
 // the real disk, and is durable when recording starts.
 const KiB = 1024
 const MiB = 1024 * KiB
@@ -100,6 +101,22 @@ const workloads = [
       ['write', 'o0', 8 * KiB], ['unlink', 'o2'], ['write', 'o1', 62068], ['write', 'q0', 200 * KiB],
       ['together', ['write', 'q0', 62068], ['unlink', 'q1'], ['put', 62068], ['write', 'q2', 0]]
     ]
+  },
+  {
+    // Expired files removed by the store itself, in batches of up to 1,000 that are never
+    // synced, one shard holding all: a power cut may undo any of them, and must never
+    // make an expired file readable again, nor lose a live one or a synced write made
+    // meanwhile. The pieces expire 8 s after they are written, after the prepared store
+    // closed: the recorded run collects them.
+    name: 'expiry collection',
+    engine: 'kfs',
+    store: 'store',
+    options: { ...synced, shardCount: 1 },
+    prepare: [
+      ['together', ...Array.from({ length: 2100 }, (_, i) => ['write', `e${i}`, 100 + i, 8000])],
+      ['write', 'kept', 5 * KiB, 3600 * 1000], ['write', 'live', 200 * KiB]
+    ],
+    steps: [['together', ['collect', 2100], ['write', 'during', 64 * KiB]], ['write', 'after', 2 * KiB]]
   },
   {
     // One raw LevelDB doing synced puts and deletes: what LevelDB alone promises.

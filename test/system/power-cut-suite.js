@@ -17,7 +17,7 @@ const LIMITS = { prefix: PER_MODEL, journal: PER_MODEL, subset: PER_MODEL }
 // The workloads of each part, by name, about equal in time.
 const PARTS = [
   ['new store', 'synced writes', 'writes at once', 'raw LevelDB'],
-  ['new shards', 'unsynced writes', 'reclaiming', 'pieces, upgraded from format 2']
+  ['new shards', 'unsynced writes', 'reclaiming', 'pieces, upgraded from format 2', 'expiry collection']
 ]
 
 function powerCutSuite (part) {
