@@ -141,7 +141,7 @@ declare namespace kfs {
   type Data = Buffer | Uint8Array | string
 
   interface FileOptions {
-    /** When the file expires: from then on no reader finds it, and its space comes back by itself. A Date or ms since the epoch; a past time expires it at once. */
+    /** When the file expires: from then on no reader finds it, and its space comes back by itself. A Date or ms since the epoch (whole, up to 9999999999999); a past time, before 1970 too, expires it at once. Through a holder of an older kfs, ENOTSUP. */
     expires?: Date | number
   }
 

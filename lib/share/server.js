@@ -5,7 +5,7 @@ const path = require('node:path')
 const crypto = require('node:crypto')
 const http = require('node:http')
 const { pipeline } = require('node:stream/promises')
-const { SOCKET, VERSION, ERROR_TRAILER, CALL_HEADER, ROUTES, CALLS, MAX_SOCKET_PATH, socketPath, pathOf, routeOf } = require('./protocol')
+const { SOCKET, VERSION, NEWER, ERROR_TRAILER, CALL_HEADER, ROUTES, CALLS, MAX_SOCKET_PATH, socketPath, pathOf, routeOf } = require('./protocol')
 const errors = require('../api/errors')
 const { SERVED, COUNTED_AS } = require('../api/args')
 const { metricsText, CONTENT_TYPE } = require('../api/prometheus')
@@ -136,7 +136,7 @@ class Holder {
       // JSON body is read first (it holds nothing meanwhile), and both checked again
       // after it. Writes call the store in this turn, which admits them.
       this.#admit()
-      if (!route && !versioned) throw errors.invalidValue('path', `${pathname} is not a path of this protocol (${VERSION}/... or /metrics)`)
+      if (!route && !versioned) throw errors.invalidValue('path', `${pathname} is not a path of this protocol (${[VERSION, ...Object.keys(NEWER)].join('/..., ')}/... or /metrics)`)
       const json = Boolean(route && ROUTES[route].json)
       if (!json) this.#serve(req, res)
       if (req.headers.expect === '100-continue') res.writeContinue()
