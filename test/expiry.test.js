@@ -466,6 +466,26 @@ describe('expiry', () => {
       await collector.stop()
     })
 
+    it('a shard noted, then found open with no file to expire, is not opened again once it closed', async () => {
+      const open = [{ index: 4, nextExpiry: undefined }]
+      const leased = []
+      const collector = new Collector({
+        openShards: () => open,
+        inShard: async (index) => {
+          leased.push(index)
+          return { files: 0, more: false }
+        },
+        now: () => 1000
+      })
+      collector.note(4, 1000) // as a store notes a shard with figures not trusted
+      await sleep(20)
+      expect(await collector.collectNow()).to.equal(0)
+      open.length = 0 // closed
+      expect(await collector.collectNow()).to.equal(0)
+      expect(leased).to.deep.equal([])
+      await collector.stop()
+    })
+
     it('disabled (read-only), notes set no timer', async () => {
       const shards = fakeShards([1])
       const collector = new Collector({ openShards: () => shards, inShard: async (i, fn) => fn(shards[i]), enabled: false })

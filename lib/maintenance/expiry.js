@@ -57,9 +57,15 @@ class Collector {
   // `due` the time, or later a failed shard's next try.
   #expiries () {
     const times = new Map([...this.#closedExpiries(), ...this.#noted])
+    // An open shard's own figure overrides what was noted, and is kept for after it closes.
     for (const shard of this.#openShards()) {
-      if (shard.nextExpiry === undefined) times.delete(shard.index)
-      else times.set(shard.index, shard.nextExpiry)
+      if (shard.nextExpiry === undefined) {
+        times.delete(shard.index)
+        this.#noted.delete(shard.index)
+      } else {
+        times.set(shard.index, shard.nextExpiry)
+        this.#noted.set(shard.index, shard.nextExpiry)
+      }
     }
     const due = (index, time) => Math.max(time, this.#retries.has(index) ? this.#retries.get(index).at : time)
     return [...times].map(([index, time]) => [index, time, due(index, time)]).sort((a, b) => a[2] - b[2])
