@@ -328,17 +328,59 @@ describe('expiry', () => {
     ]
     for (const [what, change] of untrusted) {
       it(`collects the files due of a shard whose usage record was ${what}, without openAhead`, async () => {
-        const store = t.open()
-        await store.writeFile('f', 'x', { expires: Date.now() + scaled(300) })
-        await store.writeFile('live', 'y')
-        await store.close()
-        await changeUsage(storeDir(), change)
-        const again = t.open({ openAhead: false }, 'store')
-        await again.open()
+        const again = await reopenedPastExpiry(change)
         await until(async () => (await again.metrics()).expiries.files === 1, 5000, 'the collection')
-        expect(await again.exists('live')).to.equal(true)
+        expect((await again.metrics()).shardOpens).to.equal(1) // its own, to collect
+        await again.close()
       })
     }
+
+    // f written to expire in an hour, the usage records changed by `change`, the store
+    // opened again on a clock 2 h ahead without openAhead: resolves to it.
+    async function reopenedPastExpiry (change, between = async () => {}) {
+      const store = t.open()
+      await store.writeFile('f', 'x', { expires: Date.now() + HOUR })
+      await store.writeFile('live', 'y')
+      const { shard } = await store.stat('f')
+      await store.close()
+      await changeUsage(storeDir(), change)
+      await between(shard)
+      const realNow = Date.now
+      Date.now = () => realNow() + 2 * HOUR
+      try {
+        const again = t.open({ openAhead: false }, 'store')
+        await again.open()
+        return again
+      } finally {
+        Date.now = realNow // the store's collector keeps the clock it was made with
+      }
+    }
+
+    it('a shard left open by a crash, with no file due, stays closed: its expiry index is read from its files', async () => {
+      const store = t.open()
+      await store.writeFile('g', 'y')
+      await store.close()
+      await changeUsage(storeDir(), (record) => ({ ...record, open: true }))
+      const again = t.open({ openAhead: false }, 'store')
+      await again.open()
+      await sleep(300)
+      expect((await again.metrics()).shardOpens).to.equal(0)
+    })
+
+    it('a shard left open by a crash whose files cannot be read without LevelDB (a compressed block) is opened to collect its files due', async () => {
+      const leveldown = require('leveldown')
+      const again = await reopenedPastExpiry((record) => ({ ...record, open: true }), async (shard) => {
+        // A record beside the expiry index that snappy compresses, in a table compacted so.
+        const db = leveldown(path.join(storeDir(), shardDirName(shard)))
+        const call = (fn) => new Promise((resolve, reject) => fn((err) => (err ? reject(err) : resolve())))
+        await call((cb) => db.open({ compression: true }, cb))
+        await call((cb) => db.put('!d~', 'v'.repeat(3000), cb))
+        await call((cb) => db.compactRange('!', '\xff', cb))
+        await call((cb) => db.close(cb))
+      })
+      await until(async () => (await again.metrics()).expiries.files === 1, 5000, 'the collection')
+      await again.close()
+    })
 
     it('a shard that has no file due, its record trusted, stays closed', async () => {
       const store = t.open()

@@ -33,4 +33,14 @@ async function filePage (location, index, after, limit, files) {
   }
 }
 
-module.exports = { filePage, FILES }
+// The earliest time in the expiry index of a shard nobody has open, read from its files
+// (leveldb/files.js), or undefined if it has none. Rejects where its files are not for
+// certain what LevelDB would read: the caller then opens the shard.
+async function fileFirstExpiry (location) {
+  const range = records.expiryRange()
+  const files = await DbFiles.open(location, range)
+  const [first] = await files.read(range, 1)
+  return first ? records.parseExpiryKey(first.key).expires : undefined
+}
+
+module.exports = { filePage, fileFirstExpiry, FILES }

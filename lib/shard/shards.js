@@ -5,7 +5,7 @@ const { ShardOpener } = require('./opener')
 const { defaultOpenShards } = require('../dir/descriptors')
 const { Memtables } = require('./memtables')
 const { WRITE_BUFFER } = require('../leveldb/leveldb')
-const { filePage, FILES } = require('./file-pages')
+const { filePage, fileFirstExpiry, FILES } = require('./file-pages')
 const { openAhead } = require('./open-ahead')
 const errors = require('../api/errors')
 
@@ -171,6 +171,18 @@ class Shards {
       }
     }
     return this.inShard(index, (shard) => shard.metaPage(after, META_PAGE), { useReserve: true, admitted })
+  }
+
+  // The earliest expiry of shard `index`, nobody having it open, read from its files
+  // (file-pages.js): a time, or undefined if it has none. Rejects where it cannot be read so.
+  async closedFirstExpiry (index) {
+    if (!this.#closedForGood(index)) throw errors.shardBusy(index, 'is in use, or not as it was left')
+    const leave = this.#operations.enter()
+    try {
+      return await fileFirstExpiry(this.locationOf(index))
+    } finally {
+      leave()
+    }
   }
 
   #closedForGood (index) {

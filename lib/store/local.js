@@ -98,10 +98,13 @@ class LocalStore {
     shards.onExpiry = (shard) => collector.note(shard.index, shard.nextExpiry)
     for (const [index, time] of usage.expiries()) collector.note(index, time)
     // A shard without trusted figures (the last process died with it open, or could not
-    // record them at its close) may hold files due that nothing here knows of: due now, so
-    // that a collection opens it and reads its expiry index, even without openAhead.
-    const now = Date.now()
-    for (const index of shards.indices()) if (!usage.get(index)) collector.note(index, now)
+    // record them at its close) may hold files due that nothing here knows of, even
+    // without openAhead: its earliest expiry is read from its files, left closed, or where
+    // they cannot be read so it is due now, and a collection opens it to read its index.
+    for (const index of shards.indices()) {
+      if (usage.get(index)) continue
+      shards.closedFirstExpiry(index).then((time) => collector.note(index, time), () => collector.note(index, Date.now()))
+    }
     shards.onWrite = () => this.#reclaimer.noteWrite()
   }
 
