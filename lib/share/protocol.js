@@ -57,7 +57,8 @@ function socketPath (dir) {
   return path.join(dir, SOCKET)
 }
 
-// A request's path as sent: whether it is under VERSION, its route's path, and what follows.
+// A request's path as sent: whether it is under VERSION or a NEWER one, its route's path,
+// and what follows.
 function pathOf (pathname) {
   const [, first, ...rest] = pathname.split('/')
   const versioned = `/${first}` === VERSION || Object.hasOwn(NEWER, `/${first}`)
