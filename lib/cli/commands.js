@@ -87,8 +87,7 @@ async function stat (store, io, key, { human, shards }) {
   // disk: the store's files; reserve: the file kept back for a full disk (diskReserve),
   // which holds no data.
   await write(io.stdout, table([['used', size(usage.used)], ['free', freeRoom(usage.free, diskFree, size)], ['capacity', size(usage.capacity)],
-    ...reclaimable(usage, size).map((bytes) => ['reclaimable', bytes]),
-    ...trash(usage, size).map((cell) => ['trash', cell]),
+    ...counted(usage).map(([name, cell]) => [name, cell(usage, size)]),
     ['files', usage.files], ['shards', `${usage.shards.length} of ${store.shardCount} created`], ['disk', size(disk)], ['reserve', size(usage.reserve)],
     ['holder', holder(store)]]))
   return 0
@@ -105,20 +104,24 @@ async function statFile (store, io, key, size) {
 }
 
 async function statShards (io, usage, size) {
-  const extra = (figures) => [...reclaimable(figures, size), ...trash(figures, size)]
-  const heads = [...(reclaimable(usage, size).length ? ['reclaimable'] : []), ...(trash(usage, size).length ? ['trash'] : [])]
-  const rows = [['shard', 'used', 'free', 'files', 'disk', ...heads]]
+  const columns = counted(usage)
+  const extra = (figures) => columns.map(([, cell]) => cell(figures, size))
+  const rows = [['shard', 'used', 'free', 'files', 'disk', ...columns.map(([name]) => name)]]
   for (const s of usage.shards) rows.push([shardName(s.index), size(s.used), size(s.free), s.files, size(s.diskBytes), ...extra(s)])
   rows.push(['total', size(usage.used), size(usage.free), usage.files, `capacity ${size(usage.capacity)}`, ...extra(usage)])
   await write(io.stdout, table(rows))
   return 0
 }
 
-// The bytes of removed versions not yet given back, as a cell, where usage() counts them.
-const reclaimable = (figures, size) => (typeof figures.reclaimable === 'number' ? [size(figures.reclaimable)] : [])
+// The figures stat shows only where usage() counts them, each [name, counts(figures),
+// cell(figures, size)]: the bytes of removed versions not yet given back, and the trash.
+const OPTIONAL_FIGURES = [
+  ['reclaimable', (figures) => typeof figures.reclaimable === 'number', (figures, size) => size(figures.reclaimable)],
+  ['trash', (figures) => figures.trash !== undefined, (figures, size) => `${size(figures.trash.bytes)} (${files(figures.trash.files)})`]
+]
 
-// The files in the trash and their bytes, as a cell, where usage() counts them.
-const trash = (figures, size) => (figures.trash ? [`${size(figures.trash.bytes)} in ${files(figures.trash.files)}`] : [])
+// Those of OPTIONAL_FIGURES that `usage` counts, as [name, cell].
+const counted = (usage) => OPTIONAL_FIGURES.filter(([, counts]) => counts(usage)).map(([name, , cell]) => [name, cell])
 
 // The bytes the filesystem holding `dir` has available to this process (statfs's bavail,
 // which leaves out the blocks kept for root).
