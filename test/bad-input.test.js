@@ -186,7 +186,8 @@ describe('bad input', function () {
       const cases = [
         ['get', ''], ['unlink', ''], ['exists', ''], ['stat', ''], ['put', '--key', ''], ['get', 'k', '--start', '-1'],
         ['get', 'k', '--start', '5', '--end', '4'], ['list', '256'], ['list', 'x'], ['verify', '--shard', '999'],
-        ['repair'], ['repair', 'abc'], ['compact', 'extra'], ['nonsense']
+        ['repair'], ['repair', 'abc'], ['compact', 'extra'], ['nonsense'], ['put', '--expires', 'soon'], ['trash'],
+        ['restore-trash', 'extra'], ['empty-trash', '--before', '2030-02-30'], ['empty-trash', 'extra']
       ]
       for (const args of cases) {
         const r = await cli(args)

@@ -15,6 +15,9 @@ const rowsOf = (stdout) => Object.fromEntries(stdout.toString().trim().split('\n
 // The reclaimable row `kfs stat` prints where usage() counts reclaimable bytes (lib/store/local.js).
 const reclaimableRow = (usage) => (typeof usage.reclaimable === 'number' ? { reclaimable: String(usage.reclaimable) } : {})
 
+// The trash row `kfs stat` prints where usage() counts the trash.
+const trashRow = (usage) => (usage.trash ? { trash: `${usage.trash.bytes} (${usage.trash.files} file${usage.trash.files === 1 ? '' : 's'})` } : {})
+
 // The command line as a process: unlink, exists, stat, list, compact, verify and repair.
 describe('kfs command line', function () {
   this.timeout(scaled(60000))
@@ -65,15 +68,15 @@ describe('kfs command line', function () {
       expect(rows.disk).to.match(/^\d+$/)
       expect(rows.holder).to.match(/^this command \(process \d+\): no other process held it$/)
       expect({ ...rows, free: 'F', disk: 'D', holder: 'H' }).to.deep.equal({
-        used: '7', free: 'F', capacity: String(8 * 1024 ** 4), ...reclaimableRow(json), files: '2', shards: `${json.shards.length} of 256 created`, disk: 'D', reserve: String(json.reserve), holder: 'H'
+        used: '7', free: 'F', capacity: String(8 * 1024 ** 4), ...reclaimableRow(json), ...trashRow(json), files: '2', shards: `${json.shards.length} of 256 created`, disk: 'D', reserve: String(json.reserve), holder: 'H'
       })
       const human = rowsOf((await cli(['stat', '-H'])).stdout)
       expect(human).to.include({ used: '7 B', capacity: '8.0 TiB', files: '2', shards: '256 of 256 created', reserve: '16.0 MiB' })
       expect(human.free).to.match(/^[\d.]+ [KMGT]iB \(available on the filesystem; 8\.0 TiB by the store's capacity\)$/)
       expect(human.disk).to.match(/^[\d.]+ (B|KiB|MiB)$/)
       const shards = (await cli(['stat', '--shards', '--human'])).stdout.toString()
-      expect(shards).to.match(/^shard +used +free +files +disk( +reclaimable)?$/m)
-      expect(shards).to.match(/^total +7 B +8\.0 TiB +2 +capacity 8\.0 TiB( +[\d.]+ [KMG]?i?B)?$/m)
+      expect(shards).to.match(/^shard +used +free +files +disk( +reclaimable)?( +trash)?$/m)
+      expect(shards).to.match(/^total +7 B +8\.0 TiB +2 +capacity 8\.0 TiB( +[\d.]+ [KMG]?i?B)?( +[\d.]+ [KMG]?i?B \(\d+ files?\))?$/m)
       expect(shards).to.contain('32.0 GiB')
       expect(shards.trim().split('\n')).to.have.length(json.shards.length + 2)
       const withShards = JSON.parse((await cli(['stat', '--json', '--shards'])).stdout)

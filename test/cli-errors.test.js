@@ -132,12 +132,12 @@ describe('kfs command line', function () {
     it('--help, -h and `kfs help` document every command, and exit 0', async () => {
       const top = await cli(['--help'])
       expect(top).to.include({ code: 0, stderr: '' })
-      for (const word of ['put|write', 'get|read', 'unlink', 'exists', 'stat', 'list', 'compact', 'verify', 'repair', 'help [command]', '-d, --db <dir>', 'KFS_DB', '--version', '-h, --help']) expect(top.stdout.toString()).to.contain(word)
+      for (const word of ['put|write', 'get|read', 'unlink', 'exists', 'stat', 'trash <key>', 'restore-trash', 'empty-trash', 'list', 'compact', 'verify', 'repair', 'help [command]', '-d, --db <dir>', 'KFS_DB', '--version', '-h, --help']) expect(top.stdout.toString()).to.contain(word)
       for (const args of [['-h'], ['help']]) expect(await cli(args), args.join(' ')).to.deep.include({ code: 0, stdout: top.stdout, stderr: '' })
     })
 
     it('each command documents its options and the global -d, --db, with -h, --help and `kfs help <command>`', async () => {
-      const expected = { put: ['--key', '--size'], get: ['--start', '--end'], stat: ['-H, --human', '--shards', '--json'], list: ['--json'], unlink: [], exists: [], compact: [], verify: ['--shard', '--json'], repair: ['--json'] }
+      const expected = { put: ['--key', '--size', '--expires <when>'], get: ['--start', '--end'], stat: ['-H, --human', '--shards', '--json'], list: ['--json'], unlink: [], exists: [], trash: [], 'restore-trash': ['--json'], 'empty-trash': ['--before <when>', '--json'], compact: [], verify: ['--shard', '--json'], repair: ['--json'] }
       for (const [command, options] of Object.entries(expected)) {
         const r = await cli([command, '-h'])
         expect(r, command).to.include({ code: 0, stderr: '' })

@@ -87,7 +87,7 @@ async function stat (store, io, key, { human, shards }) {
   // disk: the store's files; reserve: the file kept back for a full disk (diskReserve),
   // which holds no data.
   await write(io.stdout, table([['used', size(usage.used)], ['free', freeRoom(usage.free, diskFree, size)], ['capacity', size(usage.capacity)],
-    ...reclaimable(usage, size).map((bytes) => ['reclaimable', bytes]),
+    ...counted(usage).map(([name, cell]) => [name, cell(usage, size)]),
     ['files', usage.files], ['shards', `${usage.shards.length} of ${store.shardCount} created`], ['disk', size(disk)], ['reserve', size(usage.reserve)],
     ['holder', holder(store)]]))
   return 0
@@ -98,20 +98,30 @@ async function statFile (store, io, key, size) {
   if (io.json) return println(io.stdout, JSON.stringify(s)).then(() => 0)
   const rows = [['key', s.key], ['size', size(s.size)], ['chunks', s.chunks], ['shard', shardName(s.shard)], ['mtime', s.mtime.toISOString()], ['sha256', s.sha256]]
   if (s.name !== undefined) rows.push(['name', escapeField(s.name)])
+  rows.push(['expires', s.expires ? s.expires.toISOString() : 'never'])
   await write(io.stdout, table(rows))
   return 0
 }
 
 async function statShards (io, usage, size) {
-  const rows = [['shard', 'used', 'free', 'files', 'disk', ...(reclaimable(usage, size).length ? ['reclaimable'] : [])]]
-  for (const s of usage.shards) rows.push([shardName(s.index), size(s.used), size(s.free), s.files, size(s.diskBytes), ...reclaimable(s, size)])
-  rows.push(['total', size(usage.used), size(usage.free), usage.files, `capacity ${size(usage.capacity)}`, ...reclaimable(usage, size)])
+  const columns = counted(usage)
+  const extra = (figures) => columns.map(([, cell]) => cell(figures, size))
+  const rows = [['shard', 'used', 'free', 'files', 'disk', ...columns.map(([name]) => name)]]
+  for (const s of usage.shards) rows.push([shardName(s.index), size(s.used), size(s.free), s.files, size(s.diskBytes), ...extra(s)])
+  rows.push(['total', size(usage.used), size(usage.free), usage.files, `capacity ${size(usage.capacity)}`, ...extra(usage)])
   await write(io.stdout, table(rows))
   return 0
 }
 
-// The bytes of removed versions not yet given back, as a cell, where usage() counts them.
-const reclaimable = (figures, size) => (typeof figures.reclaimable === 'number' ? [size(figures.reclaimable)] : [])
+// The figures stat shows only where usage() counts them, each [name, counts(figures),
+// cell(figures, size)]: the bytes of removed versions not yet given back, and the trash.
+const OPTIONAL_FIGURES = [
+  ['reclaimable', (figures) => typeof figures.reclaimable === 'number', (figures, size) => size(figures.reclaimable)],
+  ['trash', (figures) => figures.trash !== undefined, (figures, size) => `${size(figures.trash.bytes)} (${files(figures.trash.files)})`]
+]
+
+// Those of OPTIONAL_FIGURES that `usage` counts, as [name, cell].
+const counted = (usage) => OPTIONAL_FIGURES.filter(([, counts]) => counts(usage)).map(([name, , cell]) => [name, cell])
 
 // The bytes the filesystem holding `dir` has available to this process (statfs's bavail,
 // which leaves out the blocks kept for root).
@@ -213,6 +223,26 @@ async function repair (store, io, shard) {
 
 const files = (n) => `${n} file${n === 1 ? '' : 's'}`
 
+// kfs trash KEY: the file goes to the trash; nothing is printed, as for unlink.
+async function trashFile (store, io, key) {
+  await store.trash(key)
+  return 0
+}
+
+async function restoreTrash (store, io) {
+  const restored = await store.restoreTrash()
+  await println(io.stdout, io.json ? JSON.stringify(restored) : `restored ${files(restored.files)} (${humanSize(restored.bytes)}) from the trash`)
+  return 0
+}
+
+// kfs empty-trash [--before DATE]: `before` a Date (program.js), absent for all.
+async function emptyTrash (store, io, { before }) {
+  const removed = await store.emptyTrash(before ? { before } : {})
+  const which = before ? `trashed before ${before.toISOString()}` : 'in the trash'
+  await println(io.stdout, io.json ? JSON.stringify(removed) : `removed ${files(removed.files)} (${humanSize(removed.bytes)}) ${which} for good`)
+  return 0
+}
+
 // Where this process holds the store, a removed or replaced file's space comes back
 // before it exits (the background reclaiming would come too late). The command is done
 // by then: a failure here is a warning, and a later command or kfs compact reclaims it.
@@ -236,7 +266,19 @@ const OWN_MODULE = {
   top: () => require('./top').top
 }
 
-module.exports = { get, unlink: reclaiming(unlink), exists, stat, list, compact, verify, repair }
+module.exports = {
+  get,
+  unlink: reclaiming(unlink),
+  exists,
+  stat,
+  list,
+  compact,
+  verify,
+  repair,
+  trash: trashFile,
+  'restore-trash': restoreTrash,
+  'empty-trash': reclaiming(emptyTrash)
+}
 for (const [name, load] of Object.entries(OWN_MODULE)) {
   let command
   Object.defineProperty(module.exports, name, { enumerable: true, get: () => (command = command || load()) })

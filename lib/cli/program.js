@@ -8,6 +8,7 @@ const kfs = require('../..')
 const commands = require('./commands')
 const { describeError, systemReason } = require('./text')
 const { notUtf8 } = require('./argv')
+const { timeOf } = require('./when')
 const { version } = require('../../package.json')
 
 const defaultDb = (env) => env.KFS_DB || path.join(os.homedir(), '.kfs', 'default')
@@ -32,7 +33,7 @@ async function otherOwner (file) {
   return stat && typeof process.geteuid === 'function' && stat.uid !== process.geteuid() ? stat.uid : undefined
 }
 
-const WRITES = new Set(['put', 'unlink', 'compact', 'repair'])
+const WRITES = new Set(['put', 'unlink', 'compact', 'repair', 'trash', 'restore-trash', 'empty-trash'])
 
 function nonNegativeInteger (value) {
   if (!/^\d+$/.test(value)) throw new InvalidArgumentError('must be a non-negative integer.')
@@ -60,6 +61,28 @@ function seconds (value) {
   return n
 }
 
+// The latest expiry a store takes (doc/api.md, "Expiry"): a later one is a usage error
+// here, before the store is opened or created.
+const LATEST_EXPIRY = 9999999999999
+
+// put --expires: a date, or a duration from now.
+function expiryTime (value) {
+  const time = when(value, 1)
+  if (time.getTime() > LATEST_EXPIRY) throw new InvalidArgumentError(`must be at most ${new Date(LATEST_EXPIRY).toISOString()}, the latest expiry a store takes.`)
+  return time
+}
+
+// empty-trash --before: a date, or a duration before now ("trashed more than 7d ago").
+const trashedBefore = (value) => when(value, -1)
+
+function when (value, sign) {
+  try {
+    return timeOf(value, sign)
+  } catch (err) {
+    throw new InvalidArgumentError(err.message)
+  }
+}
+
 function shardNumber (value) {
   const n = nonNegativeInteger(value)
   if (n > 255) throw new InvalidArgumentError('must be a shard number from 0 to 255.')
@@ -81,6 +104,7 @@ function buildProgram (run, env, { writeOut, writeErr, json = false } = {}) {
     .option('--json', 'print results as JSON, and errors as one JSON line on stderr: {"error":{"code","message",...}}')
     .exitOverride()
   addFileCommands(program, run)
+  addTrashCommands(program, run)
   addStoreCommands(program, run)
   addHelpCommand(program)
   // A command copies the program's output settings when it is created: set on each.
@@ -90,13 +114,14 @@ function buildProgram (run, env, { writeOut, writeErr, json = false } = {}) {
   return program
 }
 
-// The commands on one file: put, get, unlink, exists, stat.
+// The commands on one file: put, get, unlink, exists, stat, trash.
 function addFileCommands (program, run) {
   program.command('put').alias('write')
     .argument('[file]', 'the file to store; standard input when absent or "-"')
     .option('--key <key>', 'store it under this key (40 or 64 hex characters) or name instead of its SHA-256')
     .option('--size <bytes>', 'store exactly the first <bytes> bytes of the input; needed for a character device such as /dev/zero', nonNegativeInteger)
     .option('--allow-empty', 'store an empty standard input (refused otherwise: an empty input is more often a mistake)')
+    .option('--expires <when>', 'the file is gone from then on: after a duration (30s, 15m, 1h, 7d) or at a date (2026-12-01, midnight UTC; 2026-12-01T10:00:00Z)', expiryTime)
     .description('store a file and print its key (the SHA-256 of its content, unless --key is given)')
     .action((file, options) => run('put', [file, options]))
 
@@ -123,8 +148,25 @@ function addFileCommands (program, run) {
     .argument('[key]', 'the key (or name) of a file; without it, the store\'s usage')
     .option('-H, --human', 'sizes in KiB, MiB, GiB...')
     .option('--shards', 'without a key: a row per shard instead of the summary')
-    .description('show a file\'s size, chunks, shard, time and name, or the store\'s usage: used, free (the store\'s room or the filesystem\'s, the smaller), capacity, reclaimable, files, shards, disk, reserve, and the process holding the store')
+    .description('show a file\'s size, chunks, shard, time, name and expiry, or the store\'s usage: used, free (the store\'s room or the filesystem\'s, the smaller), capacity, reclaimable, trash, files, shards, disk, reserve, and the process holding the store')
     .action((key, options) => run('stat', [key, options]))
+
+  program.command('trash')
+    .argument('<key>', 'the key (or name) of the file')
+    .description('move a file to the trash: it is gone to readers until kfs restore-trash, and removed for good by kfs empty-trash or after the store\'s trashDays (7 by default)')
+    .action((key) => run('trash', [key]))
+}
+
+// The commands on the trash: restore-trash, empty-trash.
+function addTrashCommands (program, run) {
+  program.command('restore-trash')
+    .description('bring back every file in the trash; prints the files and bytes restored')
+    .action(() => run('restore-trash', []))
+
+  program.command('empty-trash')
+    .option('--before <when>', 'only the files trashed before a date (2026-12-01, midnight UTC; 2026-12-01T10:00:00Z) or more than a duration ago (30s, 15m, 1h, 7d)', trashedBefore)
+    .description('remove for good the files in the trash (all of them without --before); prints the files and bytes removed')
+    .action((options) => run('empty-trash', [options]))
 }
 
 // The commands on the whole store or a shard: list, verify, repair, metrics, top, compact.

@@ -7,8 +7,8 @@ const { pipeline } = require('node:stream/promises')
 const { Progress, metered, finished } = require('./progress')
 const { println, write } = require('./output')
 
-// kfs put [file] [--key k] [--size n] [--allow-empty]: see doc/cli.md.
-async function put (store, io, file, { key, size: wanted, allowEmpty }) {
+// kfs put [file] [--key k] [--size n] [--allow-empty] [--expires when]: see doc/cli.md.
+async function put (store, io, file, { key, size: wanted, allowEmpty, expires }) {
   const fromStdin = !file || file === '-'
   const name = fromStdin ? 'standard input' : file
   if (fromStdin) refuseDirectory(io.stdin, name)
@@ -17,6 +17,7 @@ async function put (store, io, file, { key, size: wanted, allowEmpty }) {
   // An empty standard input is more often a failed producer than an empty file.
   const refuseEmpty = fromStdin && !allowEmpty && wanted === undefined
   const printKey = (k) => println(io.stdout, io.json ? JSON.stringify({ key: k }) : k)
+  if (expires && expires.getTime() <= Date.now()) await write(io.stderr, `kfs: warning: --expires ${expires.toISOString()} is not in the future: the file is stored expired, and no reader finds it\n`)
   const stats = fromStdin ? undefined : await fs.promises.stat(file)
   if (stats && stats.isDirectory()) throw isDirectory(file)
   // /dev/zero or /dev/urandom never ends: it would be spooled up to the shard's cap
@@ -40,7 +41,7 @@ async function put (store, io, file, { key, size: wanted, allowEmpty }) {
   // socket can be read only once, as it comes (put() spools it while hashing it).
   if (key !== undefined || !regular) {
     const progress = Progress.create({ stream: io.stderr, total: size, label: 'put' })
-    const written = key === undefined ? store.put(metered(read(), progress)) : writeTo(store, key, read(), progress, size)
+    const written = key === undefined ? store.put(metered(read(), progress), { expires }) : writeTo(store, key, read(), progress, { size, expires })
     return printKey(await unchanged(file, finished(written, progress))).then(() => 0)
   }
   // A file can be read twice: hashed first, it is neither spooled nor written again.
@@ -48,16 +49,17 @@ async function put (store, io, file, { key, size: wanted, allowEmpty }) {
   const hash = crypto.createHash('sha256')
   await finished(pipeline(metered(read(), hashing), hash), hashing)
   const sha256 = hash.digest('hex')
-  // Stored already only if the same content is: other bytes may have been stored under
-  // this key with --key, and are then replaced.
+  // Stored already only if the same content is, with the same expiry: other bytes may
+  // have been stored under this key with --key, and are then replaced, and the expiry
+  // asked for replaces the stored one, as the library's put() does.
   const stored = await store.stat(sha256).catch((err) => {
     if (err.code !== 'ENOENT') throw err
   })
-  if (!stored || stored.sha256 !== sha256 || stored.size !== size) {
+  if (!stored || stored.sha256 !== sha256 || stored.size !== size || stored.expires?.getTime() !== expires?.getTime()) {
     const progress = Progress.create({ stream: io.stderr, total: size, label: 'put' })
     // The second read is checked against the first before anything is committed; the
     // size is claimed first, so a file too large for its shard is refused at once.
-    const ws = store.createWriteStream(sha256, { sha256, size })
+    const ws = store.createWriteStream(sha256, { sha256, size, expires })
     await unchanged(file, finished(pipeline(metered(read(), progress), ws), progress))
   }
   await printKey(sha256)
@@ -110,8 +112,8 @@ function isDirectory (name) {
   return Object.assign(new Error(`${name} is a directory, not a file`), { code: 'EISDIR' })
 }
 
-async function writeTo (store, key, source, progress, size) {
-  const ws = store.createWriteStream(key, { size })
+async function writeTo (store, key, source, progress, options) {
+  const ws = store.createWriteStream(key, options)
   await pipeline(metered(source, progress), ws)
   return ws.key
 }
