@@ -18,10 +18,15 @@
 // - download: every piece, in a random order, the same number of workers, every byte
 //   compared with what was written (the comparison is outside the piece's latency);
 // - collect: every piece unlinked, one at a time, in upload order, as Storj's
-//   collector deletes the expired pieces it finds.
+//   collector deletes the expired pieces it finds; kfs-expire unlinks none: its pieces
+//   were put with an expiry, and the store collects them itself once they are due.
 // Disk use is the blocks allocated to the engine's directory (as `du` counts them):
-// when the engine is open and empty, after each phase, then 5 s later with the engine
-// still open and idle, then once it is closed. Memory (RSS, and private: RssAnon) is
+// when the engine is open and empty, after each phase, then --idle later with the engine
+// still open and idle, then once it is closed. From collect's start, the disk is also
+// looked at every 50 ms until it is back to at most 10% of the pieces' bytes over the
+// empty engine's (the issue's target for collecting expired pieces): the wall time to
+// that, waited for up to --settle after the removals (one raw LevelDB and raw-kfs give
+// no space back and are not waited for). Memory (RSS, and private: RssAnon) is
 // sampled every 20 ms during each phase, open descriptors every 500 ms (listing kfs's
 // thousand or so takes 0.5 ms of the main thread), both at its start and end too; a
 // phase's figure is its peak. Garbage collection: the full collections (mark-compacts)
@@ -33,7 +38,11 @@
 //   the same with { sync: true }; kfs-operator the same as kfs, while an operator runs
 //   `kfs stat` of a piece and `kfs list` (all of it, to /dev/null) once a second beside
 //   it, through the node's process (lib/share/): from the store's socket appearing to
-//   the node's exit;
+//   the node's exit; kfs-expire the same as kfs, each piece put with an expiry an hour
+//   after its upload (Storj's benchmark's TTL), and collected by the store: its collect
+//   phase moves the process's clock (Date.now) an hour ahead, wakes the store's timer
+//   with one more file put with an expiry in the past, and lasts until the store has
+//   collected every piece (perf/harness/piece-engines.js);
 // - files: one file per piece, Storj's old piece store: written to a temporary file,
 //   then renamed to DIR/ab/cdef... (256 directories, made before the clock); files-fsync
 //   the same with the file fsynced before its rename, as Storj's filestore does when it
@@ -61,13 +70,14 @@ const { median, percentile } = require('./harness/stats')
 const { barChart } = require('./harness/svg')
 const { diskBytes } = require('./harness/usage')
 const { machine, runRounds } = require('./harness/rounds')
-const { pieceSet, openEngine, sampler, gcCounter, shuffled } = require('./harness/piece-engines')
+const { KEEPS_SPACE, pieceSet, openEngine, sampler, gcCounter, shuffled } = require('./harness/piece-engines')
 const { MEMORY } = require('../lib/api/memory')
 
 const SELF = __filename
-const ENGINES = ['kfs', 'kfs-operator', 'kfs-sync', 'files', 'files-fsync', 'leveldb', 'raw-kfs']
+const ENGINES = ['kfs', 'kfs-expire', 'kfs-operator', 'kfs-sync', 'files', 'files-fsync', 'leveldb', 'raw-kfs']
 const NAMES = {
   kfs: 'kfs',
+  'kfs-expire': 'kfs, pieces expiring',
   'kfs-operator': 'kfs, an operator beside it',
   'kfs-sync': 'kfs, sync: true',
   files: 'files (temp file, rename)',
@@ -76,7 +86,7 @@ const NAMES = {
   'raw-kfs': "raw LevelDBs doing kfs's work (floor)"
 }
 const PHASES = ['upload', 'download', 'collect']
-const HEADER = 'round,engine,phase,pieces,piece_bytes,workers,seconds,pieces_per_s,mib_per_s,p50_ms,p99_ms,peak_rss_bytes,peak_anon_bytes,peak_fds,disk_empty_bytes,disk_end_bytes,disk_idle_bytes,disk_closed_bytes,gc_full,gc_ms'
+const HEADER = 'round,engine,phase,pieces,piece_bytes,workers,seconds,pieces_per_s,mib_per_s,p50_ms,p99_ms,peak_rss_bytes,peak_anon_bytes,peak_fds,disk_empty_bytes,disk_end_bytes,disk_idle_bytes,disk_closed_bytes,gc_full,gc_ms,disk_back_s'
 
 const COMMAND = cli(__filename, {
   run: 'npm run benchmark:pieces --',
@@ -86,11 +96,12 @@ const COMMAND = cli(__filename, {
     { name: '--workers', type: 'count', default: 5, help: 'uploads, and downloads, in flight' },
     { name: '--rounds', type: 'count', default: 3, help: 'rounds' },
     { name: '--idle', key: 'idleMs', type: 'count', arg: 'MS', default: 5000, help: 'how long the engine stays open, idle, after collect' },
+    { name: '--settle', key: 'settleMs', type: 'count', arg: 'MS', default: 30000, help: 'how long after collect an engine that gives space back stays open at most, for its disk to be back to 10% of the pieces\' bytes over the empty engine\'s' },
     { name: '--fresh', type: 'flag', help: 'kfs starts from a new store: its shards are made by the first pieces, on the clock' },
     { name: '--memory', type: 'size', arg: 'BYTES', shown: '128M, kfs\'s default', help: 'kfs\'s memory budget (the `memory` option): 64M, 1G' },
     { name: '--engines', type: 'list', values: ENGINES, shown: 'all but kfs-operator', help: `the engines to run, comma-separated: ${ENGINES.join(', ')}` },
     { name: '--dir', type: 'string', arg: 'DIR', default: process.env.KFS_PERF_DIR || os.tmpdir(), shown: '$KFS_PERF_DIR, else the temp dir', help: 'where the stores go: a new directory made in it and removed at the end' },
-    { name: '--quick', type: 'flag', sets: { size: 4096, pieces: 60, rounds: 1, idleMs: 200, quick: true }, help: 'tiny sizes, for the tests: proves the script runs, measures nothing' },
+    { name: '--quick', type: 'flag', sets: { size: 4096, pieces: 60, rounds: 1, idleMs: 200, settleMs: 2000, quick: true }, help: 'tiny sizes, for the tests: proves the script runs, measures nothing' },
     { name: '--from-csv', type: 'string', arg: 'FILE', help: 'run nothing: draw the chart again from a pieces.csv, into --out' },
     MACHINE_OPTION
   ],
@@ -100,9 +111,40 @@ const COMMAND = cli(__filename, {
   }
 })
 
+// The disk is back once it holds no more than the empty engine's and this share of the
+// live pieces' bytes (the issue's target for collecting them).
+const BACK_SHARE = 0.1
+const BACK_POLL_MS = 50
+
+// Polls disk() every BACK_POLL_MS from now until it is at most `bytes`: reached resolves
+// then; stop() ends the polling and gives the seconds from now to that poll, or
+// undefined if it never came.
+function diskBack (disk, bytes) {
+  const start = now()
+  let seconds
+  let timer
+  const reached = new Promise((resolve) => {
+    const poll = () => {
+      if (disk() > bytes) return
+      seconds = msSince(start) / 1000
+      clearInterval(timer)
+      resolve()
+    }
+    timer = setInterval(poll, BACK_POLL_MS)
+  })
+  return { reached, stop: () => { clearInterval(timer); return seconds } }
+}
+
+// Resolves when `promise` does, or after `ms`, whichever comes first.
+async function within (promise, ms) {
+  let timer
+  await Promise.race([promise, new Promise((resolve) => { timer = setTimeout(resolve, Math.max(0, ms)) })])
+  clearTimeout(timer)
+}
+
 const CASES = {
   // One engine's round: a row per phase, without round and engine.
-  async pieces ({ engine, dir, size, pieces, workers, idleMs, fresh, memory }) {
+  async pieces ({ engine, dir, size, pieces, workers, idleMs, settleMs, fresh, memory }) {
     const { key, content } = pieceSet(size)
     const keys = Array.from({ length: pieces }, (_, i) => key(i))
     const disk = () => diskBytes(dir, { allocated: true })
@@ -111,17 +153,24 @@ const CASES = {
     const peaks = sampler()
     const gcs = gcCounter()
     const rows = []
-    // Runs op(i) for every i of `order`, `n` at a time; op returns what it timed.
-    const phase = async (name, order, n, op) => {
-      const latencies = []
+    // Runs a phase: run() resolves to the latencies it timed, piece by piece (none for the
+    // store's own collection).
+    const phase = async (name, n, run) => {
       peaks.start()
       gcs.start()
       const start = now()
-      await inFlight(n, order, async (i) => latencies.push(await op(i)))
+      const latencies = await run()
       const seconds = msSince(start) / 1000
       const gc = gcs.stop()
       const peak = peaks.stop()
-      rows.push({ phase: name, pieces, size, workers: n, seconds, p50: percentile(latencies, 50), p99: percentile(latencies, 99), peak, gc, diskEmpty: empty, diskEnd: disk() })
+      const [p50, p99] = latencies.length ? [percentile(latencies, 50), percentile(latencies, 99)] : []
+      rows.push({ phase: name, pieces, size, workers: n, seconds, p50, p99, peak, gc, diskEmpty: empty, diskEnd: disk() })
+    }
+    // op(i) for every i of `order`, `n` at a time; op resolves to what it timed.
+    const each = (order, n, op) => async () => {
+      const latencies = []
+      await inFlight(n, order, async (i) => latencies.push(await op(i)))
+      return latencies
     }
     const timed = async (fn) => {
       const start = now()
@@ -129,26 +178,31 @@ const CASES = {
       return { ms: msSince(start), result }
     }
     const upload = Array.from({ length: pieces }, (_, i) => i)
-    await phase('upload', upload, workers, async (i) => (await timed(() => store.put(keys[i], content(i)))).ms)
-    await phase('download', shuffled(pieces), workers, async (i) => {
+    await phase('upload', workers, each(upload, workers, async (i) => (await timed(() => store.put(keys[i], content(i)))).ms))
+    await phase('download', workers, each(shuffled(pieces), workers, async (i) => {
       const { ms, result } = await timed(() => store.get(keys[i]))
       if (!content(i).equals(result)) throw new Error(`${engine} returned other bytes for piece ${i}`)
       return ms
-    })
-    await phase('collect', upload, 1, async (i) => (await timed(() => store.del(keys[i]))).ms)
+    }))
+    const back = diskBack(disk, empty + pieces * size * BACK_SHARE)
+    if (store.expireAll) await phase('collect', 0, async () => { await store.expireAll(); return [] })
+    else await phase('collect', 1, each(upload, 1, async (i) => (await timed(() => store.del(keys[i]))).ms))
+    const removed = now()
     await new Promise((resolve) => setTimeout(resolve, idleMs))
     rows.at(-1).diskIdle = disk()
+    if (!KEEPS_SPACE.includes(engine)) await within(back.reached, settleMs - msSince(removed))
+    rows.at(-1).backSeconds = back.stop()
     await store.close()
     rows.at(-1).diskClosed = disk()
     return rows
   }
 }
 
-const cell = (x, digits) => (x === undefined ? '' : digits === undefined ? String(x) : x.toFixed(digits))
+const cell = (x, digits) => (x == null || Number.isNaN(x) ? '' : digits === undefined ? String(x) : x.toFixed(digits))
 
 function toCsv (rows) {
   return [HEADER, ...rows.map((r) => [r.round, r.engine, r.phase, r.pieces, r.size, r.workers, cell(r.seconds, 3), cell(r.pieces / r.seconds, 1), cell(r.pieces * r.size / MiB / r.seconds, 2), cell(r.p50, 3), cell(r.p99, 3),
-    r.peak.rss, r.peak.anon, r.peak.fds, r.diskEmpty, r.diskEnd, cell(r.diskIdle), cell(r.diskClosed), r.gc.full, cell(r.gc.ms, 1)].join(','))].join('\n') + '\n'
+    r.peak.rss, r.peak.anon, r.peak.fds, r.diskEmpty, r.diskEnd, cell(r.diskIdle), cell(r.diskClosed), r.gc.full, cell(r.gc.ms, 1), cell(r.backSeconds, 3)].join(','))].join('\n') + '\n'
 }
 
 // A row as the report and chart read it, from a record of pieces.csv.
@@ -162,14 +216,15 @@ function fromCsv (r) {
     size: Number(r.piece_bytes),
     workers: Number(r.workers),
     seconds: Number(r.seconds),
-    p50: Number(r.p50_ms),
-    p99: Number(r.p99_ms),
+    p50: number(r.p50_ms), // none for the store's own collection
+    p99: number(r.p99_ms),
     peak: { rss: Number(r.peak_rss_bytes), anon: Number(r.peak_anon_bytes), fds: Number(r.peak_fds) },
     diskEmpty: Number(r.disk_empty_bytes),
     diskEnd: Number(r.disk_end_bytes),
     diskIdle: number(r.disk_idle_bytes),
     diskClosed: number(r.disk_closed_bytes),
-    gc: { full: number(r.gc_full), ms: number(r.gc_ms) } // absent from CSVs made before
+    gc: { full: number(r.gc_full), ms: number(r.gc_ms) }, // absent from CSVs made before
+    backSeconds: number(r.disk_back_s ?? '')
   }
 }
 
@@ -243,6 +298,10 @@ function report (args, rows, { loadStart, loadEnd, filesystem, commit }) {
       add(`| ${NAMES[e]} | ${against.map((o) => fmt(ratio(e, o, phase), 2)).join(' | ')} | ${fmt(mid(e, phase, (r) => r.peak.rss / MiB))} | ${fmt(mid(e, phase, (r) => r.peak.anon / MiB))} | ${fmt(mid(e, phase, (r) => r.peak.fds))} |`)
     }
     add()
+    if (phase === 'collect' && engines.includes('kfs-expire')) {
+      add(`"${NAMES['kfs-expire']}": no call per piece; the phase lasts from the moment every piece has expired until the store has collected them all (its pieces/s), so it has no latency per piece.`)
+      add()
+    }
     if (phase === 'download') {
       add(`The floor ("${NAMES['raw-kfs']}") is the least kfs can do through LevelDB (leveldown ${require('leveldown/package.json').version}): the raw binding doing kfs's work, on 256 LevelDBs laid out, configured and routed as kfs's shards. A download is a get of the head record, its CRC32 checked on the main thread as kfs checks it (one get: the head holds a piece of one chunk); upload and collect write kfs's batches (perf/pieces.js). "/ floor" is what kfs's own code costs over that; the floor's "/ one raw LevelDB", what kfs's records and shards cost.`)
       add()
@@ -272,10 +331,40 @@ function report (args, rows, { loadStart, loadEnd, filesystem, commit }) {
   }
   add(`Shares of the live bytes. "empty, open": the engine's directory once it is open and before the first piece (kfs: ${args.fresh ? 'no shard made yet' : 'every shard made, each holding one tiny file'}; files: the 256 directories); "less empty": what collect left beyond that.`)
   add()
+  reportBack(args, rows, add)
   add('![pieces/s per engine and phase](pieces.svg)')
   add('![kfs against the other engines](pieces-ratio.svg)')
   add()
   return lines.join('\n')
+}
+
+// Collect's wall time until the disk is back (diskBack), per engine that gives space
+// back, and kfs unlinking over kfs collecting by expiry, the issue's target.
+function reportBack (args, rows, add) {
+  const { rounds, at, mid } = summarize(rows)
+  const engines = ENGINES.filter((e) => !KEEPS_SPACE.includes(e) && at(e, 'collect').length)
+  if (!engines.length) return
+  const s = (x) => fmt(x, 2)
+  add(`## Collect: wall time until the disk is back to ${100 * BACK_SHARE}% of the live bytes`)
+  add()
+  add(`Seconds from collect's start (${NAMES['kfs-expire']}: the moment every piece has expired) to the first look, every ${BACK_POLL_MS} ms, that found the engine's disk at most ${100 * BACK_SHARE}% of the live pieces' bytes over the empty engine's; medians of the rounds, then each round's ("–": not within ${fmt(args.settleMs / 1000)} s of the removals, --settle). One raw LevelDB and the floor give no space back and are not waited for.`)
+  add()
+  add('| engine | removals, s | disk back, s | each round |')
+  add('|---|---|---|---|')
+  for (const e of engines) {
+    const backs = at(e, 'collect').map((r) => r.backSeconds)
+    add(`| ${NAMES[e]} | ${s(mid(e, 'collect', (r) => r.seconds))} | ${backs.includes(undefined) ? '–' : s(median(backs))} | ${backs.map(s).join(', ')} |`)
+  }
+  add()
+  const ratios = rounds.map((round) => {
+    const [unlinked, expired] = ['kfs', 'kfs-expire'].map((e) => rows.find((r) => r.round === round && r.engine === e && r.phase === 'collect'))
+    return unlinked && expired ? unlinked.backSeconds / expired.backSeconds : NaN
+  })
+  if (engines.includes('kfs') && engines.includes('kfs-expire')) {
+    const figure = ratios.every(Number.isFinite) ? fmt(median(ratios), 2) : '–'
+    add(`kfs unlinking the pieces one by one over kfs collecting them by expiry, wall time to the disk back: ${figure} (rounds: ${ratios.map((x) => fmt(x, 2)).join(', ')}); the target is at least 10.`)
+    add()
+  }
 }
 
 // Median pieces/s per phase and engine, whiskers from the slowest round to the fastest,
@@ -375,7 +464,7 @@ async function main (args) {
     dir: args.dir,
     need: args.pieces * args.size * 2 + 256 * MiB,
     beside: (engine, dir) => (engine === 'kfs-operator' ? operator(dir) : undefined),
-    job: (engine, dir) => ({ name: 'pieces', engine, dir, size: args.size, pieces: args.pieces, workers: args.workers, idleMs: args.idleMs, fresh: args.fresh, memory: args.memory })
+    job: (engine, dir) => ({ name: 'pieces', engine, dir, size: args.size, pieces: args.pieces, workers: args.workers, idleMs: args.idleMs, settleMs: args.settleMs, fresh: args.fresh, memory: args.memory })
   })
   const csv = toCsv(rows)
   const markdown = report(args, rows, context)

@@ -16,6 +16,9 @@ const { Lifecycle } = require('../api/lifecycle')
 
 // Expiry records a collection removes in one batch (collectExpired).
 const COLLECT_BATCH = 1000
+// Metadata gets a collection keeps in flight: the shard's commits wait behind a batch's
+// reads, which overlap on LevelDB's threads rather than follow one another.
+const COLLECT_READS = 16
 
 // One S-bucket: a LevelDB holding chunks, metadata and its own accounting (`used`, `files`),
 // which changes only inside the atomic batch that commits or removes a file: exact after a crash.
@@ -137,6 +140,8 @@ class Shard {
       if (meta.expires !== undefined && !(this.nextExpiry <= meta.expires)) {
         this.nextExpiry = meta.expires
         this.onExpiry(this)
+      } else if (old) {
+        await this.#expiryGone(old)
       }
       reservation.release()
       // Here: discardAbandoned() never sees the version pending and no longer being written.
@@ -162,6 +167,7 @@ class Shard {
       const notDurable = await this.#apply(ops, { used: this.used - old.size, files: this.files - 1 }, sync)
       this.#deadSpace.died(old.size)
       this.#prints.removed(key, this.files)
+      await this.#expiryGone(old)
       if (notDurable) throw notDurable
     })
   }
@@ -175,13 +181,14 @@ class Shard {
       await this.room()
       const due = []
       for await (const entry of this.db.scan({ ...records.dueRange(now), limit, valueAsBuffer: false })) due.push(entry)
+      const metas = await mapLimited(due, COLLECT_READS, ({ key: id }) => this.getMeta(records.parseExpiryKey(id).key))
       const ops = []
       const gone = []
-      for (const { key: id, value: version } of due) {
-        const { key } = records.parseExpiryKey(id)
+      for (const [i, { key: id, value: version }] of due.entries()) {
+        const meta = metas[i]
         ops.push({ type: 'del', key: id })
-        const meta = await this.getMeta(key)
         if (!meta || meta.version !== version || !records.expired(meta, now)) continue
+        const { key } = meta
         ops.push({ type: 'del', key: records.metaKey(key) })
         if (meta.format !== undefined) ops.push({ type: 'del', key })
         removeVersion(ops, this.chunkKeys, key, meta)
@@ -198,6 +205,15 @@ class Shard {
       if (notDurable) throw notDurable
       return { files: gone.length, more: due.length === limit }
     })
+  }
+
+  // After `old` was removed or replaced, in the exclusive section: if it held the shard's
+  // earliest expiry, the next one is read again from the index, so that the collector does
+  // not lease the shard (open it, if closed: the usage cache keeps nextExpiry) to find
+  // nothing due. A failed read keeps the earlier time, which costs that lease only.
+  async #expiryGone (old) {
+    if (old.expires === undefined || old.expires !== this.nextExpiry) return
+    this.nextExpiry = await scans.firstExpiry(this.db).catch(() => this.nextExpiry)
   }
 
   // Writes `ops` with the new accounting, then adopts it. Resolves to the error of a batch made
@@ -321,6 +337,20 @@ class Shard {
     await this.db.close()
     return figures
   }
+}
+
+// fn(item) for every item, at most `limit` at a time; resolves to the results in order.
+async function mapLimited (items, limit, fn) {
+  const results = new Array(items.length)
+  let next = 0
+  const worker = async () => {
+    while (next < items.length) {
+      const i = next++
+      results[i] = await fn(items[i])
+    }
+  }
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker))
+  return results
 }
 
 module.exports = { Shard }

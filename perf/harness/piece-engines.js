@@ -11,7 +11,15 @@
 //
 // Engines: put(key, data), get(key) -> Buffer, del(key), list() -> how many pieces it
 // holds (each engine's own way of listing them all), close(). Each may be opened again
-// on its directory after close().
+// on its directory after close(). One raw LevelDB and the raw binding doing kfs's work
+// do not give the space of removed pieces back to the disk by themselves (KEEPS_SPACE).
+//
+// kfs-expire is kfs whose pieces are put with an expiry TTL_MS after their upload, as
+// Storj's benchmark gives them, and are collected by the store itself: expireAll() moves
+// the process's clock (Date.now, which the store reads) past every piece's expiry, as
+// Storj's benchmark collects at a time ahead; the store's timer, set for the real hour,
+// is woken by one more file put with an expiry in the past, and expireAll() resolves
+// once the store has collected them all (metrics().expiries.files).
 
 const fs = require('node:fs')
 const path = require('node:path')
@@ -28,6 +36,11 @@ const { DEFAULTS: STORE } = require('../../lib/api/options')
 
 // A piece is a slice of a random pool at an offset up to this.
 const POOL_SLACK = 4 * MiB
+const KEEPS_SPACE = ['leveldb', 'raw-kfs']
+// kfs-expire: a piece's expiry after its upload, Storj's benchmark's default TTL.
+const TTL_MS = 60 * 60 * 1000
+// kfs-expire: how often expireAll() asks the store how many files it collected.
+const COLLECTED_POLL_MS = 10
 const SAMPLE_MS = 20
 const FDS_EVERY = 25 // memory samples per descriptor count
 
@@ -48,10 +61,9 @@ function pieceSet (size) {
 // An engine (above) at `dir`. fresh: a kfs store opened with no shard made yet.
 // budget: kfs's memory budget, if not its default.
 async function openEngine (engine, dir, fresh, budget) {
+  if (engine === 'kfs-expire') return openExpiring(dir, fresh, budget)
   if (engine === 'kfs' || engine === 'kfs-operator' || engine === 'kfs-sync') {
-    const options = { sync: engine === 'kfs-sync', memory: budget }
-    const store = fresh ? require('../..')(dir, options) : await openStore(dir, undefined, undefined, options)
-    await store.open()
+    const store = await openKfs(dir, fresh, { sync: engine === 'kfs-sync', memory: budget })
     return {
       put: (k, data) => store.writeFile(k, data),
       get: (k) => store.readFile(k),
@@ -76,6 +88,32 @@ async function openEngine (engine, dir, fresh, budget) {
     }
   }
   return openFiles(dir, engine === 'files-fsync')
+}
+
+async function openKfs (dir, fresh, options) {
+  const store = fresh ? require('../..')(dir, options) : await openStore(dir, undefined, undefined, options)
+  await store.open()
+  return store
+}
+
+// kfs-expire (above). The clock is moved before the store is made: its collector reads
+// the clock it was given then.
+async function openExpiring (dir, fresh, memory) {
+  const realNow = Date.now
+  let ahead = 0
+  Date.now = () => realNow() + ahead
+  const store = await openKfs(dir, fresh, { memory })
+  let puts = 0
+  return {
+    put: (k, data) => store.writeFile(k, data, { expires: Date.now() + TTL_MS }).then(() => { puts++ }),
+    get: (k) => store.readFile(k),
+    async expireAll () {
+      ahead += TTL_MS + 1
+      await store.writeFile('expiry-wake', 'wake', { expires: 1 })
+      while ((await store.metrics()).expiries.files < puts + 1) await new Promise((resolve) => setTimeout(resolve, COLLECTED_POLL_MS))
+    },
+    close: () => store.close()
+  }
 }
 
 // One file per piece, Storj's old piece store: written to a temporary file, then renamed
@@ -217,4 +255,4 @@ function shuffled (n) {
   return order
 }
 
-module.exports = { pieceSet, openEngine, sampler, gcCounter, shuffled }
+module.exports = { KEEPS_SPACE, pieceSet, openEngine, sampler, gcCounter, shuffled }
