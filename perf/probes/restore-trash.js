@@ -10,7 +10,7 @@ const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
 const crypto = require('node:crypto')
-const { cli, runScript, fmt, quickMark, inFlight, KiB } = require('../harness/script')
+const { cli, runScript, fmt, quickMark, inFlight } = require('../harness/script')
 const { median } = require('../harness/stats')
 
 const ROOT = path.join(__dirname, '..', '..')
