@@ -115,6 +115,15 @@ describe('trash', () => {
       expect(String(await store.readFile('f0'))).to.equal('new')
     })
 
+    it('put of content in the trash writes it again, out of the trash', async () => {
+      const store = t.open({ chunkSize: C })
+      const key = await store.put('piece')
+      await store.trash(key)
+      expect(await store.put('piece')).to.equal(key)
+      expect(String(await store.readFile(key))).to.equal('piece')
+      expect((await store.usage()).trash).to.deep.equal({ files: 0, bytes: 0 })
+    })
+
     it('an expired file cannot be trashed (ENOENT)', async () => {
       const store = t.open({ chunkSize: C })
       await store.writeFile('e', 'x', { expires: Date.now() - 1 })

@@ -4,7 +4,8 @@
 // pieces of --size bytes are put, all trashed, then restoreTrash() is timed, --rounds
 // times (each round trashes them all again; the store is the same). A restore sums the
 // shards' trash figures and writes one synced record (lib/maintenance/trash.js): no file
-// is written. Every piece is then checked to exist again.
+// is written. Every piece is then checked to exist again, and unlinked, timed: trash()
+// writes a piece's data again (it is in its head), which an unlink does not.
 
 const fs = require('node:fs')
 const os = require('node:os')
@@ -47,11 +48,15 @@ async function main (args) {
       if (restored.files !== keys.length) throw new Error(`restoreTrash() counted ${restored.files} files, ${keys.length} trashed`)
     }
     await inFlight(8, keys, async (key) => { if (!(await store.exists(key))) throw new Error(`${key} was not restored`) })
+    const unlinkStart = performance.now()
+    await inFlight(8, keys, (key) => store.unlink(key))
+    const unlinkMs = performance.now() - unlinkStart
     await store.close()
     const ms = median(times)
     lines.push(
       `${fmt(args.pieces)} pieces of ${fmt(args.size)} bytes, trashed and restored ${args.rounds} times; trash() took ${fmt(Math.round(trashMs / args.rounds))} ms a round for all, 8 in flight; load average at the end ${os.loadavg().map((x) => x.toFixed(2)).join(' ')}${args.quick ? `; ${quickMark('pieces')}` : ''}`,
       '',
+      `unlink() of them all, 8 in flight: ${fmt(Math.round(unlinkMs))} ms (trash() took ${(trashMs / args.rounds / unlinkMs).toFixed(2)}x as long)`,
       `restoreTrash(): ${times.map((t) => t.toFixed(1)).join(', ')} ms (median ${ms.toFixed(1)})`,
       `target: under 1,000 ms for 10,000 pieces: ${args.pieces >= 10000 ? (ms < 1000 ? 'met' : 'NOT met') : 'not judged (fewer pieces)'}`
     )
