@@ -131,6 +131,8 @@ declare namespace kfs {
     shardWaitTimeout?: number
     /** Bytes of memory for the store's data: writes not yet in LevelDB, read-ahead, and LevelDB's memtables. Default 128 MiB, at least 16 MiB. */
     memory?: number
+    /** Days a file stays in the trash before the store removes it by itself, 0 to 36500 (fractions allowed). Default 7. */
+    trashDays?: number
     /** Serve the store to other processes while holding it, and use a holder when another has it (default true). */
     share?: boolean
     /** false: use the store only through the process that holds it, never open it here; ENOTCONN while none does (default true). */
@@ -189,6 +191,19 @@ declare namespace kfs {
     diskBytes: number
     /** Bytes of removed and replaced versions whose space is not given back yet. */
     reclaimable: number
+    /** Its files in the trash and their bytes (counted in `files` and `used` too). */
+    trash: TrashFigures
+  }
+
+  /** Files in the trash, or brought back or removed from it, and their bytes. */
+  interface TrashFigures {
+    files: number
+    bytes: number
+  }
+
+  interface EmptyTrashOptions {
+    /** Remove the files trashed before this time (a Date or ms since the epoch). Default: every file in the trash. */
+    before?: Date | number
   }
 
   interface Usage {
@@ -200,6 +215,8 @@ declare namespace kfs {
     reclaimable: number
     /** Bytes of the disk reserve now on disk (the `diskReserve` option; 0 while a full disk has it given up). */
     reserve: number
+    /** Files in the trash and their bytes, all shards (counted in `files` and `used` too). */
+    trash: TrashFigures
     /** Only the shards created so far. */
     shards: ShardUsage[]
   }
@@ -232,8 +249,10 @@ declare namespace kfs {
     reclaims: { runs: number, pieces: number }
     /** Collections of expired files that removed some, and the files they removed. */
     expiries: { runs: number, files: number }
+    /** Files in the trash and their bytes; `emptied`: files the store removed from it by itself (trashDays). */
+    trash: { files: number, bytes: number, emptied: number }
     clients: number
-    /** By method: writeFile, readFile, createWriteStream, createReadStream, put, exists, stat, unlink, list, usage, diskUsage, reclaim, compact, verify, repair. */
+    /** By method: writeFile, readFile, createWriteStream, createReadStream, put, exists, stat, unlink, list, usage, diskUsage, reclaim, compact, verify, repair, trash, restoreTrash, emptyTrash. */
     operations: Record<string, MethodMetrics>
   }
 
@@ -251,7 +270,7 @@ declare namespace kfs {
   }
 
   /** What a verify problem is about; see doc/api.md for each. */
-  type VerifyProblemKind = 'file' | 'metadata' | 'accounting' | 'shard' | 'log' | 'write'
+  type VerifyProblemKind = 'file' | 'metadata' | 'accounting' | 'shard' | 'log' | 'write' | 'expiry' | 'trash'
 
   interface VerifyProblem {
     shard: number
@@ -327,6 +346,12 @@ declare namespace kfs {
     exists (key: string): Promise<boolean>
     stat (key: string): Promise<FileStat>
     unlink (key: string): Promise<void>
+    /** Puts the file in the trash: no reader finds it until restoreTrash(); ENOENT if none does now. */
+    trash (key: string): Promise<void>
+    /** Brings every file in the trash back; resolves to what it brought back. */
+    restoreTrash (): Promise<TrashFigures>
+    /** Removes for good the files trashed before `before` (every one without it); resolves to what it removed. */
+    emptyTrash (options?: EmptyTrashOptions): Promise<TrashFigures>
     list (shard?: number): AsyncGenerator<ListEntry, void, undefined>
     usage (): Promise<Usage>
     /** The figures of the process that holds the store, kept as they change: no shard opened. */

@@ -213,6 +213,29 @@ class Store {
     await this.#op('unlink', (b) => b.unlink(file, { sync: this.#sync(options) }), { write: true, file })
   }
 
+  // Puts the file in the trash: readers find no file until restoreTrash(), and emptyTrash()
+  // or trashDays remove it for good. ENOENT if readers find none. `options`: internal
+  // (args.SYNC).
+  async trash (key, options) {
+    args.arity('trash', arguments, ['key'])
+    const file = coerceKey(key)
+    await this.#op('trash', (b) => b.trash(file, { sync: this.#sync(options) }), { write: true, file })
+  }
+
+  // Brings back every file in the trash; resolves to { files, bytes } brought back.
+  async restoreTrash () {
+    args.arity('restoreTrash', arguments, [])
+    return this.#op('restoreTrash', (b) => b.restoreTrash(), { write: true })
+  }
+
+  // Removes for good the files trashed before `before` (a Date or ms), or without it every
+  // file in the trash; resolves to { files, bytes } removed.
+  async emptyTrash (options) {
+    args.arity('emptyTrash', arguments, ['options'])
+    const { before } = args.emptyTrashOptions(options)
+    return this.#op('emptyTrash', (b) => b.emptyTrash({ before }), { write: true })
+  }
+
   // An async iterable of { key, size, name } for every committed file (lib/data/list.js).
   // `options`: internal (args.SERVED).
   list (shard, options) {

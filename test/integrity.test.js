@@ -232,11 +232,24 @@ describe('integrity', () => {
     })
   })
 
-  it('a head record with a trash mark, which only a newer kfs writes, is ENOTSUP', async () => {
+  it('a head record with a trash mark its metadata record lacks: reads find no file, verify names the disagreement', async () => {
     const dir = await storeWithFile()
     await tamper(dir, (db, keys, head) => rewriteHead(db, head, (meta) => ({ ...meta, trashed: Date.now() })))
-    const err = await rejects(t.open().readFile('f'), 'ENOTSUP')
-    expect(err.message).to.contain('written by a newer kfs')
+    const store = t.open()
+    await rejects(store.readFile('f'), 'ENOENT')
+    const [problem] = (await store.verify()).problems
+    expect(problem.problem).to.contain('its head record and its metadata record disagree on trashed')
+  })
+
+  it('a head record whose trash flag and trash time contradict each other is EINTEGRITY', async () => {
+    const dir = await storeWithFile()
+    await tamper(dir, async (db, keys, head) => {
+      const record = Buffer.from(await db.get(head))
+      record[5] |= 2 // the flag, with no time
+      await db.put(head, require('../lib/shard/chunk-record').seal(head, record))
+    })
+    const err = await rejects(t.open().readFile('f'), 'EINTEGRITY')
+    expect(err.message).to.contain('trash flag and time that contradict')
   })
 
   it('a head record and a metadata record that disagree are damage that verify names', async () => {

@@ -198,7 +198,7 @@ describe('store', () => {
       const usage = await store.usage()
       expect(usage).to.include({ used: 3005, files: 2, capacity: 256 * 1024 * 1024, free: 256 * 1024 * 1024 - 3005 })
       for (const shard of usage.shards) {
-        expect(shard).to.have.keys('index', 'used', 'free', 'files', 'diskBytes', 'reclaimable')
+        expect(shard).to.have.keys('index', 'used', 'free', 'files', 'diskBytes', 'reclaimable', 'trash')
         expect(shard.free).to.equal(1024 * 1024 - shard.used)
       }
       await store.close()

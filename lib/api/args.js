@@ -101,19 +101,30 @@ async function whileGuarded (readable, fn) {
 // The latest expiry the expiry index's keys can order (records.js: 13 digits).
 const LATEST_EXPIRY = 9999999999999
 
-// An expiry time, a Date or ms since the epoch, as ms (undefined: none). A time before 1
-// (0, or before 1970) is stored as 1, as 0 means "none" in a head record: each is past.
-function expiresOption (expires) {
-  if (expires === undefined) return undefined
-  if (expires instanceof Date) {
-    const time = expires.getTime()
-    if (Number.isNaN(time)) throw errors.invalidValue('expires', 'is an invalid Date')
-    expires = time
-  } else if (typeof expires !== 'number') {
-    throw errors.invalidType('expires', 'a Date or milliseconds since the epoch', expires)
+// Option `name`, a time given as a Date or ms since the epoch, as ms (undefined: none).
+function timeOption (name, value) {
+  if (value === undefined) return undefined
+  if (value instanceof Date) {
+    const time = value.getTime()
+    if (Number.isNaN(time)) throw errors.invalidValue(name, 'is an invalid Date')
+    value = time
+  } else if (typeof value !== 'number') {
+    throw errors.invalidType(name, 'a Date or milliseconds since the epoch', value)
   }
-  if (!Number.isSafeInteger(expires) || expires > LATEST_EXPIRY) throw errors.invalidValue('expires', `must be whole milliseconds up to ${new Date(LATEST_EXPIRY).toISOString()}, got ${expires}`)
-  return Math.max(1, expires)
+  if (!Number.isSafeInteger(value) || value > LATEST_EXPIRY) throw errors.invalidValue(name, `must be whole milliseconds up to ${new Date(LATEST_EXPIRY).toISOString()}, got ${value}`)
+  return value
+}
+
+// An expiry time as ms (undefined: none). A time before 1 (0, or before 1970) is stored
+// as 1, as 0 means "none" in a head record: each is past.
+function expiresOption (expires) {
+  return expires === undefined ? undefined : Math.max(1, timeOption('expires', expires))
+}
+
+// emptyTrash's { before }: ms, or undefined for every file in the trash.
+function emptyTrashOptions (options = {}) {
+  const { before } = checkOptionNames(options, ['before'])
+  return { before: timeOption('before', before) }
 }
 
 // writeFile's and put's { expires }; any internal options (SYNC) pass through.
@@ -156,4 +167,4 @@ function verifyOptions (options = {}, count) {
   return { shard, onProgress }
 }
 
-module.exports = { SYNC, UNCHECKED, SERVED, COUNTED_AS, synced, served, countedAs, arity, arityError, withOptions, toBuffer, isReadable, whileGuarded, fileOptions, writeOptions, range, shardIndex, verifyOptions }
+module.exports = { SYNC, UNCHECKED, SERVED, COUNTED_AS, synced, served, countedAs, arity, arityError, withOptions, toBuffer, isReadable, whileGuarded, fileOptions, writeOptions, emptyTrashOptions, range, shardIndex, verifyOptions }

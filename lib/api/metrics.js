@@ -13,7 +13,7 @@ const DURATION_BUCKETS = Object.freeze([
 // The methods counted from the start, at 0, so that a scrape lists them before their first call.
 const METHODS = Object.freeze([
   'writeFile', 'readFile', 'createWriteStream', 'createReadStream', 'put', 'exists', 'stat', 'unlink',
-  'list', 'usage', 'diskUsage', 'reclaim', 'compact', 'verify', 'repair'
+  'list', 'usage', 'diskUsage', 'reclaim', 'compact', 'verify', 'repair', 'trash', 'restoreTrash', 'emptyTrash'
 ])
 
 class OperationMetrics {

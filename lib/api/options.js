@@ -25,6 +25,8 @@ const DEFAULTS = Object.freeze({
   openAhead: true,
   shardWaitTimeout: 30000,
   memory: MEMORY,
+  // Files in the trash longer than this many days are removed for good by themselves.
+  trashDays: 7,
   // Other processes use the store through this one while it holds it (lib/share/).
   share: true,
   // false: the store is used only through the process that holds it, never opened here
@@ -69,7 +71,13 @@ const CHECKS = {
   shardWaitTimeout: integer(0, 2 ** 31 - 1),
   memory: integer(MIN_MEMORY, Number.MAX_SAFE_INTEGER),
   share: boolean,
-  hold: boolean
+  hold: boolean,
+  // A fraction of a day is allowed; at most 100 years.
+  trashDays (name, value) {
+    if (typeof value !== 'number') throw errors.invalidType(`options.${name}`, 'a number', value)
+    if (!Number.isFinite(value) || value < 0 || value > 36500) throw errors.invalidValue(`options.${name}`, `must be a number of days from 0 to 36500, got ${value}`)
+    return value
+  }
 }
 
 // EINVAL unless `options` is a plain object naming only `known` options.

@@ -34,6 +34,9 @@ const FAMILIES = [
   ['kfs_reclaim_pieces_total', 'counter', 'Key ranges compacted by reclaiming.', (m) => m.reclaims.pieces],
   ['kfs_expiry_runs_total', 'counter', 'Collections of expired files that removed some.', (m) => m.expiries.runs],
   ['kfs_expired_files_total', 'counter', 'Expired files removed by the store.', (m) => m.expiries.files],
+  ['kfs_trash_files', 'gauge', 'Files in the trash.', (m) => m.trash.files],
+  ['kfs_trash_bytes', 'gauge', 'Bytes of the files in the trash.', (m) => m.trash.bytes],
+  ['kfs_trash_emptied_files_total', 'counter', 'Files removed from the trash by trashDays.', (m) => m.trash.emptied],
   ['kfs_operations_total', 'counter', 'Calls of the store\'s methods that ended, by method.', (m) => perMethod(m, (op, o) => [[{ op }, o.count]])],
   ['kfs_errors_total', 'counter', 'Calls that failed, by method and error code.', (m) => perMethod(m, (op, o) => Object.entries(o.errors).map(([code, n]) => [{ op, code }, n]))]
 ]

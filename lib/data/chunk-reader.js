@@ -5,7 +5,7 @@ const { readAheadShape, MAX_EACH } = require('./read-ahead')
 const { headerOf, payload, intact } = require('../shard/chunk-record')
 const { OFFLOAD_DIGEST_BYTES } = require('./digester')
 const { decodeHead } = require('../shard/head-record')
-const { expired } = require('../shard/records')
+const { gone } = require('../shard/records')
 const errors = require('../api/errors')
 const { UNCHECKED } = require('../api/args') // perf/ only: skips the chunk digests
 
@@ -52,14 +52,15 @@ class ChunkReader {
     }
   }
 
-  static #open ({ lease, share, key, chunkSize, range = {}, meta, sha256, unchecked, signal }) {
+  // `withTrash`: a file in the trash is read too (verify, repair).
+  static #open ({ lease, share, key, chunkSize, range = {}, meta, sha256, unchecked, signal, withTrash = false }) {
     const { shard } = lease
     const aheadBytes = share.bytes
     const { chunkKeys } = shard
     const get = (k) => share.get(shard.db, k, signal)
     // A verifying read (sha256 'always') reads everything again. A head is checked as
     // read, even when the caller checks the chunks (`unchecked`: readFile).
-    return onVersion(shard, key, { meta, fresh: sha256 === 'always', get }, async ({ meta, data }) => {
+    return onVersion(shard, key, { meta, fresh: sha256 === 'always', get, restoredAt: withTrash ? Infinity : undefined }, async ({ meta, data }) => {
       const start = range.start || 0
       if (start > meta.size) throw errors.invalidValue('start', `(${start}) is beyond the end of file ${key} (${meta.size} bytes)`, { key })
       const end = Math.min(range.end === undefined ? Infinity : range.end, meta.size - 1)
@@ -106,7 +107,7 @@ class ChunkReader {
     const head = await get(key)
     const now = Date.now()
     const first = head !== undefined ? decodeHead(key, head, { unchecked }) : await readVersion(shard, key, { get, unchecked, head })
-    if (first && first.data && !expired(first.meta, now)) return first
+    if (first && first.data && !gone(first.meta, now, shard.restoredAt)) return first
     return onVersion(shard, key, { first, get, unchecked, now }, async ({ meta, data }) => {
       if (data) return { meta, data }
       // A chunk count that disagrees with the size is the reader's to name; a chunk of
@@ -194,12 +195,12 @@ const replacing = (shard, key) => errors.shardBusy(shard.index, `kept replacing 
 // fn({ meta, data }) on the current version of `key`, again while it returns REPLACED.
 // The first version tried: `first` (readVersion's just before) if given, else read
 // afresh if `fresh`, else `meta` if given, else from metaHints. A version expired at
-// `now` is not found.
-async function onVersion (shard, key, { first = NOT_GOT, meta, fresh = false, get, unchecked, now = Date.now() }, fn) {
+// `now`, or in the trash (trashed after `restoredAt`), is not found.
+async function onVersion (shard, key, { first = NOT_GOT, meta, fresh = false, get, unchecked, now = Date.now(), restoredAt = shard.restoredAt }, fn) {
   const read = () => readVersion(shard, key, { get, unchecked })
   for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
     const current = attempt === 0 && first !== NOT_GOT ? first : attempt > 0 || fresh ? await read() : meta ? { meta } : await hinted(shard, key, read)
-    if (!current || expired(current.meta, now)) throw errors.notFound(key)
+    if (!current || gone(current.meta, now, restoredAt)) throw errors.notFound(key)
     const result = await fn(current)
     if (result !== REPLACED) return result
   }

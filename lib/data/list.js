@@ -1,6 +1,6 @@
 'use strict'
 
-const { expired } = require('../shard/records')
+const { gone } = require('../shard/records')
 const errors = require('../api/errors')
 
 // Shards whose first page of metadata list() fetches ahead of the one it yields from.
@@ -10,7 +10,7 @@ const LIST_AHEAD = 16
 // by shard, a page of metadata at a time, holding no shard between pages. A shard or
 // record that fails does not stop the listing: one error at the end names them.
 // `admitted`: a listing the holder serves (args.SERVED), which ends while the store closes.
-// A file expired when the listing began is left out.
+// A file expired when the listing began, or in the trash, is left out.
 async function * list (shards, only, operations, { admitted = false } = {}) {
   const now = Date.now()
   const failed = [] // { shard, error }
@@ -36,7 +36,7 @@ async function * list (shards, only, operations, { admitted = false } = {}) {
             failed.push({ shard: index, error: meta.error })
             continue
           }
-          if (expired(meta, now)) continue
+          if (gone(meta, now, shards.clock.restoredAt)) continue
           const entry = { key: meta.key, size: meta.size }
           if (meta.name !== undefined) entry.name = meta.name
           yield entry

@@ -5,6 +5,7 @@ const { sha256Of } = require('../api/keys')
 const { spool, remove } = require('./spool')
 const { OFFLOAD_DIGEST_BYTES } = require('./digester')
 const errors = require('../api/errors')
+const { trashed } = require('../shard/records')
 
 // Content addressing: put() stores data under the SHA-256 of its content, and content
 // already stored (same hash and size) with the expiry asked is not written again. With
@@ -77,9 +78,13 @@ class Puts {
     return run
   }
 
-  // A write's own lookup: it never gives up the reserve.
+  // A write's own lookup: it never gives up the reserve. Content in the trash is written
+  // again, out of it.
   async #holds (sha256, size, expires) {
-    const meta = await this.#files.inShardOf(sha256, (shard) => shard.getMeta(sha256), () => undefined, { useReserve: false })
+    const meta = await this.#files.inShardOf(sha256, async (shard) => {
+      const held = await shard.getMeta(sha256)
+      return held && !trashed(held, shard.restoredAt) ? held : undefined
+    }, () => undefined, { useReserve: false })
     return Boolean(meta) && meta.sha256 === sha256 && meta.size === size && meta.expires === expires
   }
 }

@@ -13,6 +13,8 @@ const { madeNotDurable } = require('../leveldb/leveldb')
 // expires), which an older kfs left: the shard's next open reads them.
 const USAGE = 'usage!'
 const REPAIR = 'repair!'
+// The store's last restoreTrash() time (maintenance/trash.js), outside the range load() scans.
+const RESTORED = 'clock!restoredAt'
 const usageKey = (index) => USAGE + shardName(index)
 const repairKey = (index) => REPAIR + shardName(index)
 
@@ -31,8 +33,9 @@ class UsageCache {
   #reopening // the reopen of a failed state, shared by the writes that met the failure
 
   // reopen: resolves to the state LevelDB opened again (see #write).
-  constructor (state, reopen, trusted, known, repairing) {
+  constructor (state, reopen, trusted, known, repairing, restoredAt = 0) {
     this.#state = state
+    this.restoredAt = restoredAt
     this.#reopen = reopen
     this.#trusted = trusted
     this.known = known // every shard ever opened: one whose directory is gone was lost
@@ -53,7 +56,22 @@ class UsageCache {
       known.add(index)
       if (!record.open && record.dead !== undefined && record.nextExpiry !== undefined) trusted.set(index, { ...record, nextExpiry: record.nextExpiry ?? undefined })
     }
-    return new UsageCache(state, reopen, trusted, known, repairing)
+    const restored = await state.get(RESTORED)
+    const restoredAt = restored === undefined ? 0 : Number(restored.toString())
+    if (!Number.isSafeInteger(restoredAt) || restoredAt < 0) throw new Error(`its restore time ${JSON.stringify(restored.toString())} is not a time`)
+    return new UsageCache(state, reopen, trusted, known, repairing, restoredAt)
+  }
+
+  // Keeps the store's restore time, synced: a restore resolved is never lost. Made but
+  // perhaps not durable (madeNotDurable), it is still the time this process goes by.
+  async restored (time) {
+    try {
+      await this.#write((state) => state.put(RESTORED, String(time), { sync: true }))
+    } catch (err) {
+      if (madeNotDurable(err)) this.restoredAt = time
+      throw err
+    }
+    this.restoredAt = time
   }
 
   get (index) {
@@ -65,6 +83,11 @@ class UsageCache {
     const times = []
     for (const [index, figures] of this.#trusted) if (figures.nextExpiry !== undefined) times.push([index, figures.nextExpiry])
     return times
+  }
+
+  // [[index, figures]] of the shards closed cleanly.
+  closedFigures () {
+    return [...this.#trusted]
   }
 
   // Synced: after a power cut, changed figures must never look trusted. Shards opened at

@@ -13,11 +13,13 @@ const MAX_RETRY_MS = 10 * 60 * 1000
 // (Shard#nextExpiry) and closed ones (their figures in the usage cache, `closedExpiries()`:
 // [[index, time]]). When it fires, each shard with files due is leased (opened if closed)
 // and collected in batches (Shard#collectExpired); their space goes to the Reclaimer as
-// dead bytes, like an unlink's. now (the clock): for tests.
+// dead bytes, like an unlink's. The same timer empties the trash as it turns old enough
+// (Shard#nextDue; `emptyTrash(index, now)`, maintenance/trash.js). now (the clock): for tests.
 class Collector {
   #openShards
   #closedExpiries
   #inShard
+  #emptyTrash
   #enabled
   #now
   #timer
@@ -27,17 +29,20 @@ class Collector {
   #noted = new Map() // index -> time: shards noted, which the pool may not list as open yet
   #retries = new Map() // index -> { wait, at }: shards whose collection failed, not tried before `at`
 
-  constructor ({ openShards, closedExpiries = () => [], inShard, enabled = true, now = Date.now }) {
+  constructor ({ openShards, closedExpiries = () => [], inShard, emptyTrash = async () => 0, enabled = true, now = Date.now }) {
     this.#openShards = openShards
     this.#closedExpiries = closedExpiries
     this.#inShard = inShard
+    this.#emptyTrash = emptyTrash
     this.#enabled = enabled
     this.#now = now
     this.runs = 0 // collections that removed files
     this.files = 0 // expired files removed
+    this.trashFiles = 0 // files in the trash removed
   }
 
-  // Shard `index`'s earliest expiry is `time` (it opened, or a write came sooner).
+  // Shard `index`'s earliest expiry, or trash to empty, is `time` (it opened, or a write
+  // came sooner).
   note (index, time) {
     if (!this.#enabled || this.#stopped || time === undefined) return
     this.#noted.set(index, time)
@@ -59,12 +64,14 @@ class Collector {
     const times = new Map([...this.#closedExpiries(), ...this.#noted])
     // An open shard's own figure overrides what was noted, and is kept for after it closes.
     for (const shard of this.#openShards()) {
-      if (shard.nextExpiry === undefined) {
+      // nextDue: its expiry or trash, whichever is first; nextExpiry, of a shard without trash.
+      const due = shard.nextDue ?? shard.nextExpiry
+      if (due === undefined) {
         times.delete(shard.index)
         this.#noted.delete(shard.index)
       } else {
-        times.set(shard.index, shard.nextExpiry)
-        this.#noted.set(shard.index, shard.nextExpiry)
+        times.set(shard.index, due)
+        this.#noted.set(shard.index, due)
       }
     }
     const due = (index, time) => Math.max(time, this.#retries.has(index) ? this.#retries.get(index).at : time)
@@ -101,6 +108,7 @@ class Collector {
           files += done.files
           more = done.more
         }
+        if (!this.#stopped) this.trashFiles += await this.#emptyTrash(index, now)
         if (this.#noted.get(index) === time) this.#noted.delete(index) // open: its nextExpiry says the rest
         this.#retries.delete(index)
       } catch (err) {

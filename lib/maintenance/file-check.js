@@ -12,7 +12,8 @@ const isDamage = (err) => err.code === 'EINTEGRITY' || err.code === 'ECORRUPT'
 async function checkFile (shard, key, chunkSize) {
   let reader
   try {
-    reader = await ChunkReader.open({ lease: { shard, release () {} }, key, chunkSize, sha256: 'always' }) // the caller holds the shard
+    // The caller holds the shard. A file in the trash is checked: a restore brings it back.
+    reader = await ChunkReader.open({ lease: { shard, release () {} }, key, chunkSize, sha256: 'always', withTrash: true })
     while ((await reader.read()) !== undefined);
     return await disagreement(shard, reader.meta)
   } catch (err) {
@@ -38,7 +39,7 @@ async function disagreement (shard, head) {
       ? `its head record is of version ${head.version}, its metadata record of ${meta.version}`
       : undefined
   }
-  const fields = ['size', 'chunks', 'sha256', 'mtime', 'expires'].filter((field) => meta[field] !== head[field])
+  const fields = ['size', 'chunks', 'sha256', 'mtime', 'expires', 'trashed'].filter((field) => meta[field] !== head[field])
   if (Boolean(meta.inline) !== Boolean(head.inline)) fields.push('inline')
   return fields.length ? `its head record and its metadata record disagree on ${fields.join(', ')}` : undefined
 }
@@ -64,14 +65,8 @@ async function unindexed (shard) {
   const index = new Map()
   for await (const entry of shard.db.scan({ ...records.expiryRange(), valueAsBuffer: false })) index.set(entry.key, entry.value)
   const left = []
-  for await (const entry of shard.db.scan({ ...records.metaRange(), valueAsBuffer: false })) {
-    const key = entry.key.slice(records.META.length)
-    let meta
-    try {
-      meta = records.decodeMeta(entry.value, shard.index, key)
-    } catch {
-      continue // verify() reports the record itself
-    }
+  for await (const meta of decodedMetas(shard)) {
+    const { key } = meta
     const id = meta.expires === undefined ? undefined : records.expiryKey(meta.expires, key)
     if (id === undefined || index.get(id) === meta.version) continue
     const again = await shard.getMeta(key)
@@ -79,6 +74,35 @@ async function unindexed (shard) {
     if (again && again.version === meta.version && String(record) !== meta.version) left.push(key)
   }
   return left
+}
+
+// The keys of files marked trashed without their trash record (restoreTrash would not count
+// them, nor emptyTrash remove them). Two snapshots, as unindexed().
+async function unindexedTrash (shard) {
+  const index = new Set()
+  for await (const entry of shard.db.scan({ ...records.trashRange(0), values: false })) index.add(entry.key)
+  const left = []
+  for await (const meta of decodedMetas(shard)) {
+    const { key } = meta
+    if (meta.trashed === undefined || index.has(records.trashKey(meta.trashed, key))) continue
+    const again = await shard.getMeta(key)
+    if (again && again.trashed === meta.trashed && (await shard.db.get(records.trashKey(meta.trashed, key))) === undefined) left.push(key)
+  }
+  return left
+}
+
+// The shard's metadata records that decode; verify() reports the others.
+async function * decodedMetas (shard) {
+  for await (const entry of shard.db.scan({ ...records.metaRange(), valueAsBuffer: false })) {
+    const key = entry.key.slice(records.META.length)
+    let meta
+    try {
+      meta = records.decodeMeta(entry.value, shard.index, key)
+    } catch {
+      continue
+    }
+    yield meta
+  }
 }
 
 function parseAccount (value) {
@@ -114,4 +138,4 @@ async function checkAccounting (shard) {
   return undefined
 }
 
-module.exports = { checkFile, checkAccounting, headsWithoutMeta, unindexed }
+module.exports = { checkFile, checkAccounting, headsWithoutMeta, unindexed, unindexedTrash }

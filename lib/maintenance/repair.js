@@ -37,17 +37,18 @@ async function repair (ctx, index) {
     let result
     let dead // removed versions' bytes the repair left, for the usage cache
     try {
-      const repaired = new Shard({ index, location, db, cap: shards.cap, chunkKeys: shards.chunkKeys, sync: true, account: { used: 0, files: 0 } })
+      const repaired = new Shard({ index, location, db, cap: shards.cap, chunkKeys: shards.chunkKeys, sync: true, account: { used: 0, files: 0 }, clock: shards.clock })
       result = await rebuild(repaired, ctx.chunkSize)
       dead = await deadBytes(db)
     } finally {
       await db.close()
     }
-    await shards.usage.repaired(index, { used: result.used, files: result.files, diskBytes: 0, dead, nextExpiry: result.nextExpiry })
+    await shards.usage.repaired(index, { used: result.used, files: result.files, diskBytes: 0, dead, nextExpiry: result.nextExpiry, trash: result.trash })
     shards.markCleaned(index)
     // Files that left no trace at all can only be counted, from the last known total.
     const unaccounted = Math.max(0, (before ?? 0) - result.files - result.dropped.length)
     delete result.nextExpiry // the usage cache's, not the report's
+    delete result.trash
     return { shard: index, ...result, unaccounted, recreated: lost }
   } finally {
     shards.unhold(index)
@@ -59,7 +60,7 @@ async function repair (ctx, index) {
 // version, and rewrites the accounting. A file that lost only its head record (format 3)
 // or its metadata record is kept and the record remade from the other, if the version is
 // whole (`remade`). records.HEADS goes with the other system records: the next open
-// checks again; the expiry index is made again from the kept files' metadata. Idempotent: a repair cut short is finished by running it again.
+// checks again; the expiry and trash indexes are made again from the kept files' metadata. Idempotent: a repair cut short is finished by running it again.
 async function rebuild (shard, chunkSize) {
   const found = { kept: new Map(), used: 0, dropped: [], remade: [] } // kept: key -> meta
   const metas = await readMetas(shard, found)
@@ -67,15 +68,23 @@ async function rebuild (shard, chunkSize) {
   const notes = []
   for await (const entry of shard.db.scan({ ...records.damageRange(), valueAsBuffer: false })) notes.push(records.decodeNote(entry.value))
   const ops = await removeStray(shard, chunkSize, found)
-  // The expiry index, which removeStray cleared with the other system records, made again.
+  // The expiry and trash indexes, which removeStray cleared with the other system records,
+  // made again.
+  const trash = { files: 0, bytes: 0, first: undefined, restoredAt: shard.restoredAt }
   for (const meta of found.kept.values()) {
     if (meta.expires !== undefined) ops.push({ type: 'put', key: records.expiryKey(meta.expires, meta.key), value: meta.version })
+    if (meta.trashed !== undefined) ops.push({ type: 'put', key: records.trashKey(meta.trashed, meta.key), value: String(meta.size) })
+    if (records.trashed(meta, trash.restoredAt)) {
+      trash.files++
+      trash.bytes += meta.size
+      if (!(trash.first <= meta.trashed)) trash.first = meta.trashed
+    }
   }
   ops.push({ type: 'put', key: records.ACCOUNT, value: JSON.stringify({ used: found.used, files: found.kept.size }) })
   await shard.db.batch(ops, { sync: true })
   const expiries = [...found.kept.values()].map((meta) => meta.expires).filter((time) => time !== undefined)
   const nextExpiry = expiries.length ? Math.min(...expiries) : undefined
-  return { files: found.kept.size, used: found.used, dropped: found.dropped, remade: found.remade, notes, nextExpiry }
+  return { files: found.kept.size, used: found.used, dropped: found.dropped, remade: found.remade, notes, nextExpiry, trash }
 }
 
 function keep (found, meta) {

@@ -1,6 +1,6 @@
 'use strict'
 
-const { checkFile, checkAccounting, headsWithoutMeta, unindexed } = require('./file-check')
+const { checkFile, checkAccounting, headsWithoutMeta, unindexed, unindexedTrash } = require('./file-check')
 const args = require('../api/args')
 const { expired } = require('../shard/records')
 
@@ -63,6 +63,9 @@ async function verify (ctx, { shard, onProgress }) {
       }
       for (const key of await shards.inShard(index, unindexed, MAY_SPEND_RESERVE)) {
         problem(index, key, 'expiry', `its expiry record is missing: it would never be removed when it expires. kfs repair ${index} makes the record again`)
+      }
+      for (const key of await shards.inShard(index, unindexedTrash, MAY_SPEND_RESERVE)) {
+        problem(index, key, 'trash', `its trash record is missing: restoreTrash would not count it, nor emptyTrash remove it. kfs repair ${index} makes the record again`)
       }
       const accounting = await shards.inShard(index, checkAccounting, MAY_SPEND_RESERVE)
       if (accounting) problem(index, null, 'accounting', accounting)

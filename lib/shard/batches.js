@@ -34,12 +34,28 @@ function commitOps (chunkKeys, meta, inline, old) {
   return { ops, head }
 }
 
-// Deletes a version's chunks and its expiry record, and notes its size as dead space
+// Deletes a version's chunks, its expiry and trash records, and notes its size as dead space
 // (dead-space.js).
 function removeVersion (ops, chunkKeys, key, meta) {
   if (meta.expires !== undefined) ops.push({ type: 'del', key: records.expiryKey(meta.expires, key) })
+  if (meta.trashed !== undefined) ops.push({ type: 'del', key: records.trashKey(meta.trashed, key) })
   if (!meta.inline) for (let i = 0; i < meta.chunks; i++) ops.push({ type: 'del', key: chunkKeys.key(key, meta.version, i) })
   if (meta.size > 0) ops.push({ type: 'put', key: records.deadKey(key, meta.version), value: String(meta.size) })
 }
 
-module.exports = { putChunks, commitOps, removeVersion }
+// { ops, head }: the batch that marks `meta`'s version trashed at `time` (its head, with
+// `data` if the head holds it, its metadata, its trash record), an earlier mark's record
+// deleted. The old head's data becomes dead bytes.
+function trashOps (meta, time, data) {
+  const marked = { ...meta, trashed: time }
+  const ops = []
+  if (meta.trashed !== undefined) ops.push({ type: 'del', key: records.trashKey(meta.trashed, meta.key) })
+  const head = meta.format === undefined ? undefined : encodeHead(meta.key, marked, data)
+  if (head) ops.push({ type: 'put', key: meta.key, value: head })
+  ops.push({ type: 'put', key: records.metaKey(meta.key), value: records.encodeMeta(marked) })
+  ops.push({ type: 'put', key: records.trashKey(time, meta.key), value: String(meta.size) })
+  if (data && data.length > 0) ops.push({ type: 'put', key: records.trashedHeadKey(meta.key, meta.version, time), value: String(data.length) })
+  return { ops, head }
+}
+
+module.exports = { putChunks, commitOps, removeVersion, trashOps }

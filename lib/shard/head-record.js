@@ -43,12 +43,12 @@ function encodeHead (key, meta, data) {
 function decodeHead (key, record, { unchecked = false } = {}) {
   if (record.length < FIELDS || record[4] !== FORMAT || (record[5] & ~KNOWN_FLAGS) !== 0) throw badHead(key, 'is not a head record of format 3')
   if (!unchecked && !intact(key, record)) throw badHead(key, 'does not match its CRC32')
-  // Written by a kfs that reads these fields: served as live, it could be a file removed.
-  if ((record[5] & TRASHED) !== 0 || readUint64(record, 48) !== 0) throw errors.newerRecord(key, 'has a trash mark')
+  const trashed = readUint64(record, 48)
   const expires = readUint64(record, 40)
   const size = readUint64(record, 16)
   const chunks = record.readUInt32BE(24)
   const inline = (record[5] & INLINE) !== 0
+  if (((record[5] & TRASHED) !== 0) !== (trashed !== 0)) throw badHead(key, 'has a trash flag and time that contradict each other')
   if (!Number.isSafeInteger(size) || (inline && (record.length - FIELDS !== size || chunks !== (size > 0 ? 1 : 0)))) throw badHead(key, 'holds fields that contradict each other')
   const meta = {
     key,
@@ -62,6 +62,7 @@ function decodeHead (key, record, { unchecked = false } = {}) {
   }
   if (inline) meta.inline = true
   if (expires !== 0) meta.expires = expires
+  if (trashed !== 0) meta.trashed = trashed
   return { meta, data: inline ? record.subarray(FIELDS) : undefined }
 }
 

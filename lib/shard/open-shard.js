@@ -14,7 +14,7 @@ const UNBOUNDED = { add () {}, closing () {}, async wait () {}, begin () {}, wro
 // is damaged, never recreated. The log records LevelDB dropped are noted for verify();
 // `unnoted`: those an earlier open could not note. `created`: made by this process just now,
 // so it holds no dead versions, no keys, and its only log was empty.
-async function openShard ({ index, location, readOnly, memtables = UNBOUNDED, unnoted = [], created = false, ...rest }, make) {
+async function openShard ({ index, location, readOnly, memtables = UNBOUNDED, unnoted = [], created = false, clock, ...rest }, make) {
   let db
   try {
     db = await LevelDb.open(location, { shard: index, readOnly })
@@ -24,18 +24,19 @@ async function openShard ({ index, location, readOnly, memtables = UNBOUNDED, un
   let dropped = []
   try {
     // At once: each is a call on libuv's threads, and a store just opened opens many shards.
-    const [raw, heads, dead, recovered, nextExpiry] = await settled([
+    const [raw, heads, dead, recovered, nextExpiry, trash] = await settled([
       db.get(records.ACCOUNT),
       created || db.get(records.HEADS),
       created ? 0 : deadBytes(db),
       created ? [] : db.droppedOnRecovery(),
-      created ? undefined : scans.firstExpiry(db)
+      created ? undefined : scans.firstExpiry(db),
+      created || !clock ? undefined : scans.trashFigures(db, clock.restoredAt)
     ])
     dropped = [...unnoted, ...recovered]
     if (raw === undefined) throw new Error('its accounting record is missing')
     const account = JSON.parse(raw)
     const unsaved = dropped.length ? await noteDamage(db, dropped) : []
-    const shard = make({ ...rest, index, location, db, memtables, account, dead, created, allHeads: heads !== undefined, unsaved, nextExpiry })
+    const shard = make({ ...rest, index, location, db, memtables, account, dead, created, allHeads: heads !== undefined, unsaved, nextExpiry, clock, trash })
     memtables.add(shard)
     return shard
   } catch (err) {

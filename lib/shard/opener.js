@@ -84,7 +84,7 @@ class ShardOpener {
     this.#unnoted.delete(index)
     shard.onDead = this.#shards.onDead
     shard.onExpiry = this.#shards.onExpiry
-    if (shard.nextExpiry !== undefined) this.#shards.onExpiry(shard)
+    if (shard.nextDue !== undefined) this.#shards.onExpiry(shard)
     if (shard.dead > 0) this.#shards.onDead()
     try {
       await this.#prepare(shard, created, marked, room)
@@ -135,9 +135,9 @@ class ShardOpener {
   }
 
   async #openShard (index, created) {
-    const { cap, chunkKeys, sync, memtables, readOnly } = this.#shards
+    const { cap, chunkKeys, sync, memtables, readOnly, clock } = this.#shards
     try {
-      return await Shard.open({ index, location: this.locationOf(index), cap, chunkKeys, sync, memtables, readOnly, unnoted: this.#unnoted.get(index), created })
+      return await Shard.open({ index, location: this.locationOf(index), cap, chunkKeys, sync, memtables, readOnly, unnoted: this.#unnoted.get(index), created, clock })
     } catch (err) {
       // LevelDB reports dropped log records once: kept for the next try if noting them failed.
       if (err.dropped) this.#unnoted.set(index, err.dropped)

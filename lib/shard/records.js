@@ -15,6 +15,7 @@ const DEAD = '!x!'
 const META = '!m!'
 const PENDING = '!p!'
 const EXPIRY_INDEX = '!e!'
+const TRASH_INDEX = '!t!'
 const WHOLE = { from: '!', to: '\xff' } // every record of a shard
 const FILES = { gte: '0', lt: 'g' } // every head and chunk record: file keys are hex
 
@@ -37,6 +38,27 @@ function parseExpiryKey (id) {
 }
 // Whether `meta`'s version has expired at `now`: from then on, it is gone to every reader.
 const expired = (meta, now) => meta.expires !== undefined && meta.expires <= now
+// The trash index: one record per trashed file, its value the version's size, in order of
+// trash time, so that a shard's trash newer than the store's restore time (doc/format.md,
+// "Trash") is one range, its oldest first.
+const trashKey = (trashed, key) => `${TRASH_INDEX}${String(trashed).padStart(EXPIRES_DIGITS, '0')} ${key}`
+// The records of the files trashed after `after` and before `before` (ms; undefined: all).
+const trashRange = (after, before) => ({
+  gt: `${TRASH_INDEX}${String(after).padStart(EXPIRES_DIGITS, '0')}!`,
+  lt: before === undefined ? `${TRASH_INDEX}\xff` : `${TRASH_INDEX}${String(before).padStart(EXPIRES_DIGITS, '0')}`
+})
+// { trashed, key } of a trash record's key.
+function parseTrashKey (id) {
+  const space = id.indexOf(' ', TRASH_INDEX.length)
+  return { trashed: Number(id.slice(TRASH_INDEX.length, space)), key: id.slice(space + 1) }
+}
+// Whether `meta`'s version is in the trash: trashed after the store's last restore
+// (`restoredAt`, ms). A trash mark at or before it is one that restore brought back.
+const trashed = (meta, restoredAt) => meta.trashed !== undefined && meta.trashed > restoredAt
+// Whether readers find no file in `meta`'s version: expired at `now`, or in the trash.
+const gone = (meta, now, restoredAt) => expired(meta, now) || trashed(meta, restoredAt)
+// The note of a head rewritten by trash(), its data now dead bytes: an id of its own per mark.
+const trashedHeadKey = (key, version, time) => `${DEAD}${key} ${version} trashed ${time}`
 // The note of a version's chunk moved into its head (head-upgrade.js): an id of its own, so
 // that a removal of the version, noted under deadKey, is never forgotten with it.
 const movedKey = (key, version) => `${DEAD}${key} ${version} moved`
@@ -92,6 +114,7 @@ function encodeMeta (meta) {
   if (meta.inline) record.inline = true
   if (meta.name !== undefined) record.name = meta.name
   if (meta.expires !== undefined) record.expires = meta.expires
+  if (meta.trashed !== undefined) record.trashed = meta.trashed
   return JSON.stringify(record)
 }
 
@@ -109,7 +132,8 @@ function decodeMeta (value, shard, key) {
     (meta.chunkDigest === undefined || meta.chunkDigest === CHUNK_DIGEST) &&
     (meta.format === undefined || (meta.format === HEAD_FORMAT && meta.chunkDigest === CHUNK_DIGEST)) &&
     (meta.inline === undefined || (meta.inline === true && meta.format === HEAD_FORMAT && meta.chunks <= 1)) &&
-    (meta.expires === undefined || (Number.isSafeInteger(meta.expires) && meta.expires > 0))
+    (meta.expires === undefined || (Number.isSafeInteger(meta.expires) && meta.expires > 0)) &&
+    (meta.trashed === undefined || (Number.isSafeInteger(meta.trashed) && meta.trashed > 0))
   if (!valid) throw badMeta(shard, key)
   return { key, ...meta }
 }
@@ -137,6 +161,7 @@ module.exports = {
   META,
   PENDING,
   EXPIRY_INDEX,
+  TRASH_INDEX,
   WHOLE,
   FILES,
   metaKey,
@@ -149,6 +174,12 @@ module.exports = {
   expiryRange,
   parseExpiryKey,
   expired,
+  trashKey,
+  trashRange,
+  parseTrashKey,
+  trashed,
+  gone,
+  trashedHeadKey,
   metaRange,
   pendingRange,
   damageRange,

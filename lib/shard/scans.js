@@ -51,6 +51,23 @@ async function firstExpiry (db) {
   return undefined
 }
 
+// The earliest trash time after `restoredAt`, or undefined.
+async function firstTrash (db, restoredAt) {
+  for await (const entry of scan(db, records.trashRange(restoredAt), { values: false, limit: 1 })) return records.parseTrashKey(entry.key).trashed
+  return undefined
+}
+
+// The files in the trash, trashed after `restoredAt`: { files, bytes, first, restoredAt }.
+async function trashFigures (db, restoredAt) {
+  const trash = { files: 0, bytes: 0, first: undefined, restoredAt }
+  for await (const entry of scan(db, records.trashRange(restoredAt))) {
+    if (trash.first === undefined) trash.first = records.parseTrashKey(entry.key).trashed
+    trash.files++
+    trash.bytes += Number(entry.value) || 0
+  }
+  return trash
+}
+
 // Versions being written, or abandoned: [{ key, version }].
 async function pendingVersions (db) {
   const pending = []
@@ -76,4 +93,4 @@ async function damageNotes (db) {
   return notes
 }
 
-module.exports = { storedKeys, metaPage, metaEntry, headsWithoutMeta, firstExpiry, pendingVersions, deadVersions, damageNotes }
+module.exports = { storedKeys, metaPage, metaEntry, headsWithoutMeta, firstExpiry, firstTrash, trashFigures, pendingVersions, deadVersions, damageNotes }

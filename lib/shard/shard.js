@@ -3,7 +3,8 @@
 const { madeNotDurable } = require('../leveldb/leveldb')
 const { shardName } = require('../base/shard-names')
 const records = require('./records')
-const { putChunks, commitOps, removeVersion } = require('./batches')
+const { putChunks, commitOps, removeVersion, trashOps } = require('./batches')
+const { decodeHead } = require('./head-record')
 const { upgradeHeads } = require('./head-upgrade')
 const scans = require('./scans')
 const { Reservation } = require('./reservation')
@@ -14,11 +15,14 @@ const errors = require('../api/errors')
 const { free } = require('../base/freed')
 const { Lifecycle } = require('../api/lifecycle')
 
-// Expiry records a collection removes in one batch (collectExpired).
+// Expiry records a collection removes in one batch (collectExpired), and trash records an
+// emptying (emptyTrash).
 const COLLECT_BATCH = 1000
 // Metadata gets a collection keeps in flight: the shard's commits wait behind a batch's
 // reads, which overlap on LevelDB's threads rather than follow one another.
 const COLLECT_READS = 16
+// A shard opened outside a store: no restore made, no trash emptied by itself.
+const NO_CLOCK = Object.freeze({ restoredAt: 0, trashMs: Infinity })
 
 // One S-bucket: a LevelDB holding chunks, metadata and its own accounting (`used`, `files`),
 // which changes only inside the atomic batch that commits or removes a file: exact after a crash.
@@ -31,7 +35,9 @@ class Shard {
   #unsaved // the damage note of a read-only open, which cannot write it
   #disk = { bytes: 0, at: -Infinity, mark: undefined } // diskBytes as last read: when (performance.now()), at which db.changeMark()
 
-  constructor ({ index, location, db, cap, chunkKeys, sync, memtables, account, dead = 0, created = false, allHeads = false, unsaved = [], nextExpiry }) {
+  #trash // { files, bytes, first (the earliest trash time), restoredAt (the restore they follow) }
+
+  constructor ({ index, location, db, cap, chunkKeys, sync, memtables, account, dead = 0, created = false, allHeads = false, unsaved = [], nextExpiry, clock = NO_CLOCK, trash }) {
     this.#memtables = memtables
     this.#deadSpace = new DeadSpace(this, dead)
     this.#unsaved = unsaved
@@ -52,6 +58,38 @@ class Shard {
     this.nextExpiry = nextExpiry // the earliest time in its expiry index, or undefined
     this.onExpiry = () => {} // called when nextExpiry came sooner
     this.allHeads = allHeads // every file has a head record (records.HEADS): nothing to upgrade
+    this.clock = clock // the store's trash clock (maintenance/trash.js): restoredAt, trashMs
+    this.#trash = trash || { files: 0, bytes: 0, first: undefined, restoredAt: clock.restoredAt }
+  }
+
+  // The store's last restore time: a file trashed at or before it is not in the trash.
+  get restoredAt () {
+    return this.clock.restoredAt
+  }
+
+  // The files in the trash: { files, bytes, first }, relative to the store's restore time
+  // (`restoredAt`), which a restore moved past every one counted before.
+  trashFigures () {
+    const trash = this.#trash
+    if (trash.restoredAt !== this.clock.restoredAt) this.#trash = { files: 0, bytes: 0, first: undefined, restoredAt: this.clock.restoredAt }
+    return this.#trash
+  }
+
+  // The earliest time the collector has work here: an expiry, or trash turning trashMs old.
+  get nextDue () {
+    const { first } = this.trashFigures()
+    const emptied = first === undefined ? undefined : first + this.clock.trashMs
+    if (emptied === undefined || !Number.isFinite(emptied)) return this.nextExpiry
+    return this.nextExpiry === undefined ? emptied : Math.min(this.nextExpiry, emptied)
+  }
+
+  // `meta`'s version leaves the shard (removed or replaced): out of the trash figures.
+  #untrashed (meta) {
+    if (!records.trashed(meta, this.restoredAt)) return
+    const trash = this.trashFigures()
+    trash.files--
+    trash.bytes -= meta.size
+    if (trash.files === 0) trash.first = undefined
   }
 
   static open (options) {
@@ -82,10 +120,11 @@ class Shard {
     return raw === undefined ? undefined : records.decodeMeta(raw, this.index, key)
   }
 
-  // The metadata of the version readers see at `now`: none once it has expired.
+  // The metadata of the version readers see at `now`: none once it has expired, or while
+  // it is in the trash.
   async getLiveMeta (key, now = Date.now()) {
     const meta = await this.getMeta(key)
-    return meta && !records.expired(meta, now) ? meta : undefined
+    return meta && !records.gone(meta, now, this.restoredAt) ? meta : undefined
   }
 
   // In the exclusive section, as every change to the shard's keys: the fingerprints miss none.
@@ -135,8 +174,10 @@ class Shard {
         // lets tens of MiB pile up in malloc's arena (doc/about.md, "Memory").
         free(head)
       }
-      if (old) this.#deadSpace.died(old.size)
-      else this.#prints.added(meta.key, this.files)
+      if (old) {
+        this.#deadSpace.died(old.size)
+        this.#untrashed(old)
+      } else this.#prints.added(meta.key, this.files)
       if (meta.expires !== undefined && !(this.nextExpiry <= meta.expires)) {
         this.nextExpiry = meta.expires
         this.onExpiry(this)
@@ -160,7 +201,7 @@ class Shard {
         await this.#write([{ type: 'del', key }, { type: 'put', key: records.deadKey(key, head.toString('hex', 8, 16)), value: String(head.length) }], this.sync || sync)
         return this.#deadSpace.died(head.length)
       }
-      if (!old) throw errors.notFound(key)
+      if (!old || records.trashed(old, this.restoredAt)) throw errors.notFound(key)
       const ops = [{ type: 'del', key: records.metaKey(key) }]
       if (old.format !== undefined) ops.push({ type: 'del', key })
       removeVersion(ops, this.chunkKeys, key, old)
@@ -170,6 +211,46 @@ class Shard {
       await this.#expiryGone(old)
       if (notDurable) throw notDurable
     })
+  }
+
+  // Marks `key`'s version trashed at `time` (doc/format.md, "Trash"): readers find no file
+  // from then on, until a restore. ENOENT if readers find none now. Synced as unlink is.
+  trash (key, time, { sync = false } = {}) {
+    return this.exclusive(async () => {
+      await this.room()
+      const meta = await this.getMeta(key)
+      if (!meta || records.gone(meta, Date.now(), this.restoredAt)) throw errors.notFound(key)
+      const data = meta.inline ? await this.#inlineData(key) : undefined
+      const { ops, head } = trashOps(meta, time, data)
+      let notDurable
+      try {
+        notDurable = await this.#apply(ops, { used: this.used, files: this.files }, sync)
+      } finally {
+        if (head) free(head)
+      }
+      if (data && data.length > 0) this.#deadSpace.died(data.length)
+      this.#trashed(meta, time)
+      if (notDurable) throw notDurable
+    })
+  }
+
+  // The data an inline head holds, to write it again.
+  async #inlineData (key) {
+    const head = await this.db.get(key)
+    if (head === undefined) throw errors.integrity(key, 'its head record is missing', { chunk: 0 })
+    return Buffer.from(decodeHead(key, head).data)
+  }
+
+  // `meta`'s version went in the trash at `time`: counted, unless a restore came meanwhile.
+  #trashed (meta, time) {
+    if (time <= this.restoredAt) return
+    const trash = this.trashFigures()
+    trash.files++
+    trash.bytes += meta.size
+    if (trash.first === undefined || time < trash.first) {
+      trash.first = time
+      this.onExpiry(this)
+    }
   }
 
   // Removes the files whose expiry record is due at `now`, up to `limit` records, in one batch
@@ -194,13 +275,7 @@ class Shard {
         removeVersion(ops, this.chunkKeys, key, meta)
         gone.push(meta)
       }
-      let notDurable
-      if (ops.length) {
-        const used = gone.reduce((sum, meta) => sum + meta.size, 0)
-        notDurable = await this.#apply(ops, { used: this.used - used, files: this.files - gone.length }, false)
-        this.#deadSpace.died(used)
-        for (const meta of gone) this.#prints.removed(meta.key, this.files)
-      }
+      const notDurable = await this.#removeAll(ops, gone, false)
       this.nextExpiry = await scans.firstExpiry(this.db)
       if (notDurable) throw notDurable
       return { files: gone.length, more: due.length === limit }
@@ -214,6 +289,46 @@ class Shard {
   async #expiryGone (old) {
     if (old.expires === undefined || old.expires !== this.nextExpiry) return
     this.nextExpiry = await scans.firstExpiry(this.db).catch(() => this.nextExpiry)
+  }
+
+  // Removes for good, in one synced batch, up to `limit` files in the trash trashed before
+  // `before` (ms); `restoredAt`: the restore time the caller holds still (the trash lock).
+  // Resolves to { files, bytes, more }.
+  emptyTrash (restoredAt, before, limit = COLLECT_BATCH) {
+    return this.exclusive(async () => {
+      await this.room()
+      const ops = []
+      const gone = []
+      let found = 0
+      for await (const { key: id } of this.db.scan({ ...records.trashRange(restoredAt, before), limit, values: false })) {
+        found++
+        const { trashed, key } = records.parseTrashKey(id)
+        ops.push({ type: 'del', key: id })
+        const meta = await this.getMeta(key)
+        if (!meta || meta.trashed !== trashed) continue
+        ops.push({ type: 'del', key: records.metaKey(key) })
+        if (meta.format !== undefined) ops.push({ type: 'del', key })
+        removeVersion(ops, this.chunkKeys, key, meta)
+        gone.push(meta)
+      }
+      const notDurable = await this.#removeAll(ops, gone, true)
+      if (gone.length) this.trashFigures().first = await scans.firstTrash(this.db, restoredAt)
+      if (notDurable) throw notDurable
+      return { files: gone.length, bytes: gone.reduce((sum, meta) => sum + meta.size, 0), more: found === limit }
+    })
+  }
+
+  // Writes `ops`, which remove the versions `gone`, with the accounting.
+  async #removeAll (ops, gone, sync) {
+    if (!ops.length) return undefined
+    const used = gone.reduce((sum, meta) => sum + meta.size, 0)
+    const notDurable = await this.#apply(ops, { used: this.used - used, files: this.files - gone.length }, sync)
+    this.#deadSpace.died(used)
+    for (const meta of gone) {
+      this.#prints.removed(meta.key, this.files)
+      this.#untrashed(meta)
+    }
+    return notDurable
   }
 
   // Writes `ops` with the new accounting, then adopts it. Resolves to the error of a batch made
@@ -302,7 +417,7 @@ class Shard {
       const [tables, logs] = await Promise.all([this.db.approximateSize(records.WHOLE.from, records.WHOLE.to).catch(() => 0), this.db.logBytes()])
       this.#disk = { bytes: tables + logs, at, mark }
     }
-    return { used: this.used, files: this.files, diskBytes: this.#disk.bytes, dead: this.dead, nextExpiry: this.nextExpiry }
+    return { used: this.used, files: this.files, diskBytes: this.#disk.bytes, dead: this.dead, nextExpiry: this.nextExpiry, trash: { ...this.trashFigures() } }
   }
 
   // LevelDB's CompactRange reports no error, and one that failed (a full disk) leaves the

@@ -24,13 +24,15 @@ class Shards {
   #busyPeriod = 0 // counts the times #writers rose from 0
 
   // heldAbove(): the bytes the store's writers and readers hold (api/memory.js).
-  constructor ({ location, tmpDir, cap, chunkKeys, shardCount, existing, usage, reserve, operations, options, heldAbove }) {
+  // clock: the store's trash clock (maintenance/trash.js).
+  constructor ({ location, tmpDir, cap, chunkKeys, shardCount, existing, usage, reserve, operations, options, heldAbove, clock }) {
     this.location = location
     this.shardCount = shardCount
     this.tmpDir = tmpDir
     this.cap = cap
     this.chunkKeys = chunkKeys
     this.usage = usage
+    this.clock = clock
     this.reserve = reserve
     this.sync = options.sync
     this.readOnly = options.readOnly // shards open through shadows, and none is created
@@ -202,17 +204,31 @@ class Shards {
   // left them, or a kfs that kept no `dead`), counted from their next open.
   async totals () {
     const indices = this.indices()
-    const sums = { shards: indices.length, files: 0, used: 0, diskBytes: 0, dead: 0, uncounted: 0 }
+    const sums = { shards: indices.length, files: 0, used: 0, diskBytes: 0, dead: 0, uncounted: 0, trash: { files: 0, bytes: 0 } }
     const live = []
     for (const index of indices) {
       const open = this.#pool.peek(index)
       const cached = open ? undefined : this.usage.get(index)
       if (open) live.push(open.figures({ maxAge: DISK_BYTES_AGE }))
-      else if (cached) addFigures(sums, cached)
+      else if (cached) addFigures(sums, cached, this.trashOf(cached))
       else sums.uncounted++
     }
-    for (const figures of await Promise.all(live)) addFigures(sums, figures)
+    for (const figures of await Promise.all(live)) addFigures(sums, figures, this.trashOf(figures))
     return sums
+  }
+
+  // Shard `index`'s trash, { files, bytes, first }: an open shard's live, a closed one's as
+  // cached at its close; only a shard whose cache a crash left untrusted is opened.
+  trashIn (index) {
+    const open = this.#pool.peek(index)
+    if (open) return open.trashFigures()
+    const cached = this.usage.get(index)
+    return cached ? this.trashOf(cached) : this.inShard(index, (shard) => shard.trashFigures(), { useReserve: true, admitted: true })
+  }
+
+  // The trash in a shard's `figures` (Shard#figures): none if a restore came since.
+  trashOf ({ trash }) {
+    return trash && trash.restoredAt === this.clock.restoredAt ? trash : { files: 0, bytes: 0, first: undefined, restoredAt: this.clock.restoredAt }
   }
 
   // Shards open now, opened and closed since the store opened, and the memtables' flushes.
@@ -270,7 +286,9 @@ class Shards {
   }
 }
 
-function addFigures (sums, { files, used, diskBytes, dead }) {
+function addFigures (sums, { files, used, diskBytes, dead }, trash) {
+  sums.trash.files += trash.files
+  sums.trash.bytes += trash.bytes
   sums.files += files
   sums.used += used
   sums.diskBytes += diskBytes

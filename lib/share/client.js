@@ -75,6 +75,20 @@ class Remote {
     return this.call('repair', shard)
   }
 
+  // ?sync=1: synced, as an unlink.
+  trash (file, { sync } = {}) {
+    return this.#call('trash', [sent(file)], { query: { sync: sync ? '1' : undefined } })
+  }
+
+  restoreTrash () {
+    return this.call('restoreTrash')
+  }
+
+  // `before`: ms (args.js normalised it), sent as a number.
+  emptyTrash ({ before }) {
+    return this.call('emptyTrash', before === undefined ? {} : { before })
+  }
+
   // The holder counts the request as a readFile (CALL_HEADER), as writeFile's below.
   async readFile (file) {
     const res = await this.#sender.request('read', sent(file), { headers: { [CALL_HEADER]: 'readFile' } })
@@ -145,8 +159,8 @@ class Remote {
     throw errors.system('the store\'s holder', { code: 'EIO', message: 'its answer to verify ended without a result' })
   }
 
-  async #call (method, args, { timeout } = {}) {
-    const res = await this.#sender.request('call', method, { timeout, body: JSON.stringify(args), headers: JSON_HEADERS })
+  async #call (method, args, { timeout, query } = {}) {
+    const res = await this.#sender.request('call', method, { timeout, query, body: JSON.stringify(args), headers: JSON_HEADERS })
     return JSON.parse(await readAll(res)).result
   }
 }

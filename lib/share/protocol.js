@@ -37,7 +37,7 @@ const ROUTES = Object.freeze({
   list: { methods: ['GET'], path: 'list' },
   // An object of its options in; JSON lines out: { progress }, then { result }.
   verify: { methods: ['POST'], path: 'verify', json: true },
-  // An array of arguments in, { result } out: the methods in CALLS.
+  // An array of arguments in, { result } out: the methods in CALLS (?sync=1 on trash).
   call: { methods: ['POST'], path: 'call', param: 'METHOD', json: true },
   // store.metrics() in Prometheus's text format (version 0.0.4), where Prometheus looks.
   metrics: { methods: ['GET', 'HEAD'], path: 'metrics', root: true }
@@ -48,7 +48,8 @@ const ROUTES = Object.freeze({
 // ECLOSED while closing, EBUSY at the cap) has NOT_DONE_HEADER: 1 (failures.js).
 
 // The methods /v1/call/ serves: the store's own checks (EROFS, EINVAL) apply to each.
-const CALLS = new Set(['info', 'exists', 'stat', 'usage', 'metrics', 'diskUsage', 'reclaim', 'compact', 'repair'])
+// A holder of an older kfs answers a method it does not know 400 EINVAL: never done.
+const CALLS = new Set(['info', 'exists', 'stat', 'usage', 'metrics', 'diskUsage', 'reclaim', 'compact', 'repair', 'trash', 'restoreTrash', 'emptyTrash'])
 
 // Linux refuses a socket path longer than this (sun_path, with its final NUL).
 const MAX_SOCKET_PATH = 107

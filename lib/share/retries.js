@@ -42,7 +42,12 @@ const RETRIES = Object.freeze({
   // Its progress went to the caller as it came: a second would report it again.
   verify: IF_NOT_DONE,
   // Its result counts what it removed: after a first that was made, a second's is none.
-  repair: IF_NOT_DONE
+  repair: IF_NOT_DONE,
+  // The second would answer ENOENT for a file the first put in the trash.
+  trash: IF_NOT_DONE,
+  // Their results count what they did: after a first that was made, a second's is none.
+  restoreTrash: IF_NOT_DONE,
+  emptyTrash: IF_NOT_DONE
 })
 
 // Whether a call that failed with `err` is made again, given its `retry`.

@@ -168,9 +168,12 @@ class Holder {
       return lines(res, undefined, async (line) => { for await (const file of this.#store.list(only, { [SERVED]: true })) await line(file) })
     },
     verify: ({ res, body }) => this.#verify(res, body),
-    call: ({ res, params, body, unknown }) => {
+    call: ({ res, params, body, query, unknown }) => {
       if (!CALLS.has(params[0])) throw unknown()
-      return this.#call(res, params[0], shaped(body, 'an array of arguments', []))
+      const args = shaped(body, 'an array of arguments', [])
+      // trash's internal options (args.SYNC) after its key, as unlink's.
+      if (params[0] === 'trash' && args.length === 1) args.push(synced(query))
+      return this.#call(res, params[0], args)
     },
     metrics: async ({ res }) => {
       const body = metricsText(await this.#store.metrics())

@@ -17,6 +17,7 @@ const { repair } = require('../maintenance/repair')
 const { compact } = require('../maintenance/compact')
 const { Reclaimer } = require('../maintenance/reclaimer')
 const { Collector } = require('../maintenance/expiry')
+const { Trash } = require('../maintenance/trash')
 const { Holder, removeStaleSocket } = require('../share/server')
 
 // The store opened in this process, which holds it: the local backend of a Store
@@ -34,6 +35,7 @@ class LocalStore {
   #reserve
   #reclaimer
   #collector
+  #trash
   #holder // serving other processes
 
   // `opened`: the store's directory, opened (dir/store-dir.js).
@@ -64,6 +66,7 @@ class LocalStore {
     this.#tmpDir = tmpDir
     this.#usage = usage
     this.#reserve = reserve
+    const trash = this.#trash = new Trash({ usage, days: options.trashDays })
     const shards = this.#shards = new Shards({
       location,
       tmpDir,
@@ -75,8 +78,10 @@ class LocalStore {
       reserve,
       operations,
       options,
-      heldAbove: () => writeBudget.held + readAhead.held
+      heldAbove: () => writeBudget.held + readAhead.held,
+      clock: trash
     })
+    trash.shards = shards
     const { referenceId, shardCount, chunkSize } = format
     this.#files = new Files({ shards, referenceId: Buffer.from(referenceId, 'hex'), shardCount, chunkSize, writeBudget, readAhead })
     this.#puts = new Puts({ files: this.#files, digester, tmpDir, cap: format.shardCap })
@@ -91,12 +96,13 @@ class LocalStore {
     // A store opened read-only collects nothing; its reads still hide expired files.
     const collector = this.#collector = new Collector({
       openShards: () => shards.openShards(),
-      closedExpiries: () => usage.expiries(),
+      closedExpiries: () => closedDue(usage, trash),
       inShard: (index, fn) => shards.inShard(index, fn),
+      emptyTrash: (index, now) => trash.emptyDue(index, now),
       enabled: !options.readOnly
     })
-    shards.onExpiry = (shard) => collector.note(shard.index, shard.nextExpiry)
-    for (const [index, time] of usage.expiries()) collector.note(index, time)
+    shards.onExpiry = (shard) => collector.note(shard.index, shard.nextDue)
+    for (const [index, time] of closedDue(usage, trash)) collector.note(index, time)
     // A shard without trusted figures (the last process died with it open, or could not
     // record them at its close) may hold files due that nothing here knows of, even
     // without openAhead: its earliest expiry is read from its files, left closed, or where
@@ -167,6 +173,19 @@ class LocalStore {
     return this.#files.inShardOf(key, (shard) => shard.unlink(key, { sync: this.#asked(sync) }), () => { throw errors.notFound(key) })
   }
 
+  trash ({ key }, { sync }) {
+    return this.#files.inShardOf(key, (shard) => shard.trash(key, this.#trash.time(), { sync: this.#asked(sync) }), () => { throw errors.notFound(key) })
+  }
+
+  restoreTrash () {
+    return this.#trash.restore()
+  }
+
+  // `before`: ms, or undefined for every file in the trash.
+  emptyTrash ({ before }) {
+    return this.#trash.empty(before)
+  }
+
   // `admitted`: a listing the holder serves (args.SERVED).
   list (only, { admitted }) {
     return list(this.#shards, only, this.#shared.operations, { admitted })
@@ -177,13 +196,15 @@ class LocalStore {
     const shards = []
     for (const index of this.#shards.indices()) {
       const record = await this.#shards.figures(index)
-      shards.push({ index, used: record.used, free: shardCap - record.used, files: record.files, diskBytes: record.diskBytes, reclaimable: record.dead })
+      const { files, bytes } = this.#shards.trashOf(record)
+      shards.push({ index, used: record.used, free: shardCap - record.used, files: record.files, diskBytes: record.diskBytes, reclaimable: record.dead, trash: { files, bytes } })
     }
     const used = shards.reduce((sum, s) => sum + s.used, 0)
     const capacity = shardCap * shardCount
     const reserve = await reserveBytes(this.#shared.location)
     const reclaimable = shards.reduce((sum, s) => sum + s.reclaimable, 0)
-    return { used, free: capacity - used, capacity, files: shards.reduce((sum, s) => sum + s.files, 0), reclaimable, reserve, shards }
+    const trash = { files: shards.reduce((sum, s) => sum + s.trash.files, 0), bytes: shards.reduce((sum, s) => sum + s.trash.bytes, 0) }
+    return { used, free: capacity - used, capacity, files: shards.reduce((sum, s) => sum + s.files, 0), reclaimable, reserve, trash, shards }
   }
 
   // usage()'s totals and what the store did, from figures kept as they change: no shard is
@@ -210,6 +231,7 @@ class LocalStore {
       flushes: { budget: activity.flushes, quiet: activity.quietFlushes },
       reclaims: { runs: this.#reclaimer.runs, pieces: this.#reclaimer.pieces },
       expiries: { runs: this.#collector.runs, files: this.#collector.files },
+      trash: { files: totals.trash.files, bytes: totals.trash.bytes, emptied: this.#collector.trashFiles },
       clients: this.#holder ? this.#holder.clients : 0,
       operations: counts.snapshot()
     }
@@ -269,6 +291,16 @@ class LocalStore {
   #maintenance () {
     return { shards: this.#shards, chunkSize: this.format.chunkSize, shardCount: this.format.shardCount }
   }
+}
+
+// [[index, time]]: when each closed shard next has work for the Collector, the earlier of
+// its first expiry and its trash turning trashDays old.
+function closedDue (usage, trash) {
+  const due = new Map()
+  for (const [index, time] of [...usage.expiries(), ...trash.closedDue(usage.closedFigures())]) {
+    if (!(due.get(index) <= time)) due.set(index, time)
+  }
+  return [...due]
 }
 
 module.exports = { LocalStore }

@@ -12,7 +12,7 @@ const pkg = require('../../package.json')
 // Every script package.json runs, and every other perf script a person runs by hand, by
 // their paths under perf/.
 const fromPackage = Object.values(pkg.scripts).map((command) => /^node perf\/([\w/-]+\.js)$/.exec(command)).filter(Boolean).map((m) => m[1])
-const SCRIPTS = [...new Set([...fromPackage, ...['read-path.js', 'large-files.js', 'share.js', 'holder-flood.js', 'parallel-commands.js', 'light-commands.js', 'metrics-scrape.js', 'new-shards.js', 'write-path.js', 'small-own.js', 'expiry-space.js'].map((probe) => `probes/${probe}`)])]
+const SCRIPTS = [...new Set([...fromPackage, ...['read-path.js', 'large-files.js', 'share.js', 'holder-flood.js', 'parallel-commands.js', 'light-commands.js', 'metrics-scrape.js', 'new-shards.js', 'write-path.js', 'small-own.js', 'expiry-space.js', 'restore-trash.js'].map((probe) => `probes/${probe}`)])]
 
 describe('perf scripts: one command line', function () {
   this.timeout(scaled(60000))

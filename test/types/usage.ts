@@ -67,6 +67,20 @@ async function main (): Promise<void> {
   await store.put('data', { expires: new Date() })
   const expires = (await store.stat('name')).expires
   assertType<typeof expires, Date | undefined>(true)
+  await store.trash('name')
+  const restored = await store.restoreTrash()
+  assertType<typeof restored.files, number>(true)
+  await store.emptyTrash()
+  await store.emptyTrash({ before: new Date() })
+  const emptied = await store.emptyTrash({ before: Date.now() })
+  assertType<typeof emptied.bytes, number>(true)
+  // @ts-expect-error before is a Date or ms
+  await store.emptyTrash({ before: '7d' })
+  const trashUsage = (await store.usage()).trash
+  assertType<typeof trashUsage.bytes, number>(true)
+  const trashMetrics = (await store.metrics()).trash
+  assertType<typeof trashMetrics.emptied, number>(true)
+  kfs('/tmp/store', { trashDays: 1 })
 
   const data = await store.readFile('name')
   assertType<typeof data, Buffer>(true)
@@ -158,7 +172,7 @@ async function main (): Promise<void> {
   for (const problem of report.problems) {
     assertType<typeof problem.shard, number>(true)
     assertType<typeof problem.key, string | null>(true)
-    assertType<typeof problem.kind, 'file' | 'metadata' | 'accounting' | 'shard' | 'log' | 'write'>(true)
+    assertType<typeof problem.kind, 'file' | 'metadata' | 'accounting' | 'shard' | 'log' | 'write' | 'expiry' | 'trash'>(true)
     assertType<typeof problem.problem, string>(true)
   }
 
