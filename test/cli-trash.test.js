@@ -4,7 +4,6 @@ const { expect } = require('chai')
 const fs = require('node:fs')
 const os = require('node:os')
 const { PassThrough } = require('node:stream')
-const kfs = require('..')
 const { scaled } = require('./helpers')
 const { useCli } = require('./cli-harness')
 const { holder } = require('./share-harness')
@@ -79,15 +78,6 @@ describe('kfs trash, restore-trash and empty-trash', function () {
   })
 
   describe('on a store', function () {
-    // The library's trash (store.trash, restoreTrash, emptyTrash) comes with issue 45's
-    // trash part: until it is there, these are skipped.
-    before(function () {
-      if (typeof kfs.Store.prototype.trash !== 'function') {
-        console.log('      (skipped: this kfs has no store.trash() yet)')
-        this.skip()
-      }
-    })
-
     // Stores `text` under the name `name`; resolves to its key.
     const put = async (name, text) => (await cli(['put', '--key', name], { input: text })).stdout.toString().trim()
 
