@@ -34,6 +34,13 @@ function commitOps (chunkKeys, meta, inline, old) {
   return { ops, head }
 }
 
+// Deletes a file: its metadata, its head record, and its version (removeVersion).
+function removeFile (ops, chunkKeys, meta) {
+  ops.push({ type: 'del', key: records.metaKey(meta.key) })
+  if (meta.format !== undefined) ops.push({ type: 'del', key: meta.key })
+  removeVersion(ops, chunkKeys, meta.key, meta)
+}
+
 // Deletes a version's chunks, its expiry and trash records, and notes its size as dead space
 // (dead-space.js).
 function removeVersion (ops, chunkKeys, key, meta) {
@@ -58,4 +65,4 @@ function trashOps (meta, time, data) {
   return { ops, head }
 }
 
-module.exports = { putChunks, commitOps, removeVersion, trashOps }
+module.exports = { removeFile, putChunks, commitOps, removeVersion, trashOps }

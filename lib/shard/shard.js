@@ -3,8 +3,9 @@
 const { madeNotDurable } = require('../leveldb/leveldb')
 const { shardName } = require('../base/shard-names')
 const records = require('./records')
-const { putChunks, commitOps, removeVersion, trashOps } = require('./batches')
-const { decodeHead } = require('./head-record')
+const { putChunks, commitOps } = require('./batches')
+const { TrashCount } = require('./trash-count')
+const { Removals } = require('./removals')
 const { upgradeHeads } = require('./head-upgrade')
 const scans = require('./scans')
 const { Reservation } = require('./reservation')
@@ -15,12 +16,6 @@ const errors = require('../api/errors')
 const { free } = require('../base/freed')
 const { Lifecycle } = require('../api/lifecycle')
 
-// Expiry records a collection removes in one batch (collectExpired), and trash records an
-// emptying (emptyTrash).
-const COLLECT_BATCH = 1000
-// Metadata gets a collection keeps in flight: the shard's commits wait behind a batch's
-// reads, which overlap on LevelDB's threads rather than follow one another.
-const COLLECT_READS = 16
 // A shard opened outside a store: no restore made, no trash emptied by itself.
 const NO_CLOCK = Object.freeze({ restoredAt: 0, trashMs: Infinity })
 
@@ -35,8 +30,8 @@ class Shard {
   #unsaved // the damage note of a read-only open, which cannot write it
   #disk = { bytes: 0, at: -Infinity, mark: undefined } // diskBytes as last read: when (performance.now()), at which db.changeMark()
 
-  #trash // { files, bytes, first (the earliest trash time), restoredAt (the restore they follow) }
-
+  #trash // TrashCount
+  #removals
   constructor ({ index, location, db, cap, chunkKeys, sync, memtables, account, dead = 0, created = false, allHeads = false, unsaved = [], nextExpiry, clock = NO_CLOCK, trash }) {
     this.#memtables = memtables
     this.#deadSpace = new DeadSpace(this, dead)
@@ -58,38 +53,34 @@ class Shard {
     this.nextExpiry = nextExpiry // the earliest time in its expiry index, or undefined
     this.onExpiry = () => {} // called when nextExpiry came sooner
     this.allHeads = allHeads // every file has a head record (records.HEADS): nothing to upgrade
-    this.clock = clock // the store's trash clock (maintenance/trash.js): restoredAt, trashMs
-    this.#trash = trash || { files: 0, bytes: 0, first: undefined, restoredAt: clock.restoredAt }
+    this.#trash = new TrashCount(clock, trash)
+    this.#removals = new Removals(this, {
+      write: (ops, sync) => this.#write(ops, sync),
+      apply: (ops, account, sync) => this.#apply(ops, account, sync),
+      died: (bytes) => this.#deadSpace.died(bytes),
+      removed: (meta) => {
+        this.#prints.removed(meta.key, this.files)
+        this.#trash.removed(meta)
+      },
+      trash: this.#trash
+    })
   }
 
   // The store's last restore time: a file trashed at or before it is not in the trash.
   get restoredAt () {
-    return this.clock.restoredAt
+    return this.#trash.restoredAt
   }
 
-  // The files in the trash: { files, bytes, first }, relative to the store's restore time
-  // (`restoredAt`), which a restore moved past every one counted before.
+  // The files in the trash: { files, bytes, first } (trash-count.js).
   trashFigures () {
-    const trash = this.#trash
-    if (trash.restoredAt !== this.clock.restoredAt) this.#trash = { files: 0, bytes: 0, first: undefined, restoredAt: this.clock.restoredAt }
-    return this.#trash
+    return this.#trash.figures()
   }
 
   // The earliest time the collector has work here: an expiry, or trash turning trashMs old.
   get nextDue () {
-    const { first } = this.trashFigures()
-    const emptied = first === undefined ? undefined : first + this.clock.trashMs
-    if (emptied === undefined || !Number.isFinite(emptied)) return this.nextExpiry
+    const emptied = this.#trash.emptiedAt
+    if (emptied === undefined) return this.nextExpiry
     return this.nextExpiry === undefined ? emptied : Math.min(this.nextExpiry, emptied)
-  }
-
-  // `meta`'s version leaves the shard (removed or replaced): out of the trash figures.
-  #untrashed (meta) {
-    if (!records.trashed(meta, this.restoredAt)) return
-    const trash = this.trashFigures()
-    trash.files--
-    trash.bytes -= meta.size
-    if (trash.files === 0) trash.first = undefined
   }
 
   static open (options) {
@@ -176,13 +167,13 @@ class Shard {
       }
       if (old) {
         this.#deadSpace.died(old.size)
-        this.#untrashed(old)
+        this.#trash.removed(old)
       } else this.#prints.added(meta.key, this.files)
       if (meta.expires !== undefined && !(this.nextExpiry <= meta.expires)) {
         this.nextExpiry = meta.expires
         this.onExpiry(this)
       } else if (old) {
-        await this.#expiryGone(old)
+        await this.#removals.expiryGone(old)
       }
       reservation.release()
       // Here: discardAbandoned() never sees the version pending and no longer being written.
@@ -191,144 +182,20 @@ class Shard {
     })
   }
 
-  unlink (key, { sync = false } = {}) {
-    return this.exclusive(async () => {
-      await this.room()
-      const old = await this.getMeta(key)
-      // A head left without its metadata (damage) is the file a read finds.
-      const head = old ? undefined : await this.db.get(key)
-      if (head !== undefined) {
-        await this.#write([{ type: 'del', key }, { type: 'put', key: records.deadKey(key, head.toString('hex', 8, 16)), value: String(head.length) }], this.sync || sync)
-        return this.#deadSpace.died(head.length)
-      }
-      if (!old || records.trashed(old, this.restoredAt)) throw errors.notFound(key)
-      const ops = [{ type: 'del', key: records.metaKey(key) }]
-      if (old.format !== undefined) ops.push({ type: 'del', key })
-      removeVersion(ops, this.chunkKeys, key, old)
-      const notDurable = await this.#apply(ops, { used: this.used - old.size, files: this.files - 1 }, sync)
-      this.#deadSpace.died(old.size)
-      this.#prints.removed(key, this.files)
-      await this.#expiryGone(old)
-      if (notDurable) throw notDurable
-    })
+  unlink (key, options) {
+    return this.#removals.unlink(key, options)
   }
 
-  // Marks `key`'s version trashed at `time` (doc/format.md, "Trash"): readers find no file
-  // from then on, until a restore. ENOENT if readers find none now. Synced as unlink is.
-  trash (key, time, { sync = false } = {}) {
-    return this.exclusive(async () => {
-      await this.room()
-      const meta = await this.getMeta(key)
-      if (!meta || records.gone(meta, Date.now(), this.restoredAt)) throw errors.notFound(key)
-      const data = meta.inline ? await this.#inlineData(key) : undefined
-      const { ops, head } = trashOps(meta, time, data)
-      let notDurable
-      try {
-        notDurable = await this.#apply(ops, { used: this.used, files: this.files }, sync)
-      } finally {
-        if (head) free(head)
-      }
-      if (data && data.length > 0) this.#deadSpace.died(data.length)
-      this.#trashed(meta, time)
-      if (notDurable) throw notDurable
-    })
+  trash (key, time, options) {
+    return this.#removals.trash(key, time, options)
   }
 
-  // The data an inline head holds, to write it again.
-  async #inlineData (key) {
-    const head = await this.db.get(key)
-    if (head === undefined) throw errors.integrity(key, 'its head record is missing', { chunk: 0 })
-    return Buffer.from(decodeHead(key, head).data)
+  collectExpired (now, limit) {
+    return this.#removals.collectExpired(now, limit)
   }
 
-  // `meta`'s version went in the trash at `time`: counted, unless a restore came meanwhile.
-  #trashed (meta, time) {
-    if (time <= this.restoredAt) return
-    const trash = this.trashFigures()
-    trash.files++
-    trash.bytes += meta.size
-    if (trash.first === undefined || time < trash.first) {
-      trash.first = time
-      this.onExpiry(this)
-    }
-  }
-
-  // Removes the files whose expiry record is due at `now`, up to `limit` records, in one batch
-  // with the accounting, as unlink does. A record naming a version replaced since goes alone.
-  // Resolves to the files removed and whether records may be left due; nextExpiry is read
-  // again from the index.
-  collectExpired (now, limit = COLLECT_BATCH) {
-    return this.exclusive(async () => {
-      await this.room()
-      const due = []
-      for await (const entry of this.db.scan({ ...records.dueRange(now), limit, valueAsBuffer: false })) due.push(entry)
-      const metas = await mapLimited(due, COLLECT_READS, ({ key: id }) => this.getMeta(records.parseExpiryKey(id).key))
-      const ops = []
-      const gone = []
-      for (const [i, { key: id, value: version }] of due.entries()) {
-        const meta = metas[i]
-        ops.push({ type: 'del', key: id })
-        if (!meta || meta.version !== version || !records.expired(meta, now)) continue
-        const { key } = meta
-        ops.push({ type: 'del', key: records.metaKey(key) })
-        if (meta.format !== undefined) ops.push({ type: 'del', key })
-        removeVersion(ops, this.chunkKeys, key, meta)
-        gone.push(meta)
-      }
-      const notDurable = await this.#removeAll(ops, gone, false)
-      this.nextExpiry = await scans.firstExpiry(this.db)
-      if (notDurable) throw notDurable
-      return { files: gone.length, more: due.length === limit }
-    })
-  }
-
-  // After `old` was removed or replaced, in the exclusive section: if it held the shard's
-  // earliest expiry, the next one is read again from the index, so that the collector does
-  // not lease the shard (open it, if closed: the usage cache keeps nextExpiry) to find
-  // nothing due. A failed read keeps the earlier time, which costs that lease only.
-  async #expiryGone (old) {
-    if (old.expires === undefined || old.expires !== this.nextExpiry) return
-    this.nextExpiry = await scans.firstExpiry(this.db).catch(() => this.nextExpiry)
-  }
-
-  // Removes for good, in one synced batch, up to `limit` files in the trash trashed before
-  // `before` (ms); `restoredAt`: the restore time the caller holds still (the trash lock).
-  // Resolves to { files, bytes, more }.
-  emptyTrash (restoredAt, before, limit = COLLECT_BATCH) {
-    return this.exclusive(async () => {
-      await this.room()
-      const ops = []
-      const gone = []
-      let found = 0
-      for await (const { key: id } of this.db.scan({ ...records.trashRange(restoredAt, before), limit, values: false })) {
-        found++
-        const { trashed, key } = records.parseTrashKey(id)
-        ops.push({ type: 'del', key: id })
-        const meta = await this.getMeta(key)
-        if (!meta || meta.trashed !== trashed) continue
-        ops.push({ type: 'del', key: records.metaKey(key) })
-        if (meta.format !== undefined) ops.push({ type: 'del', key })
-        removeVersion(ops, this.chunkKeys, key, meta)
-        gone.push(meta)
-      }
-      const notDurable = await this.#removeAll(ops, gone, true)
-      if (gone.length) this.trashFigures().first = await scans.firstTrash(this.db, restoredAt)
-      if (notDurable) throw notDurable
-      return { files: gone.length, bytes: gone.reduce((sum, meta) => sum + meta.size, 0), more: found === limit }
-    })
-  }
-
-  // Writes `ops`, which remove the versions `gone`, with the accounting.
-  async #removeAll (ops, gone, sync) {
-    if (!ops.length) return undefined
-    const used = gone.reduce((sum, meta) => sum + meta.size, 0)
-    const notDurable = await this.#apply(ops, { used: this.used - used, files: this.files - gone.length }, sync)
-    this.#deadSpace.died(used)
-    for (const meta of gone) {
-      this.#prints.removed(meta.key, this.files)
-      this.#untrashed(meta)
-    }
-    return notDurable
+  emptyTrash (restoredAt, before, limit) {
+    return this.#removals.emptyTrash(restoredAt, before, limit)
   }
 
   // Writes `ops` with the new accounting, then adopts it. Resolves to the error of a batch made
@@ -452,20 +319,6 @@ class Shard {
     await this.db.close()
     return figures
   }
-}
-
-// fn(item) for every item, at most `limit` at a time; resolves to the results in order.
-async function mapLimited (items, limit, fn) {
-  const results = new Array(items.length)
-  let next = 0
-  const worker = async () => {
-    while (next < items.length) {
-      const i = next++
-      results[i] = await fn(items[i])
-    }
-  }
-  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker))
-  return results
 }
 
 module.exports = { Shard }

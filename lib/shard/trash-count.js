@@ -1,0 +1,56 @@
+'use strict'
+
+const records = require('./records')
+
+// A shard's files in the trash, counted as they go in and out: { files, bytes, first (the
+// earliest trash time) }, relative to the store's restore time, `clock.restoredAt` (the
+// store's trash clock, maintenance/trash.js: { restoredAt, trashMs }). A restore moves
+// that time past every file counted, which empties the count with no write here.
+class TrashCount {
+  #figures // { files, bytes, first, restoredAt (the restore they follow) }
+
+  constructor (clock, figures) {
+    this.clock = clock
+    this.#figures = figures || empty(clock.restoredAt)
+  }
+
+  get restoredAt () {
+    return this.clock.restoredAt
+  }
+
+  figures () {
+    if (this.#figures.restoredAt !== this.clock.restoredAt) this.#figures = empty(this.clock.restoredAt)
+    return this.#figures
+  }
+
+  // When trash turns trashMs old, and the collector empties it; undefined: never.
+  get emptiedAt () {
+    const { first } = this.figures()
+    const at = first === undefined ? undefined : first + this.clock.trashMs
+    return Number.isFinite(at) ? at : undefined
+  }
+
+  // `meta`'s version went in the trash at `time`; true if it is now the earliest.
+  added (meta, time) {
+    if (time <= this.restoredAt) return false
+    const trash = this.figures()
+    trash.files++
+    trash.bytes += meta.size
+    if (trash.first !== undefined && trash.first <= time) return false
+    trash.first = time
+    return true
+  }
+
+  // `meta`'s version left the shard (removed or replaced): out of the count if it was in.
+  removed (meta) {
+    if (!records.trashed(meta, this.restoredAt)) return
+    const trash = this.figures()
+    trash.files--
+    trash.bytes -= meta.size
+    if (trash.files === 0) trash.first = undefined
+  }
+}
+
+const empty = (restoredAt) => ({ files: 0, bytes: 0, first: undefined, restoredAt })
+
+module.exports = { TrashCount }
