@@ -13,6 +13,8 @@ const spec = JSON.parse(process.argv[2])
 const markFd = fs.openSync(spec.mark, 'w')
 const mark = (text) => fs.writeSync(markFd, text + '\n')
 const outcomes = []
+const current = new Map() // key -> the SHA-256 it was last written with
+const trashed = new Set() // keys in the trash
 
 // Deterministic bytes, so that a run can be repeated: the step's number and size seed them.
 function data (n, size) {
@@ -26,9 +28,11 @@ function data (n, size) {
 }
 
 // Runs one step: ['write', key, size], ['put', size] (the key is the content's
-// SHA-256), ['unlink', key], ['compact'], or ['together', ...steps] run at once.
+// SHA-256), ['unlink', key], ['trash', key], ['restore'], ['empty'] (the whole trash),
+// ['compact'], or ['together', ...steps] run at once.
 async function step (engine, s, sync) {
   if (s[0] === 'together') return Promise.all(s.slice(1).map((t) => step(engine, t, sync)))
+  if (s[0] === 'restore' || s[0] === 'empty') return wholeTrash(engine, s[0])
   if (s[0] === 'compact') {
     mark('begin compact')
     await engine.compact()
@@ -37,17 +41,32 @@ async function step (engine, s, sync) {
   const n = outcomes.length
   const [op, ...args] = s
   const size = op === 'put' ? args[0] : args[1]
-  const bytes = op === 'unlink' ? undefined : data(n, size)
+  const bytes = op === 'unlink' || op === 'trash' ? undefined : data(n, size)
   const sha256 = bytes ? crypto.createHash('sha256').update(bytes).digest('hex') : null
   const key = op === 'put' ? sha256 : args[0]
+  trashed.delete(key)
+  if (op === 'trash') trashed.add(key)
+  else current.set(key, sha256)
   outcomes.push({ key, sha256, sync })
   mark(`begin ${n}`)
   if (op === 'put') {
     if (await engine.put(bytes) !== key) throw new Error(`put() did not resolve to the content's SHA-256 ${key}`)
   } else {
-    await (op === 'write' ? engine.write(key, bytes) : engine.unlink(key))
+    await (op === 'write' ? engine.write(key, bytes) : op === 'trash' ? engine.trash(key) : engine.unlink(key))
   }
   mark(`ack ${n}`)
+}
+
+// restoreTrash() or emptyTrash(): one outcome per key in the trash, each synced (both
+// are, whatever the store's sync): back with its content, or gone for good.
+async function wholeTrash (engine, op) {
+  const keys = [...trashed]
+  trashed.clear()
+  const first = outcomes.length
+  for (const key of keys) outcomes.push({ key, sha256: op === 'restore' ? current.get(key) : null, sync: true })
+  keys.forEach((key, i) => mark(`begin ${first + i}`))
+  await (op === 'restore' ? engine.restoreTrash() : engine.emptyTrash())
+  keys.forEach((key, i) => mark(`ack ${first + i}`))
 }
 
 async function kfsEngine () {
@@ -57,6 +76,9 @@ async function kfsEngine () {
     write: (key, bytes) => store.writeFile(key, bytes),
     put: (bytes) => store.put(bytes),
     unlink: (key) => store.unlink(key),
+    trash: (key) => store.trash(key),
+    restoreTrash: () => store.restoreTrash(),
+    emptyTrash: () => store.emptyTrash(),
     compact: () => store.compact(),
     close: () => store.close()
   }

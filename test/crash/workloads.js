@@ -2,7 +2,8 @@
 
 // The crash-state workloads (harness.js): short runs of what kfs does to a
 // filesystem, each recorded whole. Steps (workload.js): ['write', key, bytes],
-// ['put', bytes], ['unlink', key], ['compact'], ['together', ...steps] (at once). `prepare` runs before recording, on
+// ['put', bytes], ['unlink', key], ['trash', key], ['restore'], ['empty'], ['compact'],
+// ['together', ...steps] (at once). `prepare` runs before recording, on
 // the real disk, and is durable when recording starts.
 const KiB = 1024
 const MiB = 1024 * KiB
@@ -99,6 +100,22 @@ const workloads = [
       ['together', ...Array.from({ length: 5 }, (_, i) => ['write', `q${i}`, 4 * KiB + i * 10000])],
       ['write', 'o0', 8 * KiB], ['unlink', 'o2'], ['write', 'o1', 62068], ['write', 'q0', 200 * KiB],
       ['together', ['write', 'q0', 62068], ['unlink', 'q1'], ['put', 62068], ['write', 'q2', 0]]
+    ]
+  },
+  {
+    // The trash: files trashed and emptied, then trashed and restored, one trashed and
+    // written again, trash beside a write; the last restore comes after an emptying,
+    // which it must not undo.
+    name: 'trash',
+    engine: 'kfs',
+    store: 'store',
+    options: synced,
+    steps: [
+      ...[KiB, 300 * KiB, 62068, 2 * MiB, 5 * KiB, 700 * KiB].map((size, i) => ['write', `t${i}`, size]),
+      ['trash', 't0'], ['trash', 't1'], ['trash', 't2'], ['empty'],
+      ['trash', 't3'], ['trash', 't4'], ['restore'],
+      ['trash', 't5'], ['write', 't5', 10 * KiB], ['trash', 't4'], ['together', ['trash', 't3'], ['write', 't6', KiB]],
+      ['empty'], ['write', 't7', 62068], ['trash', 't7'], ['restore']
     ]
   },
   {
