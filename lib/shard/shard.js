@@ -56,7 +56,7 @@ class Shard {
     this.onExpiry = () => {} // called when nextExpiry came sooner
     this.allHeads = allHeads // every file has a head record (records.HEADS): nothing to upgrade
     this.clock = clock // the store's trash clock (maintenance/trash.js): restoredAt, trashMs
-    this.#trash = trash || { files: 0, bytes: 0, first: undefined, restoredAt: clock.restoredAt }
+    this.#trash = trash || records.noTrash(clock.restoredAt)
   }
 
   // The store's last restore time: a file trashed at or before it is not in the trash.
@@ -64,11 +64,11 @@ class Shard {
     return this.clock.restoredAt
   }
 
-  // The files in the trash: { files, bytes, first }, relative to the store's restore time
+  // The files in the trash: { files, bytes, first, last }, relative to the store's restore time
   // (`restoredAt`), which a restore moved past every one counted before.
   trashFigures () {
     const trash = this.#trash
-    if (trash.restoredAt !== this.clock.restoredAt) this.#trash = { files: 0, bytes: 0, first: undefined, restoredAt: this.clock.restoredAt }
+    if (trash.restoredAt !== this.clock.restoredAt) this.#trash = records.noTrash(this.clock.restoredAt)
     return this.#trash
   }
 
@@ -86,7 +86,7 @@ class Shard {
     const trash = this.trashFigures()
     trash.files--
     trash.bytes -= meta.size
-    if (trash.files === 0) trash.first = undefined
+    if (trash.files === 0) Object.assign(trash, { first: undefined, last: undefined })
   }
 
   static open (options) {
@@ -241,6 +241,7 @@ class Shard {
     const trash = this.trashFigures()
     trash.files++
     trash.bytes += meta.size
+    if (!(trash.last >= time)) trash.last = time
     if (trash.first === undefined || time < trash.first) {
       trash.first = time
       this.onExpiry(this)
