@@ -148,6 +148,33 @@ describe('trash', () => {
       expect((await store.verify()).problems).to.deep.equal([])
     })
 
+    it('brings back a file an earlier process trashed on a clock ahead of this one\'s', async () => {
+      const store = t.open({ chunkSize: C })
+      await withFiles(store, 2)
+      const { now } = Date
+      Date.now = () => now() + DAY
+      try {
+        await store.trash('f0')
+      } finally {
+        Date.now = now
+      }
+      await store.close()
+      for (const openAhead of [true, false]) {
+        const again = t.open({ chunkSize: C, openAhead }, 'store')
+        await again.trash('f1')
+        expect(await again.restoreTrash()).to.deep.equal({ files: 2, bytes: 1401 })
+        expect(await again.exists('f0')).to.equal(true)
+        expect(await again.exists('f1')).to.equal(true)
+        await again.close()
+        if (openAhead) {
+          Date.now = () => now() + DAY
+          const ahead = t.open({ chunkSize: C }, 'store')
+          await ahead.trash('f0').finally(() => { Date.now = now })
+          await ahead.close()
+        }
+      }
+    })
+
     it('counts closed shards from the usage cache, and survives a reopen of the store', async () => {
       const store = t.open({ chunkSize: C })
       const files = await withFiles(store, 5)

@@ -70,7 +70,7 @@ async function rebuild (shard, chunkSize) {
   const ops = await removeStray(shard, chunkSize, found)
   // The expiry and trash indexes, which removeStray cleared with the other system records,
   // made again.
-  const trash = { files: 0, bytes: 0, first: undefined, restoredAt: shard.restoredAt }
+  const trash = records.noTrash(shard.restoredAt)
   for (const meta of found.kept.values()) {
     if (meta.expires !== undefined) ops.push({ type: 'put', key: records.expiryKey(meta.expires, meta.key), value: meta.version })
     if (meta.trashed !== undefined) ops.push({ type: 'put', key: records.trashKey(meta.trashed, meta.key), value: String(meta.size) })
@@ -78,6 +78,7 @@ async function rebuild (shard, chunkSize) {
       trash.files++
       trash.bytes += meta.size
       if (!(trash.first <= meta.trashed)) trash.first = meta.trashed
+      if (!(trash.last >= meta.trashed)) trash.last = meta.trashed
     }
   }
   ops.push({ type: 'put', key: records.ACCOUNT, value: JSON.stringify({ used: found.used, files: found.kept.size }) })

@@ -40,12 +40,15 @@ class Trash {
   restore () {
     return this.#locked(async () => {
       const sums = { files: 0, bytes: 0 }
+      // After every trash time, those an earlier process gave out on a clock ahead of now's.
+      let latest = Math.max(Date.now(), this.restoredAt + 1, this.#lastTime)
       for (const index of this.shards.indices()) {
-        const { files, bytes } = await this.shards.trashIn(index)
+        const { files, bytes, last } = await this.shards.trashIn(index)
         sums.files += files
         sums.bytes += bytes
+        if (last > latest) latest = last
       }
-      await this.#usage.restored(Math.max(Date.now(), this.restoredAt + 1, this.#lastTime))
+      await this.#usage.restored(latest)
       return sums
     })
   }

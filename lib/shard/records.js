@@ -57,6 +57,9 @@ function parseTrashKey (id) {
 const trashed = (meta, restoredAt) => meta.trashed !== undefined && meta.trashed > restoredAt
 // Whether readers find no file in `meta`'s version: expired at `now`, or in the trash.
 const gone = (meta, now, restoredAt) => expired(meta, now) || trashed(meta, restoredAt)
+// A shard's trash figures with nothing in the trash after `restoredAt`: files, bytes, the
+// earliest and latest trash times.
+const noTrash = (restoredAt) => ({ files: 0, bytes: 0, first: undefined, last: undefined, restoredAt })
 // The note of a head rewritten by trash(), its data now dead bytes: an id of its own per mark.
 const trashedHeadKey = (key, version, time) => `${DEAD}${key} ${version} trashed ${time}`
 // The note of a version's chunk moved into its head (head-upgrade.js): an id of its own, so
@@ -179,6 +182,7 @@ module.exports = {
   parseTrashKey,
   trashed,
   gone,
+  noTrash,
   trashedHeadKey,
   metaRange,
   pendingRange,

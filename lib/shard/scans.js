@@ -57,11 +57,12 @@ async function firstTrash (db, restoredAt) {
   return undefined
 }
 
-// The files in the trash, trashed after `restoredAt`: { files, bytes, first, restoredAt }.
+// The files in the trash, trashed after `restoredAt`: { files, bytes, first, last, restoredAt }.
 async function trashFigures (db, restoredAt) {
-  const trash = { files: 0, bytes: 0, first: undefined, restoredAt }
+  const trash = records.noTrash(restoredAt)
   for await (const entry of scan(db, records.trashRange(restoredAt))) {
-    if (trash.first === undefined) trash.first = records.parseTrashKey(entry.key).trashed
+    trash.last = records.parseTrashKey(entry.key).trashed
+    if (trash.first === undefined) trash.first = trash.last
     trash.files++
     trash.bytes += Number(entry.value) || 0
   }

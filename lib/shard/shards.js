@@ -7,6 +7,7 @@ const { Memtables } = require('./memtables')
 const { WRITE_BUFFER } = require('../leveldb/leveldb')
 const { filePage, fileFirstExpiry, FILES } = require('./file-pages')
 const { openAhead } = require('./open-ahead')
+const { noTrash } = require('./records')
 const errors = require('../api/errors')
 
 const META_PAGE = 1000 // metadata records read per shard visit by list() and verify()
@@ -228,7 +229,7 @@ class Shards {
 
   // The trash in a shard's `figures` (Shard#figures): none if a restore came since.
   trashOf ({ trash }) {
-    return trash && trash.restoredAt === this.clock.restoredAt ? trash : { files: 0, bytes: 0, first: undefined, restoredAt: this.clock.restoredAt }
+    return trash && trash.restoredAt === this.clock.restoredAt ? trash : noTrash(this.clock.restoredAt)
   }
 
   // Shards open now, opened and closed since the store opened, and the memtables' flushes.

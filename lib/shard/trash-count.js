@@ -2,16 +2,16 @@
 
 const records = require('./records')
 
-// A shard's files in the trash, counted as they go in and out: { files, bytes, first (the
-// earliest trash time) }, relative to the store's restore time, `clock.restoredAt` (the
+// A shard's files in the trash, counted as they go in and out: { files, bytes, first, last
+// (the earliest and latest trash times) }, relative to the store's restore time, `clock.restoredAt` (the
 // store's trash clock, maintenance/trash.js: { restoredAt, trashMs }). A restore moves
 // that time past every file counted, which empties the count with no write here.
 class TrashCount {
-  #figures // { files, bytes, first, restoredAt (the restore they follow) }
+  #figures // { files, bytes, first, last, restoredAt (the restore they follow) }
 
   constructor (clock, figures) {
     this.clock = clock
-    this.#figures = figures || empty(clock.restoredAt)
+    this.#figures = figures || records.noTrash(clock.restoredAt)
   }
 
   get restoredAt () {
@@ -19,7 +19,7 @@ class TrashCount {
   }
 
   figures () {
-    if (this.#figures.restoredAt !== this.clock.restoredAt) this.#figures = empty(this.clock.restoredAt)
+    if (this.#figures.restoredAt !== this.clock.restoredAt) this.#figures = records.noTrash(this.clock.restoredAt)
     return this.#figures
   }
 
@@ -36,6 +36,7 @@ class TrashCount {
     const trash = this.figures()
     trash.files++
     trash.bytes += meta.size
+    if (!(trash.last >= time)) trash.last = time
     if (trash.first !== undefined && trash.first <= time) return false
     trash.first = time
     return true
@@ -47,10 +48,8 @@ class TrashCount {
     const trash = this.figures()
     trash.files--
     trash.bytes -= meta.size
-    if (trash.files === 0) trash.first = undefined
+    if (trash.files === 0) Object.assign(trash, { first: undefined, last: undefined })
   }
 }
-
-const empty = (restoredAt) => ({ files: 0, bytes: 0, first: undefined, restoredAt })
 
 module.exports = { TrashCount }

@@ -13,6 +13,8 @@ const spec = JSON.parse(process.argv[2])
 const markFd = fs.openSync(spec.mark, 'w')
 const mark = (text) => fs.writeSync(markFd, text + '\n')
 const outcomes = []
+const current = new Map() // key -> the SHA-256 it was last written with
+const trashed = new Set() // keys in the trash
 
 // Deterministic bytes, so that a run can be repeated: the step's number and size seed them.
 function data (n, size) {
@@ -27,10 +29,12 @@ function data (n, size) {
 
 // Runs one step: ['write', key, size, expiresIn], ['put', size, expiresIn] (the key is
 // the content's SHA-256; expiresIn, optional: ms from now to its expiry), ['unlink', key],
-// ['compact'], ['collect', files] (waits until the store collected `files` expired files
-// itself), or ['together', ...steps] run at once.
+// ['trash', key], ['restore'], ['empty'] (the whole trash), ['compact'], ['collect', files]
+// (waits until the store collected `files` expired files itself), or ['together', ...steps]
+// run at once.
 async function step (engine, s, sync) {
   if (s[0] === 'together') return Promise.all(s.slice(1).map((t) => step(engine, t, sync)))
+  if (s[0] === 'restore' || s[0] === 'empty') return wholeTrash(engine, s[0])
   if (s[0] === 'compact' || s[0] === 'collect') {
     mark(`begin ${s[0]}`)
     await engine[s[0]](...s.slice(1))
@@ -39,18 +43,33 @@ async function step (engine, s, sync) {
   const n = outcomes.length
   const [op, ...args] = s
   const [size, expiresIn] = op === 'put' ? args : args.slice(1)
-  const bytes = op === 'unlink' ? undefined : data(n, size)
+  const bytes = op === 'unlink' || op === 'trash' ? undefined : data(n, size)
   const sha256 = bytes ? crypto.createHash('sha256').update(bytes).digest('hex') : null
   const key = op === 'put' ? sha256 : args[0]
+  trashed.delete(key)
+  if (op === 'trash') trashed.add(key)
+  else current.set(key, sha256)
   const expires = expiresIn === undefined ? undefined : Date.now() + expiresIn
   outcomes.push({ key, sha256, sync, expires })
   mark(`begin ${n}`)
   if (op === 'put') {
     if (await engine.put(bytes, expires) !== key) throw new Error(`put() did not resolve to the content's SHA-256 ${key}`)
   } else {
-    await (op === 'write' ? engine.write(key, bytes, expires) : engine.unlink(key))
+    await (op === 'write' ? engine.write(key, bytes, expires) : op === 'trash' ? engine.trash(key) : engine.unlink(key))
   }
   mark(`ack ${n}`)
+}
+
+// restoreTrash() or emptyTrash(): one outcome per key in the trash, each synced (both
+// are, whatever the store's sync): back with its content, or gone for good.
+async function wholeTrash (engine, op) {
+  const keys = [...trashed]
+  trashed.clear()
+  const first = outcomes.length
+  for (const key of keys) outcomes.push({ key, sha256: op === 'restore' ? current.get(key) : null, sync: true })
+  keys.forEach((key, i) => mark(`begin ${first + i}`))
+  await (op === 'restore' ? engine.restoreTrash() : engine.emptyTrash())
+  keys.forEach((key, i) => mark(`ack ${first + i}`))
 }
 
 async function kfsEngine () {
@@ -60,6 +79,9 @@ async function kfsEngine () {
     write: (key, bytes, expires) => store.writeFile(key, bytes, { expires }),
     put: (bytes, expires) => store.put(bytes, { expires }),
     unlink: (key) => store.unlink(key),
+    trash: (key) => store.trash(key),
+    restoreTrash: () => store.restoreTrash(),
+    emptyTrash: () => store.emptyTrash(),
     compact: () => store.compact(),
     collect: async (files) => {
       const end = Date.now() + 120000

@@ -2,8 +2,8 @@
 
 // The crash-state workloads (harness.js): short runs of what kfs does to a
 // filesystem, each recorded whole. Steps (workload.js): ['write', key, bytes, expiresIn],
-// ['put', bytes, expiresIn], ['unlink', key], ['compact'], ['collect', files],
-// ['together', ...steps] (at once). `prepare` runs before recording, on
+// ['put', bytes, expiresIn], ['unlink', key], ['trash', key], ['restore'], ['empty'],
+// ['compact'], ['collect', files], ['together', ...steps] (at once). `prepare` runs before recording, on
 // the real disk, and is durable when recording starts.
 const KiB = 1024
 const MiB = 1024 * KiB
@@ -117,6 +117,22 @@ const workloads = [
       ['write', 'kept', 5 * KiB, 3600 * 1000], ['write', 'live', 200 * KiB]
     ],
     steps: [['together', ['collect', 2100], ['write', 'during', 64 * KiB]], ['write', 'after', 2 * KiB]]
+  },
+  {
+    // The trash: files trashed and emptied, then trashed and restored, one trashed and
+    // written again, trash beside a write; the last restore comes after an emptying,
+    // which it must not undo.
+    name: 'trash',
+    engine: 'kfs',
+    store: 'store',
+    options: synced,
+    steps: [
+      ...[KiB, 300 * KiB, 62068, 2 * MiB, 5 * KiB, 700 * KiB].map((size, i) => ['write', `t${i}`, size]),
+      ['trash', 't0'], ['trash', 't1'], ['trash', 't2'], ['empty'],
+      ['trash', 't3'], ['trash', 't4'], ['restore'],
+      ['trash', 't5'], ['write', 't5', 10 * KiB], ['trash', 't4'], ['together', ['trash', 't3'], ['write', 't6', KiB]],
+      ['empty'], ['write', 't7', 62068], ['trash', 't7'], ['restore']
+    ]
   },
   {
     // One raw LevelDB doing synced puts and deletes: what LevelDB alone promises.

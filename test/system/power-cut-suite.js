@@ -16,7 +16,7 @@ const PER_MODEL = Number(process.env.KFS_CRASH_STATES_PER_MODEL) || 35
 const LIMITS = { prefix: PER_MODEL, journal: PER_MODEL, subset: PER_MODEL }
 // The workloads of each part, by name, about equal in time.
 const PARTS = [
-  ['new store', 'synced writes', 'writes at once', 'raw LevelDB'],
+  ['new store', 'synced writes', 'writes at once', 'raw LevelDB', 'trash'],
   ['new shards', 'unsynced writes', 'reclaiming', 'pieces, upgraded from format 2', 'expiry collection']
 ]
 
