@@ -467,6 +467,21 @@ describe('expiry', () => {
       await collector.stop()
     })
 
+    it('counts the files removed as each batch is made, not at the end of a pass over the shards', async () => {
+      let release
+      const held = new Promise((resolve) => { release = resolve })
+      const first = { index: 0, nextExpiry: 1, collectExpired: async () => ({ files: 5, more: false }) }
+      const second = { index: 1, nextExpiry: 2, collectExpired: async () => held.then(() => ({ files: 7, more: false })) }
+      const collector = new Collector({ openShards: () => [first, second], inShard: async (index, fn) => fn([first, second][index]), now: () => 10 })
+      const pass = collector.collectNow()
+      await new Promise((resolve) => setImmediate(resolve))
+      expect(collector.files, 'the first shard collected, the second still at it').to.equal(5)
+      release()
+      expect(await pass).to.equal(12)
+      expect(collector.files).to.equal(12)
+      await collector.stop()
+    })
+
     it('a shard that fails is tried again after 10 s, then twice as long each time up to 10 min; noted again, at once', async () => {
       let now = 1000
       let tries = 0

@@ -106,6 +106,7 @@ class Collector {
         for (let more = true; more && !this.#stopped;) {
           const done = await this.#inShard(index, (shard) => shard.collectExpired(now))
           files += done.files
+          this.files += done.files // counted as each batch is made: a pass over many shards takes a while
           more = done.more
         }
         if (!this.#stopped) this.trashFiles += await this.#emptyTrash(index, now)
@@ -117,7 +118,6 @@ class Collector {
       }
     }
     if (files > 0) this.runs++
-    this.files += files
     if (failure) throw failure
     return files
   }
