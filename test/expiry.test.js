@@ -482,6 +482,28 @@ describe('expiry', () => {
       await collector.stop()
     })
 
+    it('collects four shards at once, each its own LevelDB, the soonest due first', async () => {
+      let inFlight = 0
+      let most = 0
+      const started = []
+      const shards = Array.from({ length: 9 }, (_, index) => ({ index, nextExpiry: 100 - index, collectExpired: async () => ({ files: 1, more: false }) }))
+      const collector = new Collector({
+        openShards: () => shards,
+        inShard: async (index, fn) => {
+          started.push(index)
+          most = Math.max(most, ++inFlight)
+          await new Promise((resolve) => setTimeout(resolve, 5))
+          inFlight--
+          return fn(shards[index])
+        },
+        now: () => 1000
+      })
+      expect(await collector.collectNow()).to.equal(9)
+      expect(most).to.equal(4)
+      expect(started).to.deep.equal([8, 7, 6, 5, 4, 3, 2, 1, 0])
+      await collector.stop()
+    })
+
     it('a shard that fails is tried again after 10 s, then twice as long each time up to 10 min; noted again, at once', async () => {
       let now = 1000
       let tries = 0

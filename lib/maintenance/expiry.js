@@ -7,6 +7,9 @@ const MAX_DELAY = 0x7fffffff
 // repaired) or a collection of it succeeds.
 const RETRY_MS = 10 * 1000
 const MAX_RETRY_MS = 10 * 60 * 1000
+// Shards collected at once: each is its own LevelDB, and one collection's reads and batch
+// overlap another's on libuv's threads, so that collecting keeps pace with uploads.
+const COLLECT_SHARDS = 4
 
 // Removes expired files in the background, with no call from the user: one timer, never
 // keeping the process alive, set for the earliest expiry over the shards, open ones
@@ -94,31 +97,50 @@ class Collector {
     })
   }
 
-  // Collects every shard with files due now; rejects with the first failure, after trying
-  // the others. A shard that failed is tried again once its wait passed.
+  // Collects every shard with files due now, COLLECT_SHARDS at a time; rejects with the
+  // first failure, after trying the others. A shard that failed is tried again once its
+  // wait passed.
   async collectNow () {
     const now = this.#now()
+    const due = this.#expiries().filter(([, , at]) => at <= now)
     let files = 0
     let failure
-    for (const [index, time, due] of this.#expiries()) {
-      if (due > now || this.#stopped) break
-      try {
-        for (let more = true; more && !this.#stopped;) {
-          const done = await this.#inShard(index, (shard) => shard.collectExpired(now))
-          files += done.files
-          this.files += done.files // counted as each batch is made: a pass over many shards takes a while
-          more = done.more
+    let next = 0
+    const worker = async () => {
+      while (next < due.length && !this.#stopped) {
+        const [index, time] = due[next++]
+        try {
+          const removed = await this.#collectShard(index, now) // not `files += await`: the workers' sums would overwrite one another
+          files += removed
+          if (this.#noted.get(index) === time) this.#noted.delete(index) // open: its nextExpiry says the rest
+          this.#retries.delete(index)
+        } catch (err) {
+          this.#failed(index, now)
+          failure = failure || err
         }
-        if (!this.#stopped) this.trashFiles += await this.#emptyTrash(index, now)
-        if (this.#noted.get(index) === time) this.#noted.delete(index) // open: its nextExpiry says the rest
-        this.#retries.delete(index)
-      } catch (err) {
-        this.#failed(index, now)
-        failure = failure || err
       }
     }
+    await Promise.all(Array.from({ length: Math.min(COLLECT_SHARDS, due.length) }, worker))
     if (files > 0) this.runs++
     if (failure) throw failure
+    return files
+  }
+
+  // Shard `index`'s files due at `now`, batch after batch, then its trash due. Resolves to
+  // the expired files it removed, counted as each batch is made (a pass over many shards
+  // takes a while).
+  async #collectShard (index, now) {
+    let files = 0
+    for (let more = true; more && !this.#stopped;) {
+      const done = await this.#inShard(index, (shard) => shard.collectExpired(now))
+      files += done.files
+      this.files += done.files
+      more = done.more
+    }
+    if (!this.#stopped) {
+      const emptied = await this.#emptyTrash(index, now)
+      this.trashFiles += emptied
+    }
     return files
   }
 
