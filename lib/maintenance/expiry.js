@@ -44,6 +44,35 @@ class Collector {
     this.trashFiles = 0 // files in the trash removed
   }
 
+  // The store's collector (store/local.js), told of every shard with work due: open ones
+  // as their nextDue comes sooner, closed ones from the usage cache (closedDue), and
+  // those without trusted figures there (the last process died with them open, or could
+  // not record them at their close), which may hold files due that nothing here knows
+  // of, even without openAhead: their earliest expiry is read from their files, left
+  // closed, or where they cannot be read so they are due now, and a collection opens them
+  // to read their index. `trash`: the store's (maintenance/trash.js).
+  static forStore ({ shards, usage, trash, enabled }) {
+    const collector = new Collector({
+      openShards: () => shards.openShards(),
+      closedExpiries: () => closedDue(usage, trash),
+      inShard: (index, fn) => shards.inShard(index, fn),
+      emptyTrash: (index, now) => trash.emptyDue(index, now),
+      enabled
+    })
+    shards.onExpiry = (shard) => collector.note(shard.index, shard.nextDue)
+    for (const [index, time] of closedDue(usage, trash)) collector.note(index, time)
+    for (const index of shards.indices()) {
+      if (usage.get(index)) continue
+      shards.closedFirstExpiry(index).then((time) => collector.note(index, time), () => collector.note(index, Date.now()))
+    }
+    return collector
+  }
+
+  // Closed shard `index`'s work due, as the usage cache has it now (after a repair).
+  noteClosed (index) {
+    for (const [i, time] of this.#closedExpiries()) if (i === index) this.note(i, time)
+  }
+
   // Shard `index`'s earliest expiry, or trash to empty, is `time` (it opened, or a write
   // came sooner).
   note (index, time) {
@@ -149,6 +178,16 @@ class Collector {
     clearTimeout(this.#timer)
     return this.#running || Promise.resolve()
   }
+}
+
+// [[index, time]]: when each closed shard next has work for the Collector, the earlier of
+// its first expiry and its trash turning trashDays old.
+function closedDue (usage, trash) {
+  const due = new Map()
+  for (const [index, time] of [...usage.expiries(), ...trash.closedDue(usage.closedFigures())]) {
+    if (!(due.get(index) <= time)) due.set(index, time)
+  }
+  return [...due]
 }
 
 module.exports = { Collector }

@@ -94,23 +94,7 @@ class LocalStore {
     })
     shards.onDead = () => this.#reclaimer.noteDead()
     // A store opened read-only collects nothing; its reads still hide expired files.
-    const collector = this.#collector = new Collector({
-      openShards: () => shards.openShards(),
-      closedExpiries: () => closedDue(usage, trash),
-      inShard: (index, fn) => shards.inShard(index, fn),
-      emptyTrash: (index, now) => trash.emptyDue(index, now),
-      enabled: !options.readOnly
-    })
-    shards.onExpiry = (shard) => collector.note(shard.index, shard.nextDue)
-    for (const [index, time] of closedDue(usage, trash)) collector.note(index, time)
-    // A shard without trusted figures (the last process died with it open, or could not
-    // record them at its close) may hold files due that nothing here knows of, even
-    // without openAhead: its earliest expiry is read from its files, left closed, or where
-    // they cannot be read so it is due now, and a collection opens it to read its index.
-    for (const index of shards.indices()) {
-      if (usage.get(index)) continue
-      shards.closedFirstExpiry(index).then((time) => collector.note(index, time), () => collector.note(index, Date.now()))
-    }
+    this.#collector = Collector.forStore({ shards, usage, trash, enabled: !options.readOnly })
     shards.onWrite = () => this.#reclaimer.noteWrite()
   }
 
@@ -253,11 +237,10 @@ class LocalStore {
     return verify(this.#maintenance(), checked)
   }
 
-  // A repaired shard is closed: its expiry, in the usage cache, goes to the collector.
+  // A repaired shard is closed: its work due, in the usage cache, goes to the collector.
   async repair (shard) {
     const result = await repair(this.#maintenance(), shard)
-    const figures = this.#shards.usage.get(shard)
-    if (figures) this.#collector.note(shard, figures.nextExpiry)
+    this.#collector.noteClosed(shard)
     return result
   }
 
@@ -291,16 +274,6 @@ class LocalStore {
   #maintenance () {
     return { shards: this.#shards, chunkSize: this.format.chunkSize, shardCount: this.format.shardCount }
   }
-}
-
-// [[index, time]]: when each closed shard next has work for the Collector, the earlier of
-// its first expiry and its trash turning trashDays old.
-function closedDue (usage, trash) {
-  const due = new Map()
-  for (const [index, time] of [...usage.expiries(), ...trash.closedDue(usage.closedFigures())]) {
-    if (!(due.get(index) <= time)) due.set(index, time)
-  }
-  return [...due]
 }
 
 module.exports = { LocalStore }
