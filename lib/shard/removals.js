@@ -12,12 +12,12 @@ const { expiredFiles, trashedFiles } = require('./due-files')
 // emptying (emptyTrash).
 const COLLECT_BATCH = 1000
 
-// A shard's changes that take files out of readers' sight: unlink, trash, the collection
-// of expired files, the emptying of the trash. Each runs in the shard's exclusive section,
-// as every change to its keys. `shard`: the Shard; `own`, what only the shard reaches:
-// write(ops, sync) (Shard#write), apply(ops, account, sync) (Shard#apply), died(bytes)
-// (its dead space), removed(meta) (its fingerprints and trash count), trash (its
-// TrashCount).
+// A shard's removals: of files, taken out of readers' sight (unlink, trash, the collection
+// of expired files, the emptying of the trash), and of versions never committed; and the
+// shard's earliest expiry as files come and go. A change to files runs in the shard's
+// exclusive section, as every change to its keys. `shard`: the Shard; `own`, what only the shard reaches:
+// write(ops, sync) (Shard#write), apply(ops, account, sync) (Shard#apply), and its
+// deadSpace (DeadSpace), prints (Fingerprints) and trash (TrashCount).
 class Removals {
   #shard
   #own
@@ -36,7 +36,7 @@ class Removals {
       const head = old ? undefined : await shard.db.get(key)
       if (head !== undefined) {
         await this.#own.write([{ type: 'del', key }, { type: 'put', key: records.deadKey(key, head.toString('hex', 8, 16)), value: String(head.length) }], shard.sync || sync)
-        return this.#own.died(head.length)
+        return this.#own.deadSpace.died(head.length)
       }
       if (!old || records.trashed(old, shard.restoredAt)) throw errors.notFound(key)
       const ops = []
@@ -63,7 +63,7 @@ class Removals {
       } finally {
         if (head) free(head)
       }
-      if (data && data.length > 0) this.#own.died(data.length)
+      if (data && data.length > 0) this.#own.deadSpace.died(data.length)
       if (this.#own.trash.added(meta, time)) shard.onExpiry(shard)
       if (notDurable) throw notDurable
     })
@@ -114,9 +114,41 @@ class Removals {
     const shard = this.#shard
     const used = gone.reduce((sum, meta) => sum + meta.size, 0)
     const notDurable = await this.#own.apply(ops, { used: shard.used - used, files: shard.files - gone.length }, sync)
-    this.#own.died(used)
-    for (const meta of gone) this.#own.removed(meta)
+    this.#own.deadSpace.died(used)
+    for (const meta of gone) {
+      this.#own.prints.removed(meta.key, shard.files)
+      this.#own.trash.removed(meta)
+    }
     return notDurable
+  }
+
+  async discard (key, version) {
+    const shard = this.#shard
+    await shard.db.clear(shard.chunkKeys.range(key, version))
+    await shard.db.batch([{ type: 'del', key: records.pendingKey(version) }])
+  }
+
+  // Discards the pending versions not being written by this process: what a crash or a failed
+  // cleanup left. Exclusive of commits, which leave `writing` in their own section.
+  discardAbandoned () {
+    const shard = this.#shard
+    return shard.exclusive(async () => {
+      for (const { key, version } of await scans.pendingVersions(shard.db)) {
+        if (!shard.writing.has(version)) await this.discard(key, version)
+      }
+    })
+  }
+
+  // After a commit of `meta`, in place of `old` if any, in the exclusive section: the
+  // shard's earliest expiry, sooner by `meta`'s, or read again if `old` held it.
+  async expiryCommitted (meta, old) {
+    const shard = this.#shard
+    if (meta.expires !== undefined && !(shard.nextExpiry <= meta.expires)) {
+      shard.nextExpiry = meta.expires
+      shard.onExpiry(shard)
+    } else if (old) {
+      await this.expiryGone(old)
+    }
   }
 
   // After `old` was removed or replaced, in the exclusive section: if it held the shard's

@@ -6,6 +6,7 @@ const records = require('./records')
 const { putChunks, commitOps } = require('./batches')
 const { TrashCount } = require('./trash-count')
 const { Removals } = require('./removals')
+const { DiskBytes } = require('./disk-bytes')
 const { upgradeHeads } = require('./head-upgrade')
 const scans = require('./scans')
 const { Reservation } = require('./reservation')
@@ -28,10 +29,10 @@ class Shard {
   #life = new Lifecycle('open')
   #upgrading // upgradeHeads() under way, or done
   #unsaved // the damage note of a read-only open, which cannot write it
-  #disk = { bytes: 0, at: -Infinity, mark: undefined } // diskBytes as last read: when (performance.now()), at which db.changeMark()
-
+  #disk // DiskBytes
   #trash // TrashCount
   #removals
+
   constructor ({ index, location, db, cap, chunkKeys, sync, memtables, account, dead = 0, created = false, allHeads = false, unsaved = [], nextExpiry, clock = NO_CLOCK, trash }) {
     this.#memtables = memtables
     this.#deadSpace = new DeadSpace(this, dead)
@@ -41,6 +42,7 @@ class Shard {
     this.name = shardName(index)
     this.location = location
     this.db = db
+    this.#disk = new DiskBytes(db)
     this.cap = cap
     this.chunkKeys = chunkKeys
     this.sync = sync
@@ -54,16 +56,7 @@ class Shard {
     this.onExpiry = () => {} // called when nextExpiry came sooner
     this.allHeads = allHeads // every file has a head record (records.HEADS): nothing to upgrade
     this.#trash = new TrashCount(clock, trash)
-    this.#removals = new Removals(this, {
-      write: (ops, sync) => this.#write(ops, sync),
-      apply: (ops, account, sync) => this.#apply(ops, account, sync),
-      died: (bytes) => this.#deadSpace.died(bytes),
-      removed: (meta) => {
-        this.#prints.removed(meta.key, this.files)
-        this.#trash.removed(meta)
-      },
-      trash: this.#trash
-    })
+    this.#removals = new Removals(this, { write: (ops, sync) => this.#write(ops, sync), apply: (ops, account, sync) => this.#apply(ops, account, sync), deadSpace: this.#deadSpace, prints: this.#prints, trash: this.#trash })
   }
 
   // The store's last restore time: a file trashed at or before it is not in the trash.
@@ -78,9 +71,7 @@ class Shard {
 
   // The earliest time the collector has work here: an expiry, or trash turning trashMs old.
   get nextDue () {
-    const emptied = this.#trash.emptiedAt
-    if (emptied === undefined) return this.nextExpiry
-    return this.nextExpiry === undefined ? emptied : Math.min(this.nextExpiry, emptied)
+    return this.#trash.dueWith(this.nextExpiry)
   }
 
   static open (options) {
@@ -169,12 +160,7 @@ class Shard {
         this.#deadSpace.died(old.size)
         this.#trash.removed(old)
       } else this.#prints.added(meta.key, this.files)
-      if (meta.expires !== undefined && !(this.nextExpiry <= meta.expires)) {
-        this.nextExpiry = meta.expires
-        this.onExpiry(this)
-      } else if (old) {
-        await this.#removals.expiryGone(old)
-      }
+      await this.#removals.expiryCommitted(meta, old)
       reservation.release()
       // Here: discardAbandoned() never sees the version pending and no longer being written.
       this.writing.delete(meta.version)
@@ -243,19 +229,13 @@ class Shard {
     return this.#deadSpace.forget(ids.map((id) => ({ type: 'del', key: id })))
   }
 
-  async discard (key, version) {
-    await this.db.clear(this.chunkKeys.range(key, version))
-    await this.db.batch([{ type: 'del', key: records.pendingKey(version) }])
+  // A version written but never committed (chunk-writer.js).
+  discard (key, version) {
+    return this.#removals.discard(key, version)
   }
 
-  // Discards the pending versions not being written by this process: what a crash or a failed
-  // cleanup left. Exclusive of commits, which leave `writing` in their own section.
   discardAbandoned () {
-    return this.exclusive(async () => {
-      for (const { key, version } of await scans.pendingVersions(this.db)) {
-        if (!this.writing.has(version)) await this.discard(key, version)
-      }
-    })
+    return this.#removals.discardAbandoned()
   }
 
   // In the background (head-upgrade.js); never rejects, and the shard's close waits for it.
@@ -274,17 +254,10 @@ class Shard {
     return [...(await scans.damageNotes(this.db)), ...this.#unsaved]
   }
 
-  // `maxAge`: how old, in ms, the disk bytes may be; `sinceChange`: read again as well once
-  // this process wrote or compacted the shard since. Reading them lists its directory.
-  async figures ({ maxAge = 0, sinceChange = false } = {}) {
-    const at = performance.now()
-    const mark = this.db.changeMark()
-    if (at - this.#disk.at > maxAge || (sinceChange && (mark === undefined || mark !== this.#disk.mark))) {
-      // LevelDB's tables, and its log: an open shard's recent writes are only there.
-      const [tables, logs] = await Promise.all([this.db.approximateSize(records.WHOLE.from, records.WHOLE.to).catch(() => 0), this.db.logBytes()])
-      this.#disk = { bytes: tables + logs, at, mark }
-    }
-    return { used: this.used, files: this.files, diskBytes: this.#disk.bytes, dead: this.dead, nextExpiry: this.nextExpiry, trash: { ...this.trashFigures() } }
+  // The shard's figures; `disk`: how new its disk bytes must be (disk-bytes.js).
+  async figures (disk) {
+    const diskBytes = await this.#disk.read(disk)
+    return { used: this.used, files: this.files, diskBytes, dead: this.dead, nextExpiry: this.nextExpiry, trash: { ...this.trashFigures() } }
   }
 
   // LevelDB's CompactRange reports no error, and one that failed (a full disk) leaves the

@@ -23,11 +23,13 @@ class TrashCount {
     return this.#figures
   }
 
-  // When trash turns trashMs old, and the collector empties it; undefined: never.
-  get emptiedAt () {
+  // The earlier of `nextExpiry` and when trash here turns trashMs old, and the collector
+  // empties it; undefined: neither.
+  dueWith (nextExpiry) {
     const { first } = this.figures()
-    const at = first === undefined ? undefined : first + this.clock.trashMs
-    return Number.isFinite(at) ? at : undefined
+    const emptied = first === undefined ? undefined : first + this.clock.trashMs
+    if (!Number.isFinite(emptied)) return nextExpiry
+    return nextExpiry === undefined ? emptied : Math.min(nextExpiry, emptied)
   }
 
   // `meta`'s version went in the trash at `time`; true if it is now the earliest.
