@@ -10,7 +10,7 @@ const errors = require('./api/errors')
 const { Lifecycle } = require('./api/lifecycle')
 const { OpenStreams } = require('./api/open-streams')
 const { OperationMetrics } = require('./api/metrics')
-const { WriteStream, ReadStream } = require('./data/streams')
+const { StoreStreams } = require('./api/store-streams')
 const { WriteBudget } = require('./data/write-budget')
 const { Backends } = require('./store/backends')
 
@@ -30,6 +30,7 @@ class Store {
   #writeBudget
   #backends
   #counts = new OperationMetrics(() => Boolean(this.#backends.local)) // the calls this store ran, held here (metrics())
+  #streamCalls // createWriteStream, createReadStream and list (api/store-streams.js)
 
   constructor (dir, options) {
     if (typeof dir !== 'string' || dir === '') throw errors.invalidType('dir', 'a non-empty string', dir)
@@ -47,6 +48,16 @@ class Store {
       counts: this.#counts,
       served: this
     }, () => this.#life.opened())
+    this.#streamCalls = new StoreStreams({
+      backends: this.#backends,
+      streams: this.#streams,
+      counts: this.#counts,
+      operations: this.#operations,
+      sync: (options) => this.#sync(options),
+      writable: () => this.#writable(),
+      op: (name, call, how) => this.#op(name, call, how),
+      shardCount: () => this.shardCount
+    })
   }
 
   // The store's format, as its backend read it; `fallback` until it opened.
@@ -140,33 +151,13 @@ class Store {
 
   createWriteStream (key, options) {
     args.arity('createWriteStream', arguments, ['key', 'options'], undefined, 'a stream')
-    const file = coerceKey(key)
-    const { sha256: expectedSha256, size, expires } = args.writeOptions(options)
-    const served = args.served(options)
-    const admit = this.#streams.admission(served)
-    const sync = this.#sync(options)
-    const stream = new WriteStream((signal) => Promise.resolve().then(() => {
-      admit()
-      this.#writable()
-      return this.#backends.run('openWriter', (b) => b.openWriter(file, { expectedSha256, size, expires, sync, signal }))
-    }), (err) => errors.named(err, file), { frees: served })
-    return this.#streams.add(this.#counts.stream(args.countedAs(options, 'createWriteStream'), stream), served)
+    return this.#streamCalls.createWriteStream(key, options)
   }
 
   createReadStream (key, options) {
     args.arity('createReadStream', arguments, ['key', 'options'], undefined, 'a stream')
-    const file = coerceKey(key)
-    const range = args.range(options)
-    const unchecked = Boolean(options && options[args.UNCHECKED])
-    const served = args.served(options)
-    const admit = this.#streams.admission(served)
-    const stream = new ReadStream((signal) => Promise.resolve().then(() => {
-      admit()
-      return this.#backends.run('openReader', (b) => b.openReader(file, range, { unchecked, signal }))
-    }), (err) => errors.named(err, file))
-    return this.#streams.add(this.#counts.stream(args.countedAs(options, 'createReadStream'), stream), served)
+    return this.#streamCalls.createReadStream(key, options)
   }
-
 
   // Content addressing: resolves to the key, the SHA-256 of the content; content
   // already stored with the same expiry is not written again. `options`: { expires }, and
@@ -237,27 +228,9 @@ class Store {
   }
 
   // An async iterable of { key, size, name } for every committed file (lib/data/list.js).
-  // `options`: internal (args.SERVED).
   list (shard, options) {
     args.arity('list', arguments, ['shard'], undefined, 'an async iterable')
-    if (shard !== undefined) args.shardIndex(shard, this.shardCount)
-    return this.#list(shard, args.served(options) && !this.#operations.closed)
-  }
-
-  // Counted once the listing ended: read to its end, failed, or stopped by its caller.
-  async * #list (only, admitted) {
-    const start = performance.now()
-    let failure
-    try {
-      await this.#op('list', () => {}, { counted: false }) // open, the shard count known
-      if (only !== undefined) args.shardIndex(only, this.shardCount)
-      yield * this.#backends.list(only, { admitted })
-    } catch (err) {
-      failure = err
-      throw err
-    } finally {
-      this.#counts.ended('list', start, failure)
-    }
+    return this.#streamCalls.list(shard, options)
   }
 
   async usage () {
