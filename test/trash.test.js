@@ -222,6 +222,28 @@ describe('trash', () => {
       expect((await store.usage()).files).to.equal(0)
     })
 
+    it('a collection of expired files does not lease a shard again to empty a trash it has none of, or none old enough', async () => {
+      const store = t.open({ chunkSize: C, shardCount: 4 })
+      for (let i = 0; i < 8; i++) await store.writeFile(`x${i}`, `expired ${i}`, { expires: Date.now() - 1 })
+      await store.writeFile('kept', 'in the trash, not old enough')
+      await store.trash('kept')
+      let emptyings = 0
+      const { emptyTrash } = Shard.prototype
+      Shard.prototype.emptyTrash = function (...args) {
+        emptyings++
+        return emptyTrash.apply(this, args)
+      }
+      try {
+        const end = Date.now() + scaled(10000)
+        while ((await store.metrics()).expiries.files < 8 && Date.now() < end) await new Promise((resolve) => setTimeout(resolve, 20))
+        expect((await store.metrics()).expiries.files).to.equal(8)
+      } finally {
+        Shard.prototype.emptyTrash = emptyTrash
+      }
+      expect(emptyings).to.equal(0)
+      expect((await store.usage()).trash.files).to.equal(1)
+    })
+
     it('by itself once trash is trashDays old, from the collector timer, which keeps no process alive', async () => {
       const store = t.open({ chunkSize: C, trashDays: 300 / DAY }) // 300 ms
       await withFiles(store, 3)

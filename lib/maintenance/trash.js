@@ -69,10 +69,15 @@ class Trash {
   }
 
   // The Collector's part: shard `index`'s files in the trash trashMs or longer at `now`.
-  // Resolves to the number removed.
+  // Resolves to the number removed. A shard whose earliest trash time is later is not
+  // leased nor scanned: the collector asks after every shard it collects.
   emptyDue (index, now) {
     if (!Number.isFinite(this.trashMs)) return Promise.resolve(0)
-    return this.#locked(async () => (await this.#emptyShard(index, now - this.trashMs + 1)).files)
+    const before = now - this.trashMs + 1
+    return this.#locked(async () => {
+      const { first } = await this.shards.trashIn(index)
+      return first !== undefined && first < before ? (await this.#emptyShard(index, before)).files : 0
+    })
   }
 
   async #emptyShard (index, before) {
