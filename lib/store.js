@@ -10,7 +10,7 @@ const errors = require('./api/errors')
 const { Lifecycle } = require('./api/lifecycle')
 const { OpenStreams } = require('./api/open-streams')
 const { OperationMetrics } = require('./api/metrics')
-const { StoreStreams } = require('./api/store-streams')
+const { StoreStreams } = require('./store/streams')
 const { WriteBudget } = require('./data/write-budget')
 const { Backends } = require('./store/backends')
 
@@ -30,7 +30,7 @@ class Store {
   #writeBudget
   #backends
   #counts = new OperationMetrics(() => Boolean(this.#backends.local)) // the calls this store ran, held here (metrics())
-  #streamCalls // createWriteStream, createReadStream and list (api/store-streams.js)
+  #streamCalls // createWriteStream, createReadStream and list (store/streams.js)
 
   constructor (dir, options) {
     if (typeof dir !== 'string' || dir === '') throw errors.invalidType('dir', 'a non-empty string', dir)

@@ -16,9 +16,10 @@ const { useTmp, rejects } = require('./helpers')
 const { holder } = require('./share-harness')
 
 // The backend calls lib/store.js makes: #op('name', ...) and run('name', ...).
+// The calls lib/store.js makes, and lib/store/streams.js for it.
 function storeCalls () {
-  const text = fs.readFileSync(path.join(__dirname, '..', 'lib', 'store.js'), 'utf8')
-  return [...new Set([...text.matchAll(/(?:#op|\.run)\('(\w+)'/g)].map((m) => m[1]))].sort()
+  const text = ['store.js', 'store/streams.js'].map((file) => fs.readFileSync(path.join(__dirname, '..', 'lib', file), 'utf8')).join('\n')
+  return [...new Set([...text.matchAll(/(?:#op|\.op|\.run)\('(\w+)'/g)].map((m) => m[1]))].sort()
 }
 
 describe('the store\'s backends', () => {

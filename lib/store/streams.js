@@ -1,8 +1,8 @@
 'use strict'
 
-const args = require('./args')
-const errors = require('./errors')
-const { coerceKey } = require('./keys')
+const args = require('../api/args')
+const errors = require('../api/errors')
+const { coerceKey } = require('../api/keys')
 const { WriteStream, ReadStream } = require('../data/streams')
 
 // The Store's calls that return a stream or an async iterable rather than a promise: the
